@@ -1,0 +1,73 @@
+"""s3commit: fast, safe S3 output commits through multipart uploads (magic and staging committers).
+
+Typical use::
+
+    from s3commit import create_committer
+    committer = create_committer("magic", "s3://bucket/table")
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("part-00000.parquet") as f:
+        f.write(data)
+    committer.commit_job([committer.commit_task(attempt)])
+"""
+
+from s3commit.committers import (
+    Committer,
+    TaskAttempt,
+    TaskCommitMessage,
+    create_committer,
+    open_magic_file,
+)
+from s3commit.config import CommitterName, CommitterOptions, ConflictMode, RetryPolicy, StoreOptions
+from s3commit.errors import (
+    AccessDeniedError,
+    CommitConflictError,
+    CommitStateError,
+    ConfigError,
+    EndpointUnreachableError,
+    JobCommitError,
+    ManifestError,
+    NoSuchBucketError,
+    NoSuchUploadError,
+    NotFoundError,
+    S3CommitError,
+    StoreError,
+    ThrottledError,
+)
+from s3commit.manifest import PendingSet, PendingUpload, SuccessData
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccessDeniedError",
+    "CommitConflictError",
+    "CommitStateError",
+    "Committer",
+    "CommitterName",
+    "CommitterOptions",
+    "ConfigError",
+    "ConflictMode",
+    "EndpointUnreachableError",
+    "JobCommitError",
+    "ManifestError",
+    "NoSuchBucketError",
+    "NoSuchUploadError",
+    "NotFoundError",
+    "PendingSet",
+    "PendingUpload",
+    "RetryPolicy",
+    "S3CommitError",
+    "S3Store",
+    "S3Uri",
+    "StoreError",
+    "StoreOptions",
+    "SuccessData",
+    "TaskAttempt",
+    "TaskCommitMessage",
+    "ThrottledError",
+    "__version__",
+    "create_committer",
+    "open_magic_file",
+]

@@ -1,0 +1,68 @@
+"""Committers and the one factory callers use: :func:`create_committer`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.committers.magic import MagicCommitter, open_magic_file
+from s3commit.committers.rename import RenameV1Committer, RenameV2Committer
+from s3commit.committers.staging import DirectoryCommitter, PartitionedCommitter
+from s3commit.config import CommitterName, CommitterOptions
+from s3commit.errors import ConfigError
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+_CLASSES: dict[CommitterName, type[Committer]] = {
+    CommitterName.MAGIC: MagicCommitter,
+    CommitterName.DIRECTORY: DirectoryCommitter,
+    CommitterName.PARTITIONED: PartitionedCommitter,
+    CommitterName.RENAME_V1: RenameV1Committer,
+    CommitterName.RENAME_V2: RenameV2Committer,
+}
+
+
+def create_committer(
+    name: str | CommitterName,
+    dest: str | S3Uri,
+    *,
+    job_id: str | None = None,
+    store: S3Store | None = None,
+    options: CommitterOptions | None = None,
+    **option_overrides: Any,
+) -> Committer:
+    """Create a committer for one job writing to ``dest``.
+
+    Args:
+        name: ``magic``, ``directory``, ``partitioned``, ``rename-v1`` or ``rename-v2``.
+        dest: ``s3://bucket/path`` or ``s3a://bucket/path``.
+        job_id: the job's unique id; a new UUID if omitted. Every process of one job must use the same.
+        store: the S3 store; default resolves endpoint and credentials like boto3.
+        options: a full :class:`CommitterOptions`; ``option_overrides`` (``threads=``, ``part_size=``,
+            ``conflict_mode=``, ``unique_filenames=``, ``success_marker=``, ...) replace single fields.
+
+    Raises:
+        ConfigError: unknown committer name, unknown option, or an invalid value.
+    """
+    kind = CommitterName.parse(name, what="committer name")
+    unknown = set(option_overrides) - CommitterOptions.field_names()
+    if unknown:
+        raise ConfigError(f"unknown committer option(s): {', '.join(sorted(unknown))}. "
+                          f"Valid options are: {', '.join(sorted(CommitterOptions.field_names()))}")
+    opts = replace(options or CommitterOptions(), **option_overrides)
+    return _CLASSES[kind](dest, job_id=job_id, store=store, options=opts)
+
+
+__all__ = [
+    "Committer",
+    "DirectoryCommitter",
+    "MagicCommitter",
+    "PartitionedCommitter",
+    "RenameV1Committer",
+    "RenameV2Committer",
+    "TaskAttempt",
+    "TaskCommitMessage",
+    "create_committer",
+    "open_magic_file",
+]

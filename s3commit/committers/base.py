@@ -1,0 +1,271 @@
+"""The committer lifecycle shared by every committer: job and task setup, commit and abort.
+
+A committer decides *when* things happen (Hadoop's ``OutputCommitter`` contract); the operations module and
+the job commit engine decide *how*. Subclasses supply the task side (where task output goes and how a task
+commit turns it into a pendingset) and may adjust the job side (conflict checks, overwrite plans).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any
+
+from s3commit.config import CommitterOptions
+from s3commit.errors import CommitStateError, ConfigError
+from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.manifest import SuccessData
+from s3commit.operations import delete_prefix, pendingset_keys_under, sweep_job_uploads
+from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskCommitMessage:
+    """What a committed task sends to the job committer (the driver): small and picklable."""
+
+    job_id: str
+    task_id: str
+    task_attempt_id: str
+    pendingset_key: str | None
+    files: int
+    bytes: int
+
+
+class TaskAttempt(ABC):
+    """One attempt of one task: where its files go, and how to open one."""
+
+    def __init__(self, committer: Committer, task_attempt_id: str) -> None:
+        self.committer = committer
+        self.id = TaskAttemptId.parse(task_attempt_id)
+        self.task_attempt_id = str(self.id)
+        self.task_id = self.id.task_id
+        self.committed = False
+        self.aborted = False
+
+    @property
+    @abstractmethod
+    def work_path(self) -> str:
+        """Where an engine writes this attempt's files itself (an S3 URI or a local directory)."""
+
+    @abstractmethod
+    def open(self, relative_path: str) -> IO[bytes]:
+        """A binary writable file that becomes ``dest/<relative_path>`` when the job commits."""
+
+    def _check_open(self) -> None:
+        if self.committed or self.aborted:
+            state = "committed" if self.committed else "aborted"
+            raise CommitStateError(f"task attempt {self.task_attempt_id} is already {state}")
+
+
+class Committer(ABC):
+    """Base of every committer.
+
+    Args:
+        dest: ``s3://bucket/path`` (or ``s3a://``).
+        job_id: the job's unique id (a UUID by default); every scratch path and orphan sweep uses it.
+        store: the S3 store (default: boto3's standard resolution).
+        options: committer options.
+    """
+
+    name = "base"
+    scratch_prefix = MAGIC_PATH_PREFIX
+
+    def __init__(self, dest: str | S3Uri, *, job_id: str | None = None, store: S3Store | None = None,
+                 options: CommitterOptions | None = None, job_id_source: str | None = None) -> None:
+        self.dest = dest if isinstance(dest, S3Uri) else S3Uri.parse(dest)
+        self.job_id = check_job_id(job_id or str(uuid.uuid4()))
+        self.job_id_source = job_id_source or ("caller" if job_id else "generated")
+        self.store = store or S3Store()
+        self.options = options or CommitterOptions()
+        self.layout = JobLayout(self.dest.key, self.job_id, dir_prefix=self.scratch_prefix)
+        self._state = "new"
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._part_pool: ThreadPoolExecutor | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(dest={str(self.dest)!r}, job_id={self.job_id!r})"
+
+    # --- shared resources -----------------------------------------------------------------------
+
+    @property
+    def pool(self) -> ThreadPoolExecutor:
+        """Threads for part uploads and manifest loads in this process (created on first use)."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.options.pool_size,
+                                                thread_name_prefix=f"s3commit-{self.name}-{self.job_id[:8]}")
+            return self._pool
+
+    @property
+    def part_pool(self) -> ThreadPoolExecutor:
+        """Threads for the parts of one file, separate from :attr:`pool` (whose tasks wait on parts)."""
+        with self._lock:
+            if self._part_pool is None:
+                self._part_pool = ThreadPoolExecutor(self.options.pool_size,
+                                                     thread_name_prefix=f"s3commit-parts-{self.job_id[:8]}")
+            return self._part_pool
+
+    def close(self) -> None:
+        """Release this committer's threads (no S3 calls)."""
+        with self._lock:
+            pools = [self._pool, self._part_pool]
+            self._pool = self._part_pool = None
+        for pool in pools:
+            if pool is not None:
+                pool.shutdown(wait=True)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_pool"] = state["_part_pool"] = None
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    # --- job side -------------------------------------------------------------------------------
+
+    def setup_job(self) -> None:
+        """Check the destination can be written (bucket exists, conflict mode) and clear an old _SUCCESS."""
+        self.store.head_bucket(self.dest.bucket)
+        self._check_job_conflicts()
+        if self.options.success_marker:
+            self.store.delete_object(self.dest.bucket, self.layout.success_key)
+        self._state = "setup"
+
+    def _check_job_conflicts(self) -> None:
+        """Job-level conflict checks (staging ``directory`` + ``fail``)."""
+
+    def job_overwrite_plan(self) -> OverwritePlan:
+        """Deletions the committer itself adds (staging ``replace``)."""
+        return OverwritePlan()
+
+    def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
+        """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``.
+
+        Args:
+            messages: the committed tasks' messages; ``None`` reads every pendingset in the job directory.
+            delete_paths: prefixes (relative to the destination; ``""`` for all of it) whose old objects are
+                deleted after the new ones are complete; the keys just committed are kept.
+            replace_partitions: replace each partition directory the job wrote (dynamic overwrite).
+
+        Raises:
+            JobCommitError: a completion failed; every upload was aborted or reverted.
+            ManifestError: a pendingset is corrupt, foreign, or points outside the destination.
+            CommitStateError: the job was already committed or aborted.
+        """
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}; a job commits once")
+        keys = self._pendingset_keys(messages)
+        committer_plan = self.job_overwrite_plan()
+        plan = OverwritePlan(delete_paths=tuple(delete_paths) + committer_plan.delete_paths,
+                             replace_partitions=replace_partitions or committer_plan.replace_partitions)
+        engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
+                           committer=self.name, options=self.options, job_id_source=self.job_id_source)
+        try:
+            success = engine.run(keys, plan)
+        except Exception:
+            self._abort_job_quietly()
+            raise
+        finally:
+            self.close()
+        self._state = "committed"
+        self.last_commit_stats = engine.stats
+        return success
+
+    def _pendingset_keys(self, messages: Sequence[TaskCommitMessage] | None) -> list[str]:
+        if messages is None:
+            return pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir)
+        keys: list[str] = []
+        by_task: dict[str, str] = {}
+        for message in messages:
+            if message is None:
+                continue
+            if not isinstance(message, TaskCommitMessage):
+                raise ConfigError(f"commit_job expects TaskCommitMessage objects, got {type(message).__name__}")
+            if message.job_id != self.job_id:
+                raise ConfigError(f"task commit message of job {message.job_id} given to job {self.job_id}")
+            if message.pendingset_key is None:
+                continue
+            # Two committed attempts of one task share one pendingset (last attempt wins): read it once.
+            if by_task.setdefault(message.task_id, message.pendingset_key) == message.pendingset_key \
+                    and message.pendingset_key not in keys:
+                keys.append(message.pendingset_key)
+        return keys
+
+    def abort_job(self) -> None:
+        """Abort every upload of this job and delete its scratch data. Idempotent, best effort per step."""
+        self._abort_job(quiet=False)
+        self._state = "aborted"
+
+    def _abort_job_quietly(self) -> None:
+        try:
+            self._abort_job(quiet=True)
+        except Exception as err:  # never hide the error that made us abort
+            log.warning("abort of job %s after a failed commit was incomplete: %s", self.job_id, err)
+        self._state = "aborted"
+
+    def _abort_job(self, *, quiet: bool) -> None:
+        from s3commit.operations import load_pendingset
+
+        bucket = self.dest.bucket
+        known: set[str] = set()
+        for key in pendingset_keys_under(self.store, bucket, self.layout.job_attempt_dir):
+            try:
+                pendingset = load_pendingset(self.store, bucket, key)
+            except Exception as err:
+                log.warning("abort job: cannot read %s: %s", key, err)
+                continue
+            known |= {c.upload_id for c in pendingset.commits if c.bucket == bucket}
+        known |= self._known_task_uploads()
+        sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=known)
+        self._abort_local_state()
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
+        self.close()
+
+    def _known_task_uploads(self) -> set[str]:
+        """Upload ids recorded by tasks outside pendingsets (magic ``.pending`` files, markers)."""
+        return set()
+
+    def _abort_local_state(self) -> None:
+        """Drop local state (staging directories)."""
+
+    # --- task side ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def setup_task(self, task_attempt_id: str) -> TaskAttempt:
+        """Prepare a task attempt (``attempt_<jt>_<job>_m_<task>_<n>``)."""
+
+    @abstractmethod
+    def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
+        """Make the attempt's output part of the job (not yet visible); returns the message for the driver."""
+
+    @abstractmethod
+    def abort_task(self, attempt: TaskAttempt) -> None:
+        """Discard the attempt's output. Idempotent."""
+
+    def needs_task_commit(self, attempt: TaskAttempt) -> bool:
+        return True
+
+    def new_task_attempt_id(self, task: int, attempt: int = 0) -> str:
+        """A Hadoop-style attempt id for plain Python callers: ``attempt_s3commit_0000_m_<task>_<n>``."""
+        return str(TaskAttemptId.of(task, attempt))
+
+
+def local_staging_root(options: CommitterOptions) -> str:
+    import tempfile
+
+    return options.staging_dir or os.path.join(tempfile.gettempdir(), "s3commit-staging")

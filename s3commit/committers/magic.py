@@ -1,0 +1,287 @@
+"""The magic committer: files stream to S3 as uploads that only the job commit completes.
+
+Writing to a *magic path* (``dest/__magic_job-U/job-U/00/tasks/<attempt>/__base/<relative>``) starts an
+upload for the *final* key (``dest/<relative>``); closing the file saves ``<magic path>.pending`` instead
+of completing. Task commit gathers the attempt's pending uploads into ``<taskId>.pendingset`` (last attempt
+wins) and deletes the attempt directory; task abort aborts every upload the attempt started. Job commit is
+:mod:`s3commit.jobcommit`.
+
+Pending uploads are also tracked in memory, per task attempt, in the process that wrote them (Hadoop's
+HADOOP-19047 idea): a task commit in that process needs no GET per file, only a LIST of the attempt
+directory to pick up files other processes wrote. :func:`open_magic_file` serves any magic path without a
+committer object; the JVM filesystem uses it through the sidecar.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import IO, Any
+
+from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.config import CommitterOptions, TrackUploads
+from s3commit.errors import CommitStateError, ConfigError
+from s3commit.manifest import PendingSet, PendingUpload
+from s3commit.operations import (
+    abort_upload_quietly,
+    delete_prefix,
+    load_pending_upload,
+    map_parallel,
+    read_upload_marker,
+    save_pending_upload,
+    save_pendingset,
+    scan_attempt_dir,
+)
+from s3commit.paths import (
+    PENDING_SUFFIX,
+    UPLOAD_MARKER_SUFFIX,
+    is_magic_file_key,
+    job_id_of_magic_key,
+    magic_key_to_final,
+    relative_key,
+    task_attempt_id_of_magic_key,
+)
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+from s3commit.writer import CompletionPolicy, MultipartWriter
+
+log = logging.getLogger(__name__)
+
+
+class MagicTaskRegistry:
+    """Process-wide memory of each task attempt's uploads: pending (closed) and open (in progress)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], dict[str, PendingUpload]] = {}
+        self._open: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {}
+
+    def started(self, job_id: str, attempt: str, *, bucket: str, key: str, upload_id: str) -> None:
+        with self._lock:
+            self._open.setdefault((job_id, attempt), {})[upload_id] = (bucket, key, upload_id)
+
+    def finished(self, job_id: str, attempt: str, pending_key: str, pending: PendingUpload) -> None:
+        with self._lock:
+            self._open.get((job_id, attempt), {}).pop(pending.upload_id, None)
+            self._pending.setdefault((job_id, attempt), {})[pending_key] = pending
+
+    def aborted(self, job_id: str, attempt: str, upload_id: str) -> None:
+        with self._lock:
+            self._open.get((job_id, attempt), {}).pop(upload_id, None)
+
+    def take(self, job_id: str, attempt: str) -> tuple[dict[str, PendingUpload], list[tuple[str, str, str]]]:
+        """Remove and return the attempt's pending uploads (by .pending key) and its open uploads."""
+        with self._lock:
+            pending = self._pending.pop((job_id, attempt), {})
+            still_open = list(self._open.pop((job_id, attempt), {}).values())
+        return pending, still_open
+
+
+REGISTRY = MagicTaskRegistry()
+"""The registry of this process (one per Python process, like Hadoop's static maps)."""
+
+
+class MagicCompletion(CompletionPolicy):
+    """Defer completion: on close save ``<magic path>.pending``; optionally record the upload at start."""
+
+    def __init__(self, store: S3Store, *, bucket: str, magic_key: str, job_id: str, task_attempt_id: str,
+                 track: bool, registry: MagicTaskRegistry) -> None:
+        self.store = store
+        self.bucket = bucket
+        self.magic_key = magic_key
+        self.job_id = job_id
+        self.task_attempt_id = task_attempt_id
+        self.track = track
+        self.registry = registry
+
+    def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
+        self.registry.started(self.job_id, self.task_attempt_id, bucket=bucket, key=key, upload_id=upload_id)
+        if self.track:
+            # Durable record so an abort from another process (or after a crash) can find this upload.
+            marker = {"bucket": bucket, "destinationKey": key, "uploadId": upload_id}
+            self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX,
+                                  json.dumps(marker).encode(), content_type="application/json")
+
+    def upload_ready(self, pending: PendingUpload) -> bool:
+        key = self.magic_key + PENDING_SUFFIX
+        save_pending_upload(self.store, self.bucket, key, pending)
+        self.registry.finished(self.job_id, self.task_attempt_id, key, pending)
+        return False
+
+    def upload_aborted(self, *, bucket: str, key: str, upload_id: str) -> None:
+        self.registry.aborted(self.job_id, self.task_attempt_id, upload_id)
+
+
+def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptions | None = None,
+                    executor: Executor | None = None, registry: MagicTaskRegistry = REGISTRY,
+                    content_type: str | None = None) -> MultipartWriter:
+    """Open a writer for a magic path: the upload targets the final key and is completed at job commit.
+
+    Raises:
+        ConfigError: the path is not a magic file path.
+    """
+    target = uri if isinstance(uri, S3Uri) else S3Uri.parse(uri)
+    if not is_magic_file_key(target.key):
+        raise ConfigError(f"{target} is not a magic path (no __magic_job- element, or a manifest name)")
+    options = options or CommitterOptions()
+    final_key = magic_key_to_final(target.key)
+    job_id = job_id_of_magic_key(target.key)
+    attempt = task_attempt_id_of_magic_key(target.key)
+    track = {TrackUploads.ALWAYS: True, TrackUploads.NEVER: False}.get(
+        options.track_uploads, job_id not in final_key)
+    policy = MagicCompletion(store, bucket=target.bucket, magic_key=target.key, job_id=job_id,
+                             task_attempt_id=attempt, track=track, registry=registry)
+    return MultipartWriter(store, target.bucket, final_key, part_size=options.part_size,
+                           max_in_flight=options.max_in_flight, executor=executor, policy=policy,
+                           uri=f"s3a://{target.bucket}/{target.key}", content_type=content_type)
+
+
+class MagicTaskAttempt(TaskAttempt):
+    """A magic task attempt: files stream to S3 under the attempt's ``__base``."""
+
+    committer: MagicCommitter
+
+    def __init__(self, committer: MagicCommitter, task_attempt_id: str) -> None:
+        super().__init__(committer, task_attempt_id)
+        self.base_key = committer.layout.task_attempt_base(self.task_attempt_id)
+        self.dir_key = committer.layout.task_attempt_dir(self.task_attempt_id)
+        self._writers: list[MultipartWriter] = []
+
+    @property
+    def work_path(self) -> str:
+        return f"s3://{self.committer.dest.bucket}/{self.base_key}"
+
+    def open(self, relative_path: str) -> IO[bytes]:
+        self._check_open()
+        rel = relative_key(relative_path)
+        writer = open_magic_file(self.committer.store, S3Uri(self.committer.dest.bucket, f"{self.base_key}/{rel}"),
+                                 options=self.committer.options, executor=self.committer.part_pool)
+        self._writers.append(writer)
+        return writer  # type: ignore[return-value]
+
+    def unclosed_writers(self) -> list[MultipartWriter]:
+        return [w for w in self._writers if not w.closed]
+
+
+class MagicCommitter(Committer):
+    """Streams task output to S3; nothing is visible before the job commits."""
+
+    name = "magic"
+
+    def setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        return MagicTaskAttempt(self, task_attempt_id)
+
+    def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
+        assert isinstance(attempt, MagicTaskAttempt)
+        attempt._check_open()
+        for writer in attempt.unclosed_writers():
+            raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
+                                   f"s3://{writer.bucket}/{writer.key}: close it before committing")
+        return commit_magic_task(self.store, bucket=self.dest.bucket, job_id=self.job_id,
+                                 task_attempt_id=attempt.task_attempt_id, task_id=attempt.task_id,
+                                 attempt_dir=attempt.dir_key,
+                                 pendingset_key=self.layout.pendingset_key(attempt.task_id),
+                                 executor=self.pool, on_done=lambda: setattr(attempt, "committed", True))
+
+    def abort_task(self, attempt: TaskAttempt) -> None:
+        assert isinstance(attempt, MagicTaskAttempt)
+        for writer in attempt.unclosed_writers():
+            writer.abort()
+        abort_magic_task(self.store, bucket=self.dest.bucket, job_id=self.job_id,
+                         task_attempt_id=attempt.task_attempt_id, attempt_dir=attempt.dir_key)
+        attempt.aborted = True
+
+    def _known_task_uploads(self) -> set[str]:
+        """Uploads recorded under task attempt directories (.pending files and upload markers)."""
+        pending, markers = scan_attempt_dir(self.store, self.dest.bucket, f"{self.layout.tasks_dir}/")
+        known: set[str] = set()
+        for key in pending:
+            try:
+                known.add(load_pending_upload(self.store, self.dest.bucket, key).upload_id)
+            except Exception as err:
+                log.warning("abort job: cannot read %s: %s", key, err)
+        for key in markers:
+            ref = read_upload_marker(self.store, self.dest.bucket, key)
+            if ref is not None:
+                known.add(ref.upload_id)
+        return known
+
+
+def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
+                      attempt_dir: str, pendingset_key: str, executor: Executor,
+                      registry: MagicTaskRegistry = REGISTRY,
+                      on_done: Callable[[], Any] | None = None) -> TaskCommitMessage:
+    """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
+
+    Pending uploads written by this process come from memory; the attempt directory is listed once to pick
+    up any written elsewhere. An upload that was started but never closed is aborted (its file is
+    incomplete). If anything fails, every upload of the attempt is aborted and the error re-raised.
+    """
+    remembered, still_open = registry.take(job_id, task_attempt_id)
+    loaded: list[PendingUpload] = list(remembered.values())
+    try:
+        pending_keys, markers = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+        others = [k for k in pending_keys if k not in remembered]
+        more, failures = map_parallel(executor, lambda k: load_pending_upload(store, bucket, k), others)
+        loaded += more
+        closed_ids = {p.upload_id for p in loaded}
+        for bucket_, key, upload_id in still_open:
+            abort_upload_quietly(store, bucket_, key, upload_id)
+        for marker in markers:
+            if marker[: -len(UPLOAD_MARKER_SUFFIX)] + PENDING_SUFFIX not in pending_keys:
+                ref = read_upload_marker(store, bucket, marker)
+                if ref is not None and ref.upload_id not in closed_ids:
+                    abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
+        if failures:
+            raise failures[0]
+        pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
+        pendingset = pendingset.with_job(job_id, task_attempt_id)
+        save_pendingset(store, bucket, pendingset_key, pendingset)
+    except BaseException:
+        for pending in loaded:
+            abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
+        raise
+    finally:
+        _delete_quietly(store, bucket, attempt_dir)
+    if on_done is not None:
+        on_done()
+    return TaskCommitMessage(job_id=job_id, task_id=task_id, task_attempt_id=task_attempt_id,
+                             pendingset_key=pendingset_key, files=len(pendingset.commits),
+                             bytes=pendingset.total_length)
+
+
+def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, attempt_dir: str,
+                     registry: MagicTaskRegistry = REGISTRY) -> int:
+    """Abort every upload a task attempt started (from memory, .pending files and markers); delete its
+    directory. Returns how many uploads were aborted. Idempotent."""
+    remembered, still_open = registry.take(job_id, task_attempt_id)
+    refs = {p.upload_id: (p.bucket, p.destination_key) for p in remembered.values()}
+    refs.update({u: (b, k) for b, k, u in still_open})
+    pending_keys, markers = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+    for key in pending_keys:
+        if key in remembered:
+            continue
+        try:
+            p = load_pending_upload(store, bucket, key)
+            refs[p.upload_id] = (p.bucket, p.destination_key)
+        except Exception as err:
+            log.warning("abort task: cannot read %s: %s", key, err)
+    for key in markers:
+        ref = read_upload_marker(store, bucket, key)
+        if ref is not None:
+            refs[ref.upload_id] = (ref.bucket, ref.key)
+    aborted = sum(abort_upload_quietly(store, b, k, u) for u, (b, k) in refs.items())
+    _delete_quietly(store, bucket, attempt_dir)
+    return aborted
+
+
+def _delete_quietly(store: S3Store, bucket: str, directory: str) -> None:
+    try:
+        delete_prefix(store, bucket, f"{directory}/")
+    except Exception as err:
+        log.warning("could not delete s3://%s/%s/: %s", bucket, directory, err)

@@ -1,0 +1,146 @@
+"""The rename baseline: Hadoop FileOutputCommitter's algorithms v1 and v2 over S3 (copy + delete).
+
+This is what Spark does by default, and why it is slow and unsafe on S3: a "rename" is a server-side COPY
+of every byte and a DELETE, file by file. v1 renames twice (task commit into ``_temporary/0/<task>``, job
+commit into the destination); v2 renames once, at task commit, straight into the destination (so output
+is visible before the job commits). Kept only so benchmarks and tests can compare against it on the same
+store; it writes Hadoop's 0-byte ``_SUCCESS``.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+from typing import IO
+
+from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.errors import CommitStateError
+from s3commit.manifest import SuccessData
+from s3commit.operations import delete_prefix
+from s3commit.paths import relative_key
+from s3commit.store import ObjectInfo
+from s3commit.writer import MultipartWriter
+
+log = logging.getLogger(__name__)
+
+TEMPORARY = "_temporary"
+
+
+class RenameTaskAttempt(TaskAttempt):
+    """Files are written (and completed: visible) under ``dest/_temporary/0/_temporary/<attempt>``."""
+
+    committer: RenameCommitter
+
+    @property
+    def dir_key(self) -> str:
+        return self.committer.dest.child(f"{TEMPORARY}/0/{TEMPORARY}/{self.task_attempt_id}").key
+
+    @property
+    def work_path(self) -> str:
+        return f"s3://{self.committer.dest.bucket}/{self.dir_key}"
+
+    def open(self, relative_path: str) -> IO[bytes]:
+        self._check_open()
+        key = f"{self.dir_key}/{relative_key(relative_path)}"
+        options = self.committer.options
+        return MultipartWriter(self.committer.store, self.committer.dest.bucket, key,  # type: ignore[return-value]
+                               part_size=options.part_size, max_in_flight=options.max_in_flight,
+                               executor=self.committer.part_pool)
+
+
+class RenameCommitter(Committer):
+    """FileOutputCommitter over S3; ``algorithm`` 1 or 2."""
+
+    algorithm = 1
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        return f"rename-v{self.algorithm}"
+
+    @property
+    def committed_tasks_key(self) -> str:
+        return self.dest.child(f"{TEMPORARY}/0").key
+
+    def setup_task(self, task_attempt_id: str) -> RenameTaskAttempt:
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        return RenameTaskAttempt(self, task_attempt_id)
+
+    def rename_dir(self, src_prefix: str, dst_prefix: str) -> tuple[int, int]:
+        """Copy every object under ``src_prefix`` to ``dst_prefix`` (in parallel), then delete the sources.
+
+        Returns (files, bytes). This is S3A's directory rename.
+        """
+        bucket = self.dest.bucket
+        sources: list[ObjectInfo] = list(self.store.list_objects(bucket, src_prefix))
+        futures: list[Future[str]] = [
+            self.pool.submit(self.store.copy_object, bucket, o.key, dst_prefix + o.key[len(src_prefix):],
+                             size=o.size)
+            for o in sources
+        ]
+        for future in futures:
+            future.result()
+        self.store.delete_objects(bucket, (o.key for o in sources))
+        return len(sources), sum(o.size for o in sources)
+
+    def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
+        assert isinstance(attempt, RenameTaskAttempt)
+        attempt._check_open()
+        if self.algorithm == 1:
+            target = f"{self.committed_tasks_key}/{attempt.task_id}/"
+            delete_prefix(self.store, self.dest.bucket, target)  # an earlier attempt's commit
+        else:
+            target = self.dest.prefix
+        files, size = self.rename_dir(f"{attempt.dir_key}/", target)
+        attempt.committed = True
+        return TaskCommitMessage(job_id=self.job_id, task_id=attempt.task_id,
+                                 task_attempt_id=attempt.task_attempt_id, pendingset_key=None,
+                                 files=files, bytes=size)
+
+    def abort_task(self, attempt: TaskAttempt) -> None:
+        assert isinstance(attempt, RenameTaskAttempt)
+        delete_prefix(self.store, self.dest.bucket, f"{attempt.dir_key}/")
+        attempt.aborted = True
+
+    def commit_job(self, messages=None, *, delete_paths=(), replace_partitions=False):  # type: ignore[no-untyped-def]
+        """v1: merge every committed task directory into the destination; both: delete ``_temporary``,
+        write the 0-byte ``_SUCCESS``. Overwrite deletions happen here too (Spark deletes before the job)."""
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        bucket = self.dest.bucket
+        files = size = 0
+        try:
+            if self.algorithm == 1:
+                tasks = sorted({m.task_id for m in (messages or []) if m is not None})
+                if messages is None:
+                    tasks = [o.key.rstrip("/").rsplit("/", 1)[-1] for o in self.store.list_objects(
+                        bucket, f"{self.committed_tasks_key}/", delimiter="/") if o.is_prefix
+                        and not o.key.endswith(f"{TEMPORARY}/")]
+                for task_id in tasks:
+                    n, b = self.rename_dir(f"{self.committed_tasks_key}/{task_id}/", self.dest.prefix)
+                    files, size = files + n, size + b
+            else:
+                files = sum(m.files for m in messages or [] if m is not None)
+                size = sum(m.bytes for m in messages or [] if m is not None)
+            delete_prefix(self.store, bucket, f"{self.committed_tasks_key.rsplit('/', 1)[0]}/")
+            if self.options.success_marker:
+                self.store.put_object(bucket, self.layout.success_key, b"")
+        finally:
+            self.close()
+        self._state = "committed"
+        requests = self.store.counters.snapshot()["requests"]
+        return SuccessData(committer=self.name, job_id=self.job_id,
+                           metrics={"committer_files": files, "committer_bytes_committed": size,
+                                    **{f"op_{k}": v for k, v in sorted(requests.items())}})
+
+    def _abort_job(self, *, quiet: bool) -> None:
+        delete_prefix(self.store, self.dest.bucket, f"{self.committed_tasks_key.rsplit('/', 1)[0]}/")
+        self.close()
+
+
+class RenameV1Committer(RenameCommitter):
+    algorithm = 1
+
+
+class RenameV2Committer(RenameCommitter):
+    algorithm = 2

@@ -1,0 +1,234 @@
+"""The staging committers (``directory`` and ``partitioned``): task output on local disk, uploaded at task
+commit as uncompleted multipart uploads (parallel parts), completed at job commit.
+
+The task's pendingset is saved in S3 under ``dest/__staging_job-U/...`` (S3 is strongly consistent, so no
+cluster filesystem is needed as in Hadoop). Conflict modes, Hadoop's semantics except that ``replace``
+deletes the old data only *after* the new data is complete (a failed job leaves the old data intact):
+
+============  ===================================  =======================================
+mode          directory                             partitioned
+============  ===================================  =======================================
+fail          job setup fails if dest has data      task commit fails if a partition has data
+append        add files (unique names avoid         add files to partitions
+              overwrites)
+replace       replace all of dest                   replace each partition written
+============  ===================================  =======================================
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from concurrent.futures import Future
+from typing import IO
+
+from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
+from s3commit.config import MAX_PARTS, ConflictMode
+from s3commit.errors import CommitConflictError, CommitStateError
+from s3commit.jobcommit import OverwritePlan
+from s3commit.manifest import PendingSet, PendingUpload, now_millis
+from s3commit.operations import abort_upload_quietly, is_scratch_key, save_pendingset
+from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
+from s3commit.writer import TooManyPartsError
+
+log = logging.getLogger(__name__)
+
+
+def _hidden(name: str) -> bool:
+    """Hadoop's HIDDEN_FILE_FILTER: names starting with ``_`` or ``.`` are not task output."""
+    return name.startswith(("_", "."))
+
+
+class StagingTaskAttempt(TaskAttempt):
+    """A staging task attempt: files are written to a private local directory."""
+
+    committer: StagingCommitter
+
+    def __init__(self, committer: StagingCommitter, task_attempt_id: str) -> None:
+        super().__init__(committer, task_attempt_id)
+        self.local_dir = os.path.join(committer.local_job_dir, self.task_attempt_id)
+        shutil.rmtree(self.local_dir, ignore_errors=True)
+        os.makedirs(self.local_dir, mode=0o700)
+
+    @property
+    def work_path(self) -> str:
+        return self.local_dir
+
+    def open(self, relative_path: str) -> IO[bytes]:
+        self._check_open()
+        path = os.path.join(self.local_dir, *relative_key(relative_path).split("/"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return open(path, "wb")
+
+    def output_files(self) -> list[str]:
+        """Relative paths of the task's output, hidden files and directories excluded."""
+        found = []
+        for root, dirs, files in os.walk(self.local_dir):
+            dirs[:] = sorted(d for d in dirs if not _hidden(d))
+            for name in sorted(files):
+                if not _hidden(name):
+                    rel = os.path.relpath(os.path.join(root, name), self.local_dir)
+                    found.append(rel.replace(os.sep, "/"))
+        return found
+
+
+class StagingCommitter(Committer):
+    """Base of ``directory`` and ``partitioned``."""
+
+    name = "staging"
+    scratch_prefix = STAGING_PATH_PREFIX
+
+    @property
+    def local_job_dir(self) -> str:
+        return os.path.join(local_staging_root(self.options), f"s3commit-{self.job_id}")
+
+    def final_key(self, relative: str) -> str:
+        rel = add_uuid(relative, self.job_id) if self.options.unique_filenames else relative
+        return self.dest.child(rel).key
+
+    def setup_task(self, task_attempt_id: str) -> StagingTaskAttempt:
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        return StagingTaskAttempt(self, task_attempt_id)
+
+    def needs_task_commit(self, attempt: TaskAttempt) -> bool:
+        assert isinstance(attempt, StagingTaskAttempt)
+        return bool(attempt.output_files())
+
+    def _check_task_conflicts(self, relatives: list[str]) -> None:
+        """Task-level conflict checks (partitioned + fail)."""
+
+    def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
+        """Upload every output file as an uncompleted upload and save the task's pendingset.
+
+        On any failure every upload made so far is aborted, the local directory deleted, and the error
+        re-raised.
+        """
+        assert isinstance(attempt, StagingTaskAttempt)
+        attempt._check_open()
+        uploads: list[PendingUpload] = []
+        started: list[tuple[str, str]] = []
+        try:
+            relatives = attempt.output_files()
+            if not relatives:
+                log.warning("task attempt %s: no files to commit", attempt.task_attempt_id)
+            self._check_task_conflicts(relatives)
+            futures = [self.pool.submit(self._upload_file, attempt, rel, started) for rel in relatives]
+            errors = []
+            for future in futures:
+                try:
+                    uploads.append(future.result())
+                except Exception as err:
+                    errors.append(err)
+            if errors:
+                raise errors[0]
+            pendingset = PendingSet(commits=tuple(uploads)).with_job(self.job_id, attempt.task_attempt_id)
+            key = self.layout.pendingset_key(attempt.task_id)
+            save_pendingset(self.store, self.dest.bucket, key, pendingset)
+        except BaseException:
+            for key, upload_id in started:
+                abort_upload_quietly(self.store, self.dest.bucket, key, upload_id)
+            raise
+        finally:
+            shutil.rmtree(attempt.local_dir, ignore_errors=True)
+        attempt.committed = True
+        return TaskCommitMessage(job_id=self.job_id, task_id=attempt.task_id,
+                                 task_attempt_id=attempt.task_attempt_id, pendingset_key=key,
+                                 files=len(uploads), bytes=pendingset.total_length)
+
+    def _upload_file(self, attempt: StagingTaskAttempt, relative: str,
+                     started: list[tuple[str, str]]) -> PendingUpload:
+        path = os.path.join(attempt.local_dir, *relative.split("/"))
+        length = os.path.getsize(path)
+        part_size = self.options.part_size
+        parts = max(1, -(-length // part_size))
+        key = self.final_key(relative)
+        if parts > MAX_PARTS:
+            raise TooManyPartsError(f"{path} ({length} bytes) needs {parts} parts at part size {part_size}; "
+                                    f"S3 allows {MAX_PARTS}: raise fs.s3a.multipart.size")
+        bucket = self.dest.bucket
+        upload_id = self.store.create_multipart_upload(bucket, key)
+        started.append((key, upload_id))  # registered at creation: any later failure aborts it
+        etags: list[str | None] = [None] * parts
+
+        def send(number: int) -> None:
+            # Each part re-reads its own byte range, so a retried part has a fresh body.
+            with open(path, "rb") as f:
+                f.seek((number - 1) * part_size)
+                etags[number - 1] = self.store.upload_part(bucket, key, upload_id, number, f.read(part_size))
+
+        # Parts go to the inner pool: files run on the outer pool, so waiting on parts cannot deadlock it.
+        futures: list[Future[None]] = [self.part_pool.submit(send, n) for n in range(2, parts + 1)]
+        send(1)
+        for future in futures:
+            future.result()
+        partition = partition_of(relative)
+        return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,
+                             etags=tuple(e for e in etags if e is not None), length=length,
+                             uri=f"s3a://{bucket}/{key}", created=now_millis(), saved=now_millis(),
+                             text=f"partition: {partition}" if partition else "")
+
+    def abort_task(self, attempt: TaskAttempt) -> None:
+        """Delete the local output (nothing was uploaded before task commit)."""
+        assert isinstance(attempt, StagingTaskAttempt)
+        shutil.rmtree(attempt.local_dir, ignore_errors=True)
+        attempt.aborted = True
+
+    def _abort_local_state(self) -> None:
+        shutil.rmtree(self.local_job_dir, ignore_errors=True)
+
+    def commit_job(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return super().commit_job(*args, **kwargs)
+        finally:
+            shutil.rmtree(self.local_job_dir, ignore_errors=True)
+
+    def _has_data(self, prefix: str) -> bool:
+        for info in self.store.list_objects(self.dest.bucket, prefix):
+            if not is_scratch_key(info.key):
+                return True
+        return False
+
+
+class DirectoryCommitter(StagingCommitter):
+    """Conflicts are resolved for the destination as a whole, at job setup (fail) or commit (replace)."""
+
+    name = "directory"
+
+    def _check_job_conflicts(self) -> None:
+        if self.dest.key:
+            try:
+                self.store.head_object(self.dest.bucket, self.dest.key)
+            except FileNotFoundError:
+                pass
+            else:
+                raise CommitConflictError(f"output path {self.dest} is a file, not a directory")
+        if self.options.conflict_mode is ConflictMode.FAIL and self._has_data(self.dest.prefix):
+            raise CommitConflictError(
+                f"destination {self.dest} has data and the conflict mode is 'fail' "
+                "(fs.s3a.committer.staging.conflict-mode)")
+
+    def job_overwrite_plan(self) -> OverwritePlan:
+        if self.options.conflict_mode is ConflictMode.REPLACE:
+            return OverwritePlan(delete_paths=("",))
+        return OverwritePlan()
+
+
+class PartitionedCommitter(StagingCommitter):
+    """Conflicts are resolved per partition (the parent directory of each file)."""
+
+    name = "partitioned"
+
+    def _check_task_conflicts(self, relatives: list[str]) -> None:
+        if self.options.conflict_mode is not ConflictMode.FAIL:
+            return
+        for partition in sorted({partition_of(r) for r in relatives if partition_of(r)}):
+            assert partition is not None
+            if self._has_data(self.dest.child(partition).prefix):
+                raise CommitConflictError(
+                    f"partition {self.dest.child(partition)} has data and the conflict mode is 'fail'")
+
+    def job_overwrite_plan(self) -> OverwritePlan:
+        return OverwritePlan(replace_partitions=self.options.conflict_mode is ConflictMode.REPLACE)
+

@@ -1,0 +1,317 @@
+"""Configuration: every knob defined once, with its default and what it risks.
+
+Plain Python callers pass keyword-only options; Spark (through the JVM bridge) passes Hadoop-style string
+keys, parsed here by :meth:`CommitterOptions.from_hadoop_conf` and :meth:`StoreOptions.from_hadoop_conf`.
+Where S3A has a key with the same meaning we use it, so an existing S3A configuration works unchanged;
+new knobs use the ``s3commit.`` prefix. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from s3commit.errors import ConfigError
+
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB
+"""S3's minimum size of every part but the last."""
+MAX_PART_SIZE = 5 * 1024 * MIB
+"""S3's maximum part size."""
+MAX_PARTS = 10_000
+"""S3's maximum number of parts in one upload (part numbers 1..10000)."""
+
+
+class _ValuedEnum(enum.Enum):
+    @classmethod
+    def parse(cls, value: Any, *, what: str) -> Any:
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower()
+        for member in cls:
+            if member.value == text:
+                return member
+        valid = ", ".join(m.value for m in cls)
+        raise ConfigError(f"{value!r} is not a valid {what}. Valid values are: {valid}")
+
+
+class CommitterName(_ValuedEnum):
+    """The committers ``create_committer`` knows."""
+
+    MAGIC = "magic"
+    DIRECTORY = "directory"
+    PARTITIONED = "partitioned"
+    RENAME_V1 = "rename-v1"
+    RENAME_V2 = "rename-v2"
+
+
+class ConflictMode(_ValuedEnum):
+    """Staging committers' policy when the destination already has data (Hadoop's ``conflict-mode``)."""
+
+    FAIL = "fail"
+    APPEND = "append"
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its name, default, and why it exists / what it risks."""
+
+    name: str
+    default: str
+    why: str
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("fs.s3a.committer.name", "magic",
+            "Which committer: magic (stream to S3, complete at job commit), directory or partitioned "
+            "(stage on local disk, upload at task commit). Unknown names fail before any task runs."),
+        Key("fs.s3a.committer.threads", "32",
+            "Threads completing uploads at job commit and uploading at task commit. Negative means "
+            "×cores. More threads finish sooner but raise the request rate (S3 throttles at ~3,500 "
+            "writes/s per prefix)."),
+        Key("fs.s3a.committer.staging.conflict-mode", "append",
+            "Staging committers: fail, append or replace when output exists. replace deletes the old "
+            "objects after the new ones are complete; the new keys are kept."),
+        Key("fs.s3a.committer.staging.unique-filenames", "true",
+            "Staging committers: insert the job UUID into file names so appends never overwrite."),
+        Key("fs.s3a.endpoint", "", "S3 endpoint URL; empty uses boto3's resolution (AWS_ENDPOINT_URL...)."),
+        Key("fs.s3a.endpoint.region", "", "Region; empty uses boto3's resolution."),
+        Key("fs.s3a.path.style.access", "false", "Path-style addressing (needed by most S3 emulators)."),
+        Key("fs.s3a.access.key", "", "Access key; empty uses boto3's credential chain. Never logged."),
+        Key("fs.s3a.secret.key", "", "Secret key; never logged or written to any manifest."),
+        Key("fs.s3a.session.token", "", "Session token; never logged."),
+        Key("fs.s3a.multipart.size", "64M",
+            "Part size (>= 5M). Larger parts mean fewer requests but more memory per active block; "
+            "a file needs more than 10,000 parts fails before data is lost."),
+        Key("fs.s3a.fast.upload.active.blocks", "4",
+            "Parts of one file in flight at once; memory per open file is this × part size."),
+        Key("mapreduce.fileoutputcommitter.marksuccessfuljobs", "true",
+            "Write the _SUCCESS JSON summary at job commit."),
+        Key("fs.s3a.encryption.algorithm", "", "Server-side encryption: SSE-S3 (AES256) or SSE-KMS."),
+        Key("fs.s3a.encryption.key", "", "KMS key id for SSE-KMS."),
+        Key("fs.s3a.create.storage.class", "", "Storage class of every object written (e.g. STANDARD_IA)."),
+        Key("fs.s3a.acl.default", "", "Canned ACL of every object written (e.g. bucket-owner-full-control)."),
+        Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
+        Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
+        Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
+        Key("s3commit.commit.journal", "true",
+            "Record a journal before the first Complete so `s3commit recover` can finish or roll back an "
+            "interrupted job commit. Costs one PUT per job."),
+        Key("s3commit.commit.rate-limit", "0",
+            "Upper bound on Complete requests per second at job commit (0: unbounded). Use it to stay "
+            "under a prefix's throttle on very large jobs."),
+        Key("s3commit.magic.track-uploads", "auto",
+            "Record each upload's id in the job directory as soon as it starts (one extra PUT per file) "
+            "so a crashed task's uploads can be found and aborted. auto: only when the file name does not "
+            "carry the job UUID (Spark's names always do)."),
+        Key("s3commit.staging.dir", "", "Local directory for staging committers (default: the temp dir)."),
+        Key("s3commit.abort.orphans", "true",
+            "At job commit/abort, abort uploads under the destination that provably belong to this job "
+            "(never another job's)."),
+    )
+}
+
+
+def parse_size(text: str | int, *, what: str) -> int:
+    """Parse ``64M``, ``5m``, ``1G``, ``1048576`` into bytes."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
+    if not match:
+        raise ConfigError(f"{what}: {text!r} is not a size (examples: 64M, 128m, 1G, 8388608)")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    return number * {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB}[unit]
+
+
+def parse_bool(text: str | bool, *, what: str) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{what}: {text!r} is not a boolean. Valid values are: true, false")
+
+
+def resolve_threads(value: int) -> int:
+    """Hadoop's rule: negative means ×cores; 0 means run sequentially (1 thread)."""
+    if value < 0:
+        return max(1, -value * (os.cpu_count() or 1))
+    return max(1, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How the store retries throttling, 5xx, timeouts and dropped connections (jittered exponential)."""
+
+    max_attempts: int = 7
+    initial_delay: float = 0.1
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ConfigError("RetryPolicy delays must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreOptions:
+    """How to reach S3. ``None`` fields fall back to boto3's own resolution (env, profiles, config)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    path_style: bool = False
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_pool_connections: int = 64
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    sse_algorithm: str | None = None
+    sse_kms_key_id: str | None = None
+    storage_class: str | None = None
+    acl: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sse_algorithm not in (None, "AES256", "aws:kms"):
+            raise ConfigError(
+                f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"
+            )
+        if self.sse_kms_key_id and self.sse_algorithm != "aws:kms":
+            raise ConfigError("sse_kms_key_id is set but sse_algorithm is not aws:kms")
+
+    def write_args(self) -> dict[str, str]:
+        """Extra arguments for every object-creating request (PUT, Create, Copy)."""
+        args: dict[str, str] = {}
+        if self.sse_algorithm:
+            args["ServerSideEncryption"] = self.sse_algorithm
+        if self.sse_kms_key_id:
+            args["SSEKMSKeyId"] = self.sse_kms_key_id
+        if self.storage_class:
+            args["StorageClass"] = self.storage_class
+        if self.acl:
+            args["ACL"] = self.acl
+        return args
+
+    @classmethod
+    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StoreOptions:
+        """Build from ``fs.s3a.*`` keys (``spark.hadoop.`` prefixes already stripped)."""
+        def get(name: str) -> str:
+            return str(conf.get(name, KEYS[name].default)).strip()
+
+        algorithm = get("fs.s3a.encryption.algorithm").upper() or None
+        sse = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms"}
+        if algorithm and algorithm not in sse:
+            raise ConfigError(
+                f"fs.s3a.encryption.algorithm {algorithm!r} is not valid. Valid values are: SSE-S3, SSE-KMS"
+            )
+        endpoint = get("fs.s3a.endpoint") or None
+        if endpoint and "://" not in endpoint:
+            endpoint = f"https://{endpoint}"
+        return cls(
+            endpoint_url=endpoint,
+            region=get("fs.s3a.endpoint.region") or None,
+            path_style=parse_bool(get("fs.s3a.path.style.access"), what="fs.s3a.path.style.access"),
+            access_key=get("fs.s3a.access.key") or None,
+            secret_key=get("fs.s3a.secret.key") or None,
+            session_token=get("fs.s3a.session.token") or None,
+            retry=RetryPolicy(
+                max_attempts=int(get("fs.s3a.attempts.maximum")),
+                initial_delay=float(get("s3commit.retry.initial-delay")),
+                max_delay=float(get("s3commit.retry.max-delay")),
+            ),
+            sse_algorithm=sse[algorithm] if algorithm else None,
+            sse_kms_key_id=get("fs.s3a.encryption.key") or None,
+            storage_class=get("fs.s3a.create.storage.class") or None,
+            acl=get("fs.s3a.acl.default") or None,
+        )
+
+
+class TrackUploads(_ValuedEnum):
+    """When the magic writer records an upload id in the job directory at upload start."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitterOptions:
+    """Committer behaviour. Keyword-only; ``dataclasses.replace`` derives variants."""
+
+    threads: int = 32
+    part_size: int = 64 * MIB
+    max_in_flight: int = 4
+    conflict_mode: ConflictMode = ConflictMode.APPEND
+    unique_filenames: bool = True
+    success_marker: bool = True
+    staging_dir: str | None = None
+    journal: bool = True
+    rate_limit: float = 0.0
+    track_uploads: TrackUploads = TrackUploads.AUTO
+    abort_orphans: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conflict_mode",
+                           ConflictMode.parse(self.conflict_mode, what="conflict mode"))
+        object.__setattr__(self, "track_uploads",
+                           TrackUploads.parse(self.track_uploads, what="s3commit.magic.track-uploads"))
+        if self.part_size < MIN_PART_SIZE:
+            raise ConfigError(
+                f"part_size {self.part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes (5 MiB)"
+            )
+        if self.part_size > MAX_PART_SIZE:
+            raise ConfigError(f"part_size {self.part_size} is above S3's maximum part size (5 GiB)")
+        if self.max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
+        if self.rate_limit < 0:
+            raise ConfigError(f"rate_limit must be >= 0, got {self.rate_limit}")
+
+    @property
+    def pool_size(self) -> int:
+        return resolve_threads(self.threads)
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> CommitterOptions:
+        """Build from Hadoop-style keys (``spark.hadoop.`` prefixes already stripped)."""
+        def get(name: str) -> str:
+            return str(conf.get(name, KEYS[name].default)).strip()
+
+        staging_dir = get("s3commit.staging.dir") or None
+        return cls(
+            threads=int(get("fs.s3a.committer.threads")),
+            part_size=parse_size(get("fs.s3a.multipart.size"), what="fs.s3a.multipart.size"),
+            max_in_flight=int(get("fs.s3a.fast.upload.active.blocks")),
+            conflict_mode=ConflictMode.parse(get("fs.s3a.committer.staging.conflict-mode"),
+                                             what="fs.s3a.committer.staging.conflict-mode"),
+            unique_filenames=parse_bool(get("fs.s3a.committer.staging.unique-filenames"),
+                                        what="fs.s3a.committer.staging.unique-filenames"),
+            success_marker=parse_bool(get("mapreduce.fileoutputcommitter.marksuccessfuljobs"),
+                                      what="mapreduce.fileoutputcommitter.marksuccessfuljobs"),
+            staging_dir=staging_dir,
+            journal=parse_bool(get("s3commit.commit.journal"), what="s3commit.commit.journal"),
+            rate_limit=float(get("s3commit.commit.rate-limit")),
+            track_uploads=TrackUploads.parse(get("s3commit.magic.track-uploads"),
+                                             what="s3commit.magic.track-uploads"),
+            abort_orphans=parse_bool(get("s3commit.abort.orphans"), what="s3commit.abort.orphans"),
+        )
+
+
+def committer_name_from_conf(conf: Mapping[str, str]) -> CommitterName:
+    """The committer named by ``fs.s3a.committer.name`` (default magic)."""
+    value = str(conf.get("fs.s3a.committer.name", KEYS["fs.s3a.committer.name"].default))
+    return CommitterName.parse(value, what="committer name (fs.s3a.committer.name)")

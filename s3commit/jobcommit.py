@@ -1,0 +1,336 @@
+"""The job commit engine (DESIGN §5): validate, journal, complete in parallel, overwrite, mark, clean up.
+
+1. Load every pendingset (in parallel) and validate it: format, job id, bucket, every key under the
+   destination and outside any scratch directory, no key written twice. Nothing is completed or deleted
+   before every pendingset has passed. Loaded pendingsets are kept for step 3 up to a budget of uploads;
+   past it they are dropped and re-read, so memory does not grow with the size of the job.
+2. Record a journal (If-None-Match: *) so an interrupted commit can be finished or rolled back.
+3. Complete every upload on a bounded pool (optionally rate-limited). On the first failure: stop, abort
+   every upload not completed, delete (revert) the completed ones, raise one :class:`JobCommitError`.
+4. Apply the overwrite plan *after* completion: delete old objects under the given prefixes (or the
+   partitions just written), never the keys just committed, never any job's scratch directory.
+5. Write ``_SUCCESS``; 6. delete the job directory (journal last) and abort this job's orphan uploads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from s3commit.config import CommitterOptions
+from s3commit.errors import (
+    CommitStateError,
+    JobCommitError,
+    ManifestError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
+from s3commit.operations import (
+    abort_upload_quietly,
+    commit_upload,
+    delete_prefix,
+    is_scratch_key,
+    load_pendingset,
+    revert_upload_quietly,
+    sweep_job_uploads,
+)
+from s3commit.paths import JobLayout, partition_of
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+log = logging.getLogger(__name__)
+
+CACHE_BUDGET = 20_000
+"""Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
+IN_FLIGHT_PER_THREAD = 4
+"""Completions queued per pool thread: bounds memory while keeping every thread busy."""
+
+
+class RateLimiter:
+    """At most ``rate`` acquisitions per second across threads (0: unlimited)."""
+
+    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def acquire(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            self._sleep(start - now)
+
+
+@dataclass
+class CommitStats:
+    """What a job commit did; becomes ``_SUCCESS`` metrics."""
+
+    pendingsets: int = 0
+    files: int = 0
+    bytes: int = 0
+    completed: int = 0
+    aborted: int = 0
+    reverted: int = 0
+    deleted_by_overwrite: int = 0
+    orphans_aborted: int = 0
+    timings_ms: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverwritePlan:
+    """Old data to replace once the new data is complete.
+
+    ``delete_paths``: prefixes (relative to the destination, ``""`` = all of it) whose old objects go.
+    ``replace_partitions``: also replace every partition directory a committed file landed in.
+    """
+
+    delete_paths: tuple[str, ...] = ()
+    replace_partitions: bool = False
+
+    def prefixes(self, dest: S3Uri, committed_keys: Iterable[str]) -> list[str]:
+        rels = {p.strip("/") for p in self.delete_paths}
+        if self.replace_partitions:
+            rels |= {part for k in committed_keys if (part := partition_of(dest.relative(k)))}
+        if "" in rels:
+            return [dest.prefix]
+        # Drop prefixes nested in another one: deleting the parent covers them.
+        ordered = sorted(rels)
+        kept = [r for r in ordered if not any(r != o and r.startswith(f"{o}/") for o in ordered)]
+        return [f"{dest.prefix}{r}/" for r in kept]
+
+
+class JobCommit:
+    """One job commit. Not reusable."""
+
+    def __init__(self, store: S3Store, *, dest: S3Uri, layout: JobLayout, job_id: str, committer: str,
+                 options: CommitterOptions, job_id_source: str = "s3commit") -> None:
+        self.store = store
+        self.dest = dest
+        self.layout = layout
+        self.job_id = job_id
+        self.committer = committer
+        self.options = options
+        self.job_id_source = job_id_source
+        self.stats = CommitStats()
+        self._cache: dict[str, PendingSet] = {}
+        self._committed: dict[str, str] = {}  # key -> upload id
+        self._lock = threading.Lock()
+
+    # --- step 1: validation ---------------------------------------------------------------------
+
+    def _validate(self, pendingset: PendingSet, source: str, seen: set[str]) -> None:
+        if pendingset.job_id and pendingset.job_id != self.job_id:
+            raise ManifestError(f"Mismatch in Job ID ({self.job_id}) and commit job ID ({pendingset.job_id})",
+                                source=source)
+        for commit in pendingset.commits:
+            if commit.bucket != self.dest.bucket:
+                raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
+                                    f"{self.dest}", source=source)
+            if not self.dest.contains_key(commit.destination_key) or is_scratch_key(commit.destination_key):
+                raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
+                                    source=source)
+            if any(e in ("", ".", "..") for e in commit.destination_key.split("/")):
+                raise ManifestError(f"upload key {commit.destination_key!r} has an empty, '.' or '..' element",
+                                    source=source)
+            if commit.destination_key in seen:
+                raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
+                                    source=source)
+            seen.add(commit.destination_key)
+
+    def _load(self, key: str) -> PendingSet:
+        cached = self._cache.get(key)
+        return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
+
+    def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """Read and check every pendingset before anything is completed (raises on the first problem)."""
+        seen: set[str] = set()
+        cached = 0
+        futures = {key: pool.submit(load_pendingset, self.store, self.dest.bucket, key) for key in keys}
+        for key, future in futures.items():
+            try:
+                pendingset = future.result()
+            except NotFoundError as err:
+                raise CommitStateError(
+                    f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
+                    "already committed or aborted?"
+                ) from err
+            self._validate(pendingset, f"s3://{self.dest.bucket}/{key}", seen)
+            self.stats.files += len(pendingset.commits)
+            self.stats.bytes += pendingset.total_length
+            if cached + len(pendingset.commits) <= CACHE_BUDGET:
+                self._cache[key] = pendingset
+                cached += len(pendingset.commits)
+        self.stats.pendingsets = len(keys)
+
+    # --- step 2: journal ------------------------------------------------------------------------
+
+    def write_journal(self, keys: Sequence[str], plan: OverwritePlan) -> None:
+        journal = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
+                                dest_key=self.dest.key, pendingsets=tuple(keys),
+                                delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
+                                success_marker=self.options.success_marker)
+        try:
+            self.store.put_object(self.dest.bucket, self.layout.journal_key, journal.to_json(),
+                                  if_none_match=True, content_type="application/json")
+        except PreconditionFailedError as err:
+            raise CommitStateError(
+                f"job {self.job_id} already has a commit journal at s3://{self.dest.bucket}/"
+                f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
+                f"run `s3commit recover {self.dest} --job {self.job_id}`"
+            ) from err
+
+    # --- step 3: completion ---------------------------------------------------------------------
+
+    def _complete_one(self, limiter: RateLimiter, commit: PendingUpload) -> None:
+        limiter.acquire()
+        commit_upload(self.store, commit)
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
+            self.stats.completed += 1
+
+    def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str], *, stop: threading.Event) -> None:
+        limiter = RateLimiter(self.options.rate_limit)
+        window = threading.Semaphore(self.options.pool_size * IN_FLIGHT_PER_THREAD)
+        futures: list[Future[None]] = []
+
+        def run(commit: PendingUpload) -> None:
+            try:
+                if not stop.is_set():
+                    self._complete_one(limiter, commit)
+            except BaseException:
+                stop.set()
+                raise
+            finally:
+                window.release()
+
+        for key in keys:
+            for commit in self._load(key).commits:
+                if stop.is_set():
+                    break
+                window.acquire()
+                futures.append(pool.submit(run, commit))
+            if stop.is_set():
+                break
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        wait(futures)
+        failures = [f.exception() for f in futures if f.exception() is not None]
+        if failures:
+            raise failures[0]  # type: ignore[misc]
+
+    def roll_back(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """Abort every upload not completed and delete every completed one (after a failure)."""
+        def undo(commit: PendingUpload) -> None:
+            if self._committed.get(commit.destination_key) == commit.upload_id:
+                if revert_upload_quietly(self.store, commit.bucket, commit.destination_key):
+                    with self._lock:
+                        self.stats.reverted += 1
+            elif abort_upload_quietly(self.store, commit.bucket, commit.destination_key, commit.upload_id):
+                with self._lock:
+                    self.stats.aborted += 1
+
+        futures = []
+        for key in keys:
+            try:
+                pendingset = self._load(key)
+            except Exception as err:  # an unreadable pendingset: its uploads are left to the sweep
+                log.warning("roll back: cannot read %s: %s", key, err)
+                continue
+            futures += [pool.submit(undo, c) for c in pendingset.commits
+                        if c.bucket == self.dest.bucket and self.dest.contains_key(c.destination_key)]
+        wait(futures)
+
+    # --- steps 4-6 ------------------------------------------------------------------------------
+
+    def apply_overwrite(self, plan: OverwritePlan) -> None:
+        keep = set(self._committed)
+        for prefix in plan.prefixes(self.dest, keep):
+            self.stats.deleted_by_overwrite += delete_prefix(
+                self.store, self.dest.bucket, prefix, keep=keep,
+                skip=lambda k: is_scratch_key(k) or k == self.layout.success_key)
+
+    def success_data(self) -> SuccessData:
+        names = tuple(f"/{k}" for k in sorted(self._committed)[:SUCCESS_FILENAME_LIMIT])
+        requests = self.store.counters.snapshot()["requests"]
+        metrics = {
+            "committer_commits_completed": self.stats.completed,
+            "committer_bytes_committed": self.stats.bytes,
+            "committer_files": self.stats.files,
+            "committer_pendingsets": self.stats.pendingsets,
+            "committer_commits_reverted": self.stats.reverted,
+            "committer_commits_aborted": self.stats.aborted,
+            "committer_objects_deleted_by_overwrite": self.stats.deleted_by_overwrite,
+            **{f"op_{op}": n for op, n in sorted(requests.items())},
+            **{f"duration_{k}_ms": v for k, v in self.stats.timings_ms.items()},
+        }
+        return SuccessData(
+            committer=self.committer, job_id=self.job_id, job_id_source=self.job_id_source,
+            description=f"s3commit job committer for {self.dest}", metrics=metrics,
+            diagnostics={"fs.s3a.committer.threads": str(self.options.threads),
+                         "fs.s3a.multipart.size": str(self.options.part_size),
+                         "s3commit.commit.rate-limit": str(self.options.rate_limit)},
+            filenames=names,
+        )
+
+    def cleanup(self) -> None:
+        """Delete the job directory (journal last) and abort this job's orphan uploads."""
+        bucket = self.dest.bucket
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
+        if self.options.abort_orphans:
+            self.stats.orphans_aborted = sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id,
+                                                           committed=self._committed)
+        self.store.delete_object(bucket, self.layout.journal_key)
+
+    def run(self, keys: Sequence[str], plan: OverwritePlan) -> SuccessData:
+        """The whole commit. On failure everything this job uploaded is aborted or reverted."""
+        bucket = self.dest.bucket
+        started = time.monotonic()
+        stop = threading.Event()
+        with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
+            t0 = time.monotonic()
+            self.load_and_validate(pool, keys)
+            self.stats.timings_ms["load"] = _ms(t0)
+            if not keys:
+                log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
+            if self.options.journal:
+                self.write_journal(keys, plan)
+            t0 = time.monotonic()
+            try:
+                self.complete_all(pool, keys, stop=stop)
+            except BaseException as err:
+                self.roll_back(pool, keys)
+                if self.options.journal:
+                    revert_upload_quietly(self.store, bucket, self.layout.journal_key)
+                failed = [(getattr(err, "key", None) or "?", err)]
+                raise JobCommitError(f"job {self.job_id} commit to {self.dest} failed",
+                                     failures=[(f"s3://{bucket}/{k}", e) for k, e in failed],
+                                     reverted=self.stats.reverted, aborted=self.stats.aborted) from err
+            self.stats.timings_ms["complete"] = _ms(t0)
+        t0 = time.monotonic()
+        self.apply_overwrite(plan)
+        self.stats.timings_ms["overwrite"] = _ms(t0)
+        self.stats.timings_ms["total"] = _ms(started)
+        success = self.success_data()
+        if self.options.success_marker:
+            self.store.put_object(bucket, self.layout.success_key, success.to_json(),
+                                  content_type="application/json")
+        t0 = time.monotonic()
+        self.cleanup()
+        log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
+                 self.stats.bytes, self.dest, _ms(started))
+        return success
+
+
+def _ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)

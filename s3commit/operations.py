@@ -1,0 +1,185 @@
+"""Commit operations: what is done to uploads and scratch data, and how.
+
+Load and save manifests, complete / abort / revert single uploads, delete prefixes in batches, and sweep a
+job's orphan uploads. The committers decide *when* each of these happens; this module knows nothing of
+Spark or of committer lifecycles, and it relies on the store for retries and error translation (it adds
+no retry layer of its own).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Iterable, Iterator
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from s3commit.errors import NotFoundError, S3CommitError, short_upload_id
+from s3commit.manifest import PendingSet, PendingUpload
+from s3commit.paths import (
+    MAGIC_PATH_PREFIX,
+    PENDING_SUFFIX,
+    PENDINGSET_SUFFIX,
+    STAGING_PATH_PREFIX,
+    UPLOAD_MARKER_SUFFIX,
+    split_elements,
+)
+from s3commit.store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UploadRef:
+    """Just enough to abort an upload."""
+
+    bucket: str
+    key: str
+    upload_id: str
+
+
+def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
+    return PendingUpload.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+
+
+def save_pending_upload(store: S3Store, bucket: str, key: str, pending: PendingUpload) -> None:
+    store.put_object(bucket, key, pending.to_json(), content_type="application/json")
+
+
+def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
+    return PendingSet.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+
+
+def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:
+    """Save (overwrite: the last task attempt to commit wins, as in Hadoop)."""
+    store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
+
+
+def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:
+    """The upload recorded by a magic writer at start (``<magic path>.upload``), or None if unreadable."""
+    import json
+
+    try:
+        data = json.loads(store.get_object(bucket, key))
+        return UploadRef(str(data["bucket"]), str(data["destinationKey"]), str(data["uploadId"]))
+    except NotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("ignoring unreadable upload marker s3://%s/%s: %s", bucket, key, err)
+        return None
+
+
+def commit_upload(store: S3Store, pending: PendingUpload) -> str:
+    """Complete one pending upload (idempotent: an already-completed one counts as done)."""
+    return store.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
+                                           pending.etags, expected_length=pending.length)
+
+
+def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:
+    """Abort; log (never raise) a failure, so cleanup cannot hide the error that caused it."""
+    try:
+        store.abort_multipart_upload(bucket, key, upload_id)
+        return True
+    except S3CommitError as err:
+        log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id), bucket, key, err)
+        return False
+
+
+def revert_upload_quietly(store: S3Store, bucket: str, key: str) -> bool:
+    """Delete a completed object again (job commit failed); log a failure."""
+    try:
+        store.delete_object(bucket, key)
+        return True
+    except S3CommitError as err:
+        log.warning("could not revert (delete) s3://%s/%s: %s", bucket, key, err)
+        return False
+
+
+def list_keys(store: S3Store, bucket: str, prefix: str) -> Iterator[str]:
+    for info in store.list_objects(bucket, prefix):
+        yield info.key
+
+
+def delete_prefix(store: S3Store, bucket: str, prefix: str, *, keep: Collection[str] = (),
+                  skip: Callable[[str], bool] | None = None) -> int:
+    """Delete every object under ``prefix`` except ``keep`` (and keys ``skip`` selects), in batches.
+
+    ``prefix`` must end with ``/`` or be ``""`` (the bucket root) so that ``a/b`` never matches ``a/bc``.
+    """
+    if prefix and not prefix.endswith("/"):
+        raise ValueError(f"prefix {prefix!r} must end with '/'")
+    doomed = (k for k in list_keys(store, bucket, prefix)
+              if k not in keep and not (skip is not None and skip(k)))
+    return store.delete_objects(bucket, doomed)
+
+
+def is_scratch_key(key: str) -> bool:
+    """A key inside any job's scratch directory (ours or a concurrent job's): never user data."""
+    return any(e.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) for e in split_elements(key))
+
+
+def scan_attempt_dir(store: S3Store, bucket: str, prefix: str) -> tuple[list[str], list[str]]:
+    """The ``.pending`` files and the upload markers under a task attempt directory."""
+    pending: list[str] = []
+    markers: list[str] = []
+    for key in list_keys(store, bucket, prefix):
+        if key.endswith(PENDING_SUFFIX):
+            pending.append(key)
+        elif key.endswith(UPLOAD_MARKER_SUFFIX):
+            markers.append(key)
+    return pending, markers
+
+
+def map_parallel(executor: Executor, fn: Callable[[str], PendingUpload], keys: Iterable[str]
+                 ) -> tuple[list[PendingUpload], list[BaseException]]:
+    """Run ``fn`` over ``keys`` on ``executor``; collect results and failures (none is raised)."""
+    futures = [executor.submit(fn, k) for k in keys]
+    results: list[PendingUpload] = []
+    failures: list[BaseException] = []
+    for future in futures:
+        try:
+            results.append(future.result())
+        except Exception as err:
+            failures.append(err)
+    return results, failures
+
+
+def sweep_job_uploads(
+    store: S3Store,
+    bucket: str,
+    prefix: str,
+    job_id: str,
+    *,
+    known_upload_ids: Collection[str] = (),
+    committed: dict[str, str] | None = None,
+) -> int:
+    """Abort uploads under ``prefix`` that provably belong to this job, and no others.
+
+    An upload is this job's if its key carries the job id (Spark's file names and staging's unique
+    names do), if its id was recorded by this job (``.pending`` files, upload markers), or if its key is
+    one this job committed under another upload id (a retried Create, or a failed attempt writing the
+    same name). Uploads of other jobs writing to the same destination are never touched (unlike S3A's
+    ``fs.s3a.committer.abort.pending.uploads``, which aborts everything under the destination).
+    """
+    committed = committed or {}
+    known = set(known_upload_ids)
+    aborted = 0
+    for upload in store.list_multipart_uploads(bucket, prefix):
+        ours = (
+            job_id in upload.key
+            or upload.upload_id in known
+            or (upload.key in committed and committed[upload.key] != upload.upload_id)
+        )
+        if ours and upload.upload_id != committed.get(upload.key):
+            if abort_upload_quietly(store, bucket, upload.key, upload.upload_id):
+                aborted += 1
+    if aborted:
+        log.info("aborted %d orphan uploads of job %s under s3://%s/%s", aborted, job_id, bucket, prefix)
+    return aborted
+
+
+def pendingset_keys_under(store: S3Store, bucket: str, job_attempt_dir: str) -> list[str]:
+    """The ``.pendingset`` files directly in a job attempt directory (the fallback when the caller has
+    no task commit messages)."""
+    prefix = f"{job_attempt_dir}/"
+    return sorted(k for k in list_keys(store, bucket, prefix)
+                  if k.endswith(PENDINGSET_SUFFIX) and "/" not in k[len(prefix):])

@@ -1,0 +1,272 @@
+"""MultipartWriter: a binary file object that streams to S3 as a multipart upload.
+
+Parts are uploaded in the background while the caller keeps writing. Memory is bounded: at most
+``max_in_flight`` parts are being uploaded at once, plus the one being filled, so a writer holds at most
+``(max_in_flight + 1) × part_size`` bytes; ``write()`` blocks when that many parts are in flight.
+
+On ``close()`` the writer asks its :class:`CompletionPolicy` what to do with the finished upload: complete it
+now (a plain write) or defer it (the magic committer records a ``.pending`` and completes at job commit).
+This is Hadoop's ``PutTracker`` seam: the writer knows nothing of committers. Any error, and any
+exception inside ``with``, aborts the upload; a file that would need more than 10,000 parts fails on the
+write that crosses the limit, before anything is published.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Any
+
+from s3commit.config import MAX_PARTS, MIN_PART_SIZE
+from s3commit.errors import ConfigError, S3CommitError, short_upload_id
+from s3commit.manifest import PendingUpload, now_millis
+from s3commit.store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+class TooManyPartsError(S3CommitError, OSError):
+    """The file outgrew S3's 10,000-part limit at the configured part size."""
+
+
+class CompletionPolicy:
+    """Decides what happens when an upload starts and when its data is all uploaded.
+
+    The default completes on close (a normal S3 write).
+    """
+
+    def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
+        """Called right after the upload is created (before any part)."""
+
+    def upload_ready(self, pending: PendingUpload) -> bool:
+        """Called when every part is uploaded. Return True to complete now, False if deferred."""
+        return True
+
+    def upload_aborted(self, *, bucket: str, key: str, upload_id: str) -> None:
+        """Called after the writer aborted its upload."""
+
+
+class CompleteOnClose(CompletionPolicy):
+    """A plain write: complete on close."""
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What ``close()`` produced: the pending upload, and whether it was completed."""
+
+    pending: PendingUpload | None
+    completed: bool
+    length: int
+
+
+class _SerialExecutor(Executor):
+    """Runs each part upload in the calling thread (tests, debugging, ``threads=0``)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as err:
+            future.set_exception(err)
+        return future
+
+
+class MultipartWriter(io.RawIOBase):
+    """Write a file to ``s3://bucket/key`` through a multipart upload.
+
+    Args:
+        store: the S3 store.
+        bucket, key: the object the upload creates.
+        part_size: bytes per part (>= 5 MiB; the last part may be smaller).
+        max_in_flight: parts uploading at once (memory bound, see module docstring).
+        executor: runs part uploads; ``None`` uploads in the calling thread.
+        policy: complete now or defer on close.
+        uri: recorded in the pending upload (the magic path for magic writes).
+        single_put_below: with a policy that completes, a file smaller than one part is sent as one PUT
+            instead of Create + Part + Complete.
+    """
+
+    def __init__(
+        self,
+        store: S3Store,
+        bucket: str,
+        key: str,
+        *,
+        part_size: int,
+        max_in_flight: int = 4,
+        executor: Executor | None = None,
+        policy: CompletionPolicy | None = None,
+        uri: str | None = None,
+        content_type: str | None = None,
+        single_put_below: bool = True,
+    ) -> None:
+        super().__init__()
+        if part_size < MIN_PART_SIZE:
+            raise ConfigError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
+        self.store = store
+        self.bucket = bucket
+        self.key = key
+        self.part_size = part_size
+        self.policy = policy or CompleteOnClose()
+        self.uri = uri or f"s3://{bucket}/{key}"
+        self._content_type = content_type
+        self._single_put = single_put_below and isinstance(self.policy, CompleteOnClose)
+        self._executor: Executor = executor or _SerialExecutor()
+        self._slots = threading.Semaphore(max_in_flight)
+        self._buffer = bytearray()
+        self._futures: list[Future[str]] = []
+        self._error: BaseException | None = None
+        self._length = 0
+        self._created = now_millis()
+        self.upload_id: str | None = None
+        self.result: WriteResult | None = None
+
+    # --- io.RawIOBase ---------------------------------------------------------------------------
+
+    def writable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._length
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError(f"write to closed writer for s3://{self.bucket}/{self.key}")
+        self._raise_part_failure()
+        view = memoryview(data).cast("B")
+        size = view.nbytes
+        self._buffer += view
+        self._length += size
+        while len(self._buffer) >= self.part_size:
+            part = bytes(self._buffer[: self.part_size])
+            del self._buffer[: self.part_size]
+            self._submit_part(part)
+        return size
+
+    def close(self) -> None:
+        """Upload what is left, then complete or defer (as the policy says). Idempotent."""
+        if self.closed:
+            return
+        try:
+            self.result = self._finish()
+        except BaseException:
+            self._abort_quietly()
+            raise
+        finally:
+            super().close()
+
+    def abort(self) -> None:
+        """Abandon the file: abort the upload (if any). Nothing becomes visible."""
+        if self.closed:
+            return
+        try:
+            self._abort_quietly()
+        finally:
+            super().close()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        else:
+            self.close()
+
+    def __del__(self) -> None:
+        # Never publish a file nobody closed: io.IOBase.__del__ would call close() and complete it.
+        if not getattr(self, "closed", True):
+            log.warning("writer for s3://%s/%s was never closed; aborting its upload", self.bucket, self.key)
+            try:
+                self.abort()
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _ensure_upload(self) -> str:
+        if self.upload_id is None:
+            self.upload_id = self.store.create_multipart_upload(self.bucket, self.key,
+                                                                content_type=self._content_type)
+            self.policy.upload_started(bucket=self.bucket, key=self.key, upload_id=self.upload_id)
+        return self.upload_id
+
+    def _submit_part(self, part: bytes) -> None:
+        part_number = len(self._futures) + 1
+        if part_number > MAX_PARTS:
+            error = TooManyPartsError(
+                f"s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts at part size "
+                f"{self.part_size} bytes (written so far: {self._length}); raise the part size "
+                f"(fs.s3a.multipart.size). The upload was aborted; nothing was published."
+            )
+            self._abort_quietly()
+            self._error = error
+            raise error
+        upload_id = self._ensure_upload()
+        self._slots.acquire()
+        try:
+            future = self._executor.submit(self.store.upload_part, self.bucket, self.key, upload_id,
+                                           part_number, part)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _f: self._slots.release())
+        self._futures.append(future)
+
+    def _raise_part_failure(self) -> None:
+        if self._error is not None:
+            raise self._error
+        for future in self._futures:
+            if future.done() and future.exception() is not None:
+                self._error = future.exception()
+                raise self._error  # type: ignore[misc]
+
+    def _finish(self) -> WriteResult:
+        self._raise_part_failure()
+        if self._single_put and self.upload_id is None:
+            # Small plain write: one PUT is cheaper than Create + Part + Complete.
+            self.store.put_object(self.bucket, self.key, bytes(self._buffer), content_type=self._content_type)
+            self._buffer.clear()
+            return WriteResult(None, True, self._length)
+        if self._buffer or not self._futures:
+            # The last part may be short; an empty file is one empty part.
+            part = bytes(self._buffer)
+            self._buffer.clear()
+            self._submit_part(part)
+        etags = tuple(f.result() for f in self._futures)
+        assert self.upload_id is not None
+        pending = PendingUpload(
+            bucket=self.bucket, destination_key=self.key, upload_id=self.upload_id, etags=etags,
+            length=self._length, uri=self.uri, created=self._created, saved=now_millis(),
+        )
+        if self.policy.upload_ready(pending):
+            self.store.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
+                                                 expected_length=self._length)
+            return WriteResult(pending, True, self._length)
+        log.debug("s3://%s/%s will be visible when the job is committed", self.bucket, self.key)
+        return WriteResult(pending, False, self._length)
+
+    def _abort_quietly(self) -> None:
+        for future in self._futures:
+            future.cancel()
+        for future in self._futures:
+            try:
+                future.exception()  # wait for in-flight parts before aborting
+            except BaseException:
+                pass
+        if self.upload_id is None:
+            return
+        upload_id = self.upload_id
+        try:
+            self.store.abort_multipart_upload(self.bucket, self.key, upload_id)
+            self.policy.upload_aborted(bucket=self.bucket, key=self.key, upload_id=upload_id)
+        except Exception as err:  # cleanup must not hide the original error
+            log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id),
+                        self.bucket, self.key, err)
