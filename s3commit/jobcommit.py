@@ -223,7 +223,7 @@ class JobCommit:
                 futures.append(pool.submit(run, commit))
             if stop.is_set():
                 break
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        _done, _ = wait(futures, return_when=FIRST_EXCEPTION)
         wait(futures)
         failures = [f.exception() for f in futures if f.exception() is not None]
         if failures:

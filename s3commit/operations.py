@@ -169,9 +169,9 @@ def sweep_job_uploads(
             or upload.upload_id in known
             or (upload.key in committed and committed[upload.key] != upload.upload_id)
         )
-        if ours and upload.upload_id != committed.get(upload.key):
-            if abort_upload_quietly(store, bucket, upload.key, upload.upload_id):
-                aborted += 1
+        if (ours and upload.upload_id != committed.get(upload.key)
+                and abort_upload_quietly(store, bucket, upload.key, upload.upload_id)):
+            aborted += 1
     if aborted:
         log.info("aborted %d orphan uploads of job %s under s3://%s/%s", aborted, job_id, bucket, prefix)
     return aborted

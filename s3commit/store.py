@@ -11,6 +11,7 @@ each process (boto3 clients do not pickle), counters start afresh.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
 import time
@@ -284,14 +285,12 @@ class S3Store:
 
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """Abort an upload. Idempotent: an unknown upload counts as aborted."""
-        try:
+        with contextlib.suppress(NoSuchUploadError):
             self._call(
                 "AbortMultipartUpload",
                 lambda: self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id),
                 bucket=bucket, key=key, upload_id=upload_id,
             )
-        except NoSuchUploadError:
-            pass
 
     def list_multipart_uploads(self, bucket: str, prefix: str) -> Iterator[UploadInfo]:
         """Uploads in progress under ``prefix``, all pages. Idempotent."""

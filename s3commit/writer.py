@@ -13,6 +13,7 @@ write that crosses the limit, before anything is published.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import threading
@@ -184,10 +185,8 @@ class MultipartWriter(io.RawIOBase):
         # Never publish a file nobody closed: io.IOBase.__del__ would call close() and complete it.
         if not getattr(self, "closed", True):
             log.warning("writer for s3://%s/%s was never closed; aborting its upload", self.bucket, self.key)
-            try:
+            with contextlib.suppress(Exception):  # interpreter shutdown: nothing more to do
                 self.abort()
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -257,10 +256,8 @@ class MultipartWriter(io.RawIOBase):
         for future in self._futures:
             future.cancel()
         for future in self._futures:
-            try:
+            with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting
-            except BaseException:
-                pass
         if self.upload_id is None:
             return
         upload_id = self.upload_id

@@ -10,6 +10,7 @@ store; it writes Hadoop's 0-byte ``_SUCCESS``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import IO
 
@@ -102,7 +103,8 @@ class RenameCommitter(Committer):
         delete_prefix(self.store, self.dest.bucket, f"{attempt.dir_key}/")
         attempt.aborted = True
 
-    def commit_job(self, messages=None, *, delete_paths=(), replace_partitions=False):  # type: ignore[no-untyped-def]
+    def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
         """v1: merge every committed task directory into the destination; both: delete ``_temporary``,
         write the 0-byte ``_SUCCESS``. Overwrite deletions happen here too (Spark deletes before the job)."""
         if self._state in ("committed", "aborted"):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import IO
 
@@ -27,7 +28,7 @@ from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, 
 from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError, CommitStateError
 from s3commit.jobcommit import OverwritePlan
-from s3commit.manifest import PendingSet, PendingUpload, now_millis
+from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
 from s3commit.operations import abort_upload_quietly, is_scratch_key, save_pendingset
 from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
 from s3commit.writer import TooManyPartsError
@@ -178,17 +179,15 @@ class StagingCommitter(Committer):
     def _abort_local_state(self) -> None:
         shutil.rmtree(self.local_job_dir, ignore_errors=True)
 
-    def commit_job(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
         try:
-            return super().commit_job(*args, **kwargs)
+            return super().commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions)
         finally:
             shutil.rmtree(self.local_job_dir, ignore_errors=True)
 
     def _has_data(self, prefix: str) -> bool:
-        for info in self.store.list_objects(self.dest.bucket, prefix):
-            if not is_scratch_key(info.key):
-                return True
-        return False
+        return any(not is_scratch_key(info.key) for info in self.store.list_objects(self.dest.bucket, prefix))
 
 
 class DirectoryCommitter(StagingCommitter):
@@ -223,8 +222,8 @@ class PartitionedCommitter(StagingCommitter):
     def _check_task_conflicts(self, relatives: list[str]) -> None:
         if self.options.conflict_mode is not ConflictMode.FAIL:
             return
-        for partition in sorted({partition_of(r) for r in relatives if partition_of(r)}):
-            assert partition is not None
+        partitions = {p for r in relatives if (p := partition_of(r)) is not None}
+        for partition in sorted(partitions):
             if self._has_data(self.dest.child(partition).prefix):
                 raise CommitConflictError(
                     f"partition {self.dest.child(partition)} has data and the conflict mode is 'fail'")
