@@ -226,10 +226,9 @@ def add_uuid(path: str, uuid: str) -> str:
         raise ValueError(f"{path!r} is a directory, not a file")
     if uuid in path:
         return path
-    head, _, name = path.rpartition("/")
+    head, slash, name = path.rpartition("/")
     stem, dot, suffix = name.partition(".")
-    named = f"{stem}-{uuid}{dot}{suffix}"
-    return f"{head}/{named}" if head else named
+    return f"{head}{slash}{stem}-{uuid}{dot}{suffix}"
 
 
 def partition_of(relative: str) -> str | None:

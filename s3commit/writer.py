@@ -105,9 +105,9 @@ class MultipartWriter(io.RawIOBase):
         content_type: str | None = None,
         single_put_below: bool = True,
     ) -> None:
-        super().__init__()
         if part_size < MIN_PART_SIZE:
             raise ConfigError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
+        super().__init__()
         self.store = store
         self.bucket = bucket
         self.key = key
@@ -124,6 +124,7 @@ class MultipartWriter(io.RawIOBase):
         self._length = 0
         self._created = now_millis()
         self.upload_id: str | None = None
+        self._aborted = False
         self.result: WriteResult | None = None
 
     # --- io.RawIOBase ---------------------------------------------------------------------------
@@ -183,7 +184,7 @@ class MultipartWriter(io.RawIOBase):
 
     def __del__(self) -> None:
         # Never publish a file nobody closed: io.IOBase.__del__ would call close() and complete it.
-        if not getattr(self, "closed", True):
+        if hasattr(self, "upload_id") and not self.closed:
             log.warning("writer for s3://%s/%s was never closed; aborting its upload", self.bucket, self.key)
             with contextlib.suppress(Exception):  # interpreter shutdown: nothing more to do
                 self.abort()
@@ -258,9 +259,10 @@ class MultipartWriter(io.RawIOBase):
         for future in self._futures:
             with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting
-        if self.upload_id is None:
+        if self.upload_id is None or self._aborted:
             return
         upload_id = self.upload_id
+        self._aborted = True
         try:
             self.store.abort_multipart_upload(self.bucket, self.key, upload_id)
             self.policy.upload_aborted(bucket=self.bucket, key=self.key, upload_id=upload_id)

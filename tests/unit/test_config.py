@@ -1,0 +1,120 @@
+"""Configuration parsing: S3A keys, sizes, enums with helpful errors, validation of every option."""
+
+import pytest
+
+from s3commit.config import (
+    KEYS,
+    MIB,
+    CommitterName,
+    CommitterOptions,
+    ConflictMode,
+    StoreOptions,
+    committer_name_from_conf,
+    parse_size,
+    resolve_threads,
+)
+from s3commit.errors import ConfigError
+from s3commit.uri import S3Uri
+
+
+def test_every_key_has_a_default_and_a_reason():
+    for key in KEYS.values():
+        assert key.why and len(key.why) > 20, key.name
+
+
+@pytest.mark.parametrize(("text", "size"), [("64M", 64 * MIB), ("5m", 5 * MIB), ("1G", 1024 * MIB),
+                                            ("8388608", 8388608), ("128MB", 128 * MIB), ("2k", 2048)])
+def test_sizes_parse_like_hadoop(text, size):
+    assert parse_size(text, what="x") == size
+
+
+def test_bad_size_names_the_key():
+    with pytest.raises(ConfigError, match="fs.s3a.multipart.size"):
+        parse_size("lots", what="fs.s3a.multipart.size")
+
+
+def test_unknown_committer_name_lists_valid_values():
+    with pytest.raises(ConfigError, match="Valid values are: magic, directory, partitioned"):
+        committer_name_from_conf({"fs.s3a.committer.name": "file"})
+
+
+def test_conflict_mode_is_case_insensitive_and_rejects_merge():
+    assert ConflictMode.parse("REPLACE", what="m") is ConflictMode.REPLACE
+    with pytest.raises(ConfigError, match="'merge' is not a valid"):
+        CommitterOptions(conflict_mode="merge")
+
+
+def test_default_conflict_mode_is_append_as_in_hadoop():
+    assert CommitterOptions().conflict_mode is ConflictMode.APPEND
+    assert CommitterOptions.from_hadoop_conf({}).conflict_mode is ConflictMode.APPEND
+
+
+def test_part_size_below_five_mib_is_rejected_with_the_limit():
+    with pytest.raises(ConfigError, match="5 MiB"):
+        CommitterOptions(part_size=4 * MIB)
+
+
+def test_committer_options_from_s3a_keys():
+    opts = CommitterOptions.from_hadoop_conf({
+        "fs.s3a.committer.threads": "-2", "fs.s3a.multipart.size": "16M",
+        "fs.s3a.committer.staging.conflict-mode": "fail", "fs.s3a.committer.staging.unique-filenames": "false",
+        "mapreduce.fileoutputcommitter.marksuccessfuljobs": "false", "s3commit.commit.rate-limit": "100",
+    })
+    assert opts.threads == -2 and opts.pool_size >= 2
+    assert opts.part_size == 16 * MIB
+    assert opts.conflict_mode is ConflictMode.FAIL
+    assert not opts.unique_filenames and not opts.success_marker
+    assert opts.rate_limit == 100
+
+
+def test_negative_threads_mean_times_cores_and_zero_means_one():
+    assert resolve_threads(0) == 1
+    assert resolve_threads(-1) >= 1
+    assert resolve_threads(8) == 8
+
+
+def test_store_options_from_s3a_keys_map_encryption_and_endpoint():
+    opts = StoreOptions.from_hadoop_conf({
+        "fs.s3a.endpoint": "127.0.0.1:9000", "fs.s3a.path.style.access": "true",
+        "fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK", "fs.s3a.encryption.algorithm": "SSE-KMS",
+        "fs.s3a.encryption.key": "kms-1", "fs.s3a.create.storage.class": "STANDARD_IA",
+    })
+    assert opts.endpoint_url == "https://127.0.0.1:9000"
+    assert opts.path_style
+    assert opts.write_args() == {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "kms-1",
+                                 "StorageClass": "STANDARD_IA"}
+
+
+def test_credentials_never_show_in_repr():
+    opts = StoreOptions(access_key="AKIDSECRETLOOKING", secret_key="verysecret", session_token="tok")
+    text = repr(opts)
+    assert "AKIDSECRETLOOKING" not in text and "verysecret" not in text and "tok" not in text
+
+
+def test_bad_encryption_algorithm_lists_valid_values():
+    with pytest.raises(ConfigError, match="Valid values are: SSE-S3, SSE-KMS"):
+        StoreOptions.from_hadoop_conf({"fs.s3a.encryption.algorithm": "rot13"})
+
+
+def test_committer_names_include_the_rename_baselines():
+    assert {n.value for n in CommitterName} == {"magic", "directory", "partitioned", "rename-v1", "rename-v2"}
+
+
+@pytest.mark.parametrize(("uri", "bucket", "key"), [("s3://b1/a/b/", "b1", "a/b"), ("s3a://b2", "b2", ""),
+                                                    ("s3://b3/x", "b3", "x")])
+def test_uris_parse(uri, bucket, key):
+    parsed = S3Uri.parse(uri)
+    assert (parsed.bucket, parsed.key) == (bucket, key)
+
+
+@pytest.mark.parametrize("bad", ["", "/local/path", "hdfs://nn/x", "s3:///nobucket", "file:///tmp"])
+def test_non_s3_destinations_are_rejected(bad):
+    with pytest.raises(ConfigError):
+        S3Uri.parse(bad)
+
+
+def test_uri_relative_and_containment():
+    dest = S3Uri.parse("s3://b/out")
+    assert dest.contains_key("out/x") and not dest.contains_key("outer/x") and not dest.contains_key("out/")
+    assert dest.relative("out/y=1/f") == "y=1/f"
+    assert S3Uri.parse("s3://b").contains_key("anything")

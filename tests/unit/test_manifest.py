@@ -1,0 +1,154 @@
+"""The persistent formats: golden files, round trips, and every validation rule (reference §7)."""
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from s3commit.errors import ManifestError
+from s3commit.manifest import (
+    SUCCESS_NAME,
+    CommitJournal,
+    PendingSet,
+    PendingUpload,
+    SuccessData,
+    java_date,
+)
+
+GOLDEN = Path(__file__).parent.parent / "golden"
+
+
+def pending(**changes):
+    base = PendingUpload(bucket="bkt", destination_key="out/a.txt", upload_id="u1", etags=('"e1"',),
+                         length=3, uri="s3a://bkt/out/a.txt")
+    return replace(base, **changes)
+
+
+def test_golden_pending_file_loads_with_hadoop_field_names():
+    loaded = PendingUpload.from_json((GOLDEN / "magic.pending").read_bytes(), source="magic.pending")
+    assert loaded.bucket == "bkt"
+    assert loaded.destination_key == "out/part-00000-7f1e.snappy.parquet"
+    assert loaded.upload_id == "VXBsb2FkSUQtZXhhbXBsZQ"
+    assert loaded.etags == ('"a54357aff0632cce46d942af68356b38"',)
+    assert loaded.length == 1024
+    assert loaded.uri.startswith("s3a://bkt/out/__magic_job-")
+    assert loaded.filename == "magic.pending"  # set on load; the persisted value is ignored
+
+
+def test_golden_pendingset_loads_and_ignores_unknown_fields():
+    loaded = PendingSet.from_json((GOLDEN / "task.pendingset").read_bytes())
+    assert loaded.job_id == "0b5c2f7e-1a2b-4c3d-9e8f-001122334455"
+    assert [c.destination_key for c in loaded.commits] == ["out/year=2025/part-00001-0b5c.csv",
+                                                           "out/year=2026/part-00001-0b5c.csv"]
+    assert loaded.commits[0].part_count == 2
+    assert loaded.commits[0].text == "partition: year=2025"
+    assert loaded.total_length == 5242888
+
+
+def test_golden_success_file_loads():
+    loaded = SuccessData.from_json((GOLDEN / "_SUCCESS").read_bytes())
+    assert loaded.committer == "magic"
+    assert loaded.job_id_source == "spark.sql.sources.writeJobUUID"
+    assert loaded.filenames == ("/out/part-00000-7f1e.snappy.parquet",)
+
+
+@pytest.mark.parametrize("name", ["magic.pending", "task.pendingset", "_SUCCESS"])
+def test_written_json_has_exactly_the_golden_field_names(name):
+    golden = json.loads((GOLDEN / name).read_bytes())
+    cls = {"magic.pending": PendingUpload, "task.pendingset": PendingSet, "_SUCCESS": SuccessData}[name]
+    ours = json.loads(cls.from_json(json.dumps(golden)).to_json())
+    golden.pop("unknownFutureField", None)
+    expected = set(golden) | ({"extraData"} if name == "task.pendingset" else set())
+    assert set(ours) == expected
+    if name == "task.pendingset":
+        assert set(ours["commits"][0]) == set(golden["commits"][0])
+
+
+def test_pending_round_trip_keeps_every_field():
+    original = pending(job_id="j", task_id="t", text="partition: x=1", extra_data={"k": "v"}, created=5, saved=6)
+    again = PendingUpload.from_json(original.to_json())
+    assert replace(again, filename=None) == original
+    assert json.loads(original.to_json())["partCount"] == 1
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("version", 1, "Wrong version: 1"),
+    ("version", 3, "Wrong version: 3"),
+    ("bucket", "", "Empty bucket"),
+    ("destinationKey", "", "Empty destination"),
+    ("uploadId", "", "Empty uploadId"),
+    ("length", -1, "Invalid length"),
+    ("uri", "", "Empty uri"),
+    ("etags", None, "No etag list"),
+    ("etags", [], "No upload parts"),
+    ("etags", ['"a"', ""], "Empty etag for part 2"),
+    ("length", "3", "wrong type"),
+    ("extraData", {"k": 1}, "must be strings"),
+])
+def test_pending_validation_names_the_broken_rule(field, value, message):
+    obj = json.loads(pending().to_json())
+    obj[field] = value
+    with pytest.raises(ManifestError, match=message) as err:
+        PendingUpload.from_json(json.dumps(obj), source="s3://bkt/x.pending")
+    assert "s3://bkt/x.pending" in str(err.value)
+
+
+@pytest.mark.parametrize("data", [b"", b"{", b"[1, 2]", b"\xff\xfe", b"null"])
+def test_corrupt_or_truncated_json_is_a_manifest_error(data):
+    with pytest.raises(ManifestError):
+        PendingSet.from_json(data, source="t.pendingset")
+
+
+def test_pendingset_with_a_key_twice_is_rejected():
+    twice = PendingSet(commits=(pending(), pending(upload_id="u2")))
+    with pytest.raises(ManifestError, match="more than one pending commit"):
+        PendingSet.from_json(json.dumps({**json.loads(PendingSet(commits=(pending(),)).to_json()),
+                                         "commits": [json.loads(c.to_json()) for c in twice.commits]}))
+
+
+def test_pendingset_of_another_version_is_rejected():
+    obj = json.loads(PendingSet(commits=(pending(),)).to_json())
+    obj["version"] = 2
+    with pytest.raises(ManifestError, match="Wrong version: 2"):
+        PendingSet.from_json(json.dumps(obj))
+
+
+def test_with_job_stamps_job_and_attempt_on_every_commit():
+    stamped = PendingSet(commits=(pending(),)).with_job("J", "attempt_x_0000_m_000001_0")
+    assert stamped.job_id == "J"
+    assert stamped.commits[0].job_id == "J" and stamped.commits[0].task_id == "attempt_x_0000_m_000001_0"
+    assert stamped.task_attempt_id == "attempt_x_0000_m_000001_0"
+
+
+def test_empty_pendingset_is_valid():
+    assert PendingSet.from_json(PendingSet(commits=()).to_json()).commits == ()
+
+
+def test_success_data_forces_the_hadoop_name_and_rejects_others():
+    data = json.loads(SuccessData(committer="magic", job_id="j").to_json())
+    assert data["name"] == SUCCESS_NAME
+    data["name"] = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/2"
+    with pytest.raises(ManifestError, match="Incompatible file format"):
+        SuccessData.from_json(json.dumps(data))
+    del data["name"]
+    with pytest.raises(ManifestError, match="no 'name' field"):
+        SuccessData.from_json(json.dumps(data))
+
+
+def test_success_data_lists_at_most_100_files():
+    with pytest.raises(ManifestError, match="at most 100"):
+        SuccessData(committer="magic", job_id="j", filenames=tuple(f"/f{i}" for i in range(101))).to_json()
+
+
+def test_journal_round_trip_and_rejects_non_pendingset_entries():
+    journal = CommitJournal(job_id="j", committer="magic", bucket="bkt", dest_key="out",
+                            pendingsets=("out/__magic_job-j/job-j/00/t.pendingset",), delete_paths=("",),
+                            replace_partitions=True, created=1)
+    assert CommitJournal.from_json(journal.to_json()) == journal
+    with pytest.raises(ManifestError, match="not a .pendingset"):
+        CommitJournal(job_id="j", committer="m", bucket="b", dest_key="", pendingsets=("x",)).to_json()
+
+
+def test_java_date_matches_java_util_date_to_string_in_utc():
+    assert java_date(1741166366000) == "Wed Mar 05 09:19:26 UTC 2025"

@@ -1,0 +1,132 @@
+"""Layouts and magic-path mapping (Hadoop's MagicCommitPaths and staging Paths examples, reference §3)."""
+
+import pytest
+
+from s3commit.errors import ConfigError
+from s3commit.paths import (
+    JobLayout,
+    TaskAttemptId,
+    add_uuid,
+    check_job_id,
+    final_destination,
+    is_magic_file_key,
+    is_magic_path,
+    job_id_of_magic_key,
+    magic_key_to_final,
+    partition_of,
+    relative_key,
+    split_elements,
+    task_attempt_id_of_magic_key,
+)
+
+U = "0b5c2f7e-1a2b-4c3d-9e8f-001122334455"
+TA = "attempt_202503051719261234_0000_m_000003_0"
+
+
+@pytest.mark.parametrize(("path", "elements"), [
+    ("", []), ("/", []), ("//", []), ("a/b/c", ["a", "b", "c"]), ("a/b/", ["a", "b"]), ("/a//b", ["a", "b"]),
+])
+def test_split_elements_drops_empty_elements(path, elements):
+    assert split_elements(path) == elements
+
+
+@pytest.mark.parametrize(("elements", "final"), [
+    (["first", "__magic_job-", "2"], ["first", "2"]),
+    (["first", "__magic_job-", "2", "3.txt"], ["first", "3.txt"]),
+    (["__magic_job-", "4", "__base", "2", "3.txt"], ["2", "3.txt"]),
+    (["a", "__magic_job-u", "job-u", "00", "tasks", TA, "__base", "x=1", "f.txt"], ["a", "x=1", "f.txt"]),
+    (["__base", "home", "__magic_job-", "2", "3.txt"], ["__base", "home", "3.txt"]),  # base before magic ignored
+    (["no", "magic", "here"], ["no", "magic", "here"]),
+])
+def test_final_destination_follows_hadoop_rules(elements, final):
+    assert final_destination(elements) == final
+
+
+@pytest.mark.parametrize("elements", [["__magic_job-"], ["__magic_job-", "__base"]])
+def test_final_destination_rejects_paths_with_nothing_below_magic_or_base(elements):
+    with pytest.raises(ValueError):
+        final_destination(elements)
+
+
+def test_job_layout_matches_hadoop_3_4_magic_layout():
+    layout = JobLayout("out", U)
+    assert layout.job_dir == f"out/__magic_job-{U}"
+    assert layout.job_attempt_dir == f"out/__magic_job-{U}/job-{U}/00"
+    assert layout.task_attempt_base(TA) == f"out/__magic_job-{U}/job-{U}/00/tasks/{TA}/__base"
+    assert layout.pendingset_key("task_x_0000_m_000003") == f"out/__magic_job-{U}/job-{U}/00/task_x_0000_m_000003.pendingset"
+    assert layout.success_key == "out/_SUCCESS"
+
+
+def test_job_layout_at_bucket_root_has_no_leading_slash():
+    layout = JobLayout("", U)
+    assert layout.job_dir == f"__magic_job-{U}"
+    assert layout.success_key == "_SUCCESS"
+
+
+def test_magic_key_maps_to_final_key_and_names_its_job_and_attempt():
+    key = f"{JobLayout('t/x', U).task_attempt_base(TA)}/year=2026/part-0.parquet"
+    assert is_magic_path(split_elements(key))
+    assert is_magic_file_key(key)
+    assert magic_key_to_final(key) == "t/x/year=2026/part-0.parquet"
+    assert job_id_of_magic_key(key) == U
+    assert task_attempt_id_of_magic_key(key) == TA
+
+
+def test_manifests_under_magic_paths_are_plain_writes():
+    base = JobLayout("t", U).task_attempt_base(TA)
+    assert not is_magic_file_key(f"{base}/f.parquet.pending")
+    assert not is_magic_file_key(f"t/__magic_job-{U}/job-{U}/00/task_1.pendingset")
+    assert not is_magic_file_key("t/plain/file")
+
+
+def test_task_attempt_id_parses_and_derives_task_id():
+    parsed = TaskAttemptId.parse(TA)
+    assert parsed.task == 3 and parsed.attempt == 0
+    assert parsed.task_id == "task_202503051719261234_0000_m_000003"
+    assert str(parsed) == TA
+    assert str(TaskAttemptId.of(7, 2)) == "attempt_s3commit_0000_m_000007_2"
+
+
+@pytest.mark.parametrize("bad", ["", "attempt_1", "task_1_0000_m_000001", "attempt_x_0000_z_000001_0"])
+def test_malformed_task_attempt_id_is_rejected_with_the_expected_form(bad):
+    with pytest.raises(ConfigError, match="attempt_<jobTracker>"):
+        TaskAttemptId.parse(bad)
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/part-0000", "/part-0000-UUID"),
+    ("part-0000.gz.csv", "part-0000-UUID.gz.csv"),
+    ("/parent.dir/part-0000", "/parent.dir/part-0000-UUID"),
+    ("a/part-UUID.csv", "a/part-UUID.csv"),       # already present: unchanged
+    ("UUID/part.csv", "UUID/part.csv"),           # present in the parent: unchanged
+])
+def test_add_uuid_inserts_before_first_dot_of_last_element(path, expected):
+    assert add_uuid(path, "UUID") == expected
+
+
+@pytest.mark.parametrize(("path", "uuid"), [("dir/", "u"), ("", "u"), ("p", "")])
+def test_add_uuid_rejects_directories_and_empty_input(path, uuid):
+    with pytest.raises(ValueError):
+        add_uuid(path, uuid)
+
+
+def test_partition_of_is_the_parent_directory():
+    assert partition_of("year=2017/month=10/part-0000.avro") == "year=2017/month=10"
+    assert partition_of("part-0000.avro") is None
+
+
+@pytest.mark.parametrize("bad", ["", "/abs/file", "a/../b", "a/./b", "a//b", "x/\x00y", "__magic_job-1/f",
+                                 "d/__base/f", "é" * 600])
+def test_relative_key_rejects_unsafe_paths(bad):
+    with pytest.raises(ConfigError):
+        relative_key(bad)
+
+
+def test_relative_key_keeps_unicode_and_spaces():
+    assert relative_key("año=2026/naïve file ☃.csv") == "año=2026/naïve file ☃.csv"
+
+
+@pytest.mark.parametrize("bad", ["", "a/b", "../x", " space", "x" * 200])
+def test_job_ids_must_be_safe_in_keys(bad):
+    with pytest.raises(ConfigError):
+        check_job_id(bad)
