@@ -36,6 +36,7 @@ from s3commit.operations import (
     delete_prefix,
     is_scratch_key,
     load_pendingset,
+    recorded_upload_ids,
     revert_upload_quietly,
     sweep_job_uploads,
 )
@@ -286,10 +287,12 @@ class JobCommit:
     def cleanup(self) -> None:
         """Delete the job directory (journal last) and abort this job's orphan uploads."""
         bucket = self.dest.bucket
+        # Task attempts that never committed (failed, lost, killed) left their uploads recorded here.
+        known = recorded_upload_ids(self.store, bucket, f"{self.layout.tasks_dir}/")
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         if self.options.abort_orphans:
             self.stats.orphans_aborted = sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id,
-                                                           committed=self._committed)
+                                                           known_upload_ids=known, committed=self._committed)
         self.store.delete_object(bucket, self.layout.journal_key)
 
     def run(self, keys: Sequence[str], plan: OverwritePlan) -> SuccessData:

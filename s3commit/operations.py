@@ -54,6 +54,47 @@ def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSe
     store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
 
 
+def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> int:
+    """Save a task's pendingset; if an earlier attempt of the task had committed one, abort the uploads of
+    that superseded attempt (they would otherwise be orphans nobody can attribute). Returns how many were
+    aborted. Costs one GET per task commit (a 404 in the usual case)."""
+    superseded = 0
+    try:
+        previous = load_pendingset(store, bucket, key)
+    except NotFoundError:
+        previous = None
+    except S3CommitError as err:  # a corrupt earlier pendingset is replaced; its uploads go to the sweep
+        log.warning("replacing unreadable pendingset s3://%s/%s: %s", bucket, key, err)
+        previous = None
+    save_pendingset(store, bucket, key, pendingset)
+    if previous is not None:
+        keep = {c.upload_id for c in pendingset.commits}
+        for commit in previous.commits:
+            if (commit.upload_id not in keep and commit.bucket == bucket
+                    and abort_upload_quietly(store, bucket, commit.destination_key, commit.upload_id)):
+                superseded += 1
+        log.info("s3://%s/%s: aborted %d uploads of superseded task attempt %s", bucket, key, superseded,
+                 previous.task_attempt_id or "?")
+    return superseded
+
+
+def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
+    """Upload ids recorded under ``prefix`` by magic writers (``.pending`` files and upload markers):
+    the uploads of task attempts that never committed or aborted."""
+    pending, markers = scan_attempt_dir(store, bucket, prefix)
+    known: set[str] = set()
+    for key in pending:
+        try:
+            known.add(load_pending_upload(store, bucket, key).upload_id)
+        except S3CommitError as err:
+            log.warning("cannot read %s: %s", key, err)
+    for key in markers:
+        ref = read_upload_marker(store, bucket, key)
+        if ref is not None:
+            known.add(ref.upload_id)
+    return known
+
+
 def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:
     """The upload recorded by a magic writer at start (``<magic path>.upload``), or None if unreadable."""
     import json

@@ -21,7 +21,7 @@ from s3commit.config import CommitterOptions
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
-from s3commit.operations import delete_prefix, pendingset_keys_under, sweep_job_uploads
+from s3commit.operations import delete_prefix, pendingset_keys_under, recorded_upload_ids, sweep_job_uploads
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
@@ -230,15 +230,11 @@ class Committer(ABC):
                 log.warning("abort job: cannot read %s: %s", key, err)
                 continue
             known |= {c.upload_id for c in pendingset.commits if c.bucket == bucket}
-        known |= self._known_task_uploads()
+        known |= recorded_upload_ids(self.store, bucket, f"{self.layout.tasks_dir}/")
         sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=known)
         self._abort_local_state()
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
         self.close()
-
-    def _known_task_uploads(self) -> set[str]:
-        """Upload ids recorded by tasks outside pendingsets (magic ``.pending`` files, markers)."""
-        return set()
 
     def _abort_local_state(self) -> None:
         """Drop local state (staging directories)."""

@@ -32,7 +32,7 @@ from s3commit.operations import (
     map_parallel,
     read_upload_marker,
     save_pending_upload,
-    save_pendingset,
+    save_task_pendingset,
     scan_attempt_dir,
 )
 from s3commit.paths import (
@@ -196,20 +196,6 @@ class MagicCommitter(Committer):
                          task_attempt_id=attempt.task_attempt_id, attempt_dir=attempt.dir_key)
         attempt.aborted = True
 
-    def _known_task_uploads(self) -> set[str]:
-        """Uploads recorded under task attempt directories (.pending files and upload markers)."""
-        pending, markers = scan_attempt_dir(self.store, self.dest.bucket, f"{self.layout.tasks_dir}/")
-        known: set[str] = set()
-        for key in pending:
-            try:
-                known.add(load_pending_upload(self.store, self.dest.bucket, key).upload_id)
-            except Exception as err:
-                log.warning("abort job: cannot read %s: %s", key, err)
-        for key in markers:
-            ref = read_upload_marker(self.store, self.dest.bucket, key)
-            if ref is not None:
-                known.add(ref.upload_id)
-        return known
 
 
 def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
@@ -241,7 +227,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
             raise failures[0]
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(job_id, task_attempt_id)
-        save_pendingset(store, bucket, pendingset_key, pendingset)
+        save_task_pendingset(store, bucket, pendingset_key, pendingset)
     except BaseException:
         for pending in loaded:
             abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)

@@ -29,7 +29,7 @@ from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError, CommitStateError
 from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
-from s3commit.operations import abort_upload_quietly, is_scratch_key, save_pendingset
+from s3commit.operations import abort_upload_quietly, is_scratch_key, save_task_pendingset
 from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
 from s3commit.writer import TooManyPartsError
 
@@ -126,7 +126,7 @@ class StagingCommitter(Committer):
                 raise errors[0]
             pendingset = PendingSet(commits=tuple(uploads)).with_job(self.job_id, attempt.task_attempt_id)
             key = self.layout.pendingset_key(attempt.task_id)
-            save_pendingset(self.store, self.dest.bucket, key, pendingset)
+            save_task_pendingset(self.store, self.dest.bucket, key, pendingset)
         except BaseException:
             for key, upload_id in started:
                 abort_upload_quietly(self.store, self.dest.bucket, key, upload_id)
