@@ -1,0 +1,450 @@
+"""An S3 test server in a child process: moto on 127.0.0.1 behind the simulator proxy.
+
+Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES]``: the
+process starts moto's ``ThreadedMotoServer`` and a :class:`~s3commit.testing.simulator.SimulatorServer` in
+front of it, both on loopback ports chosen by the OS, prints one JSON line to stdout (``endpoint_url``,
+``raw_endpoint_url``, ports, pid) and serves until it is killed, its stdin reaches end-of-file, or its parent
+process dies. So a test run that crashes leaves no server behind.
+
+:class:`S3TestServer` is the parent side: it starts that process, waits for the JSON line, and offers
+boto3 clients, the environment a child process needs to reach the server, and the simulator's control API
+(configure latency/faults/throttling, read stats, reset). moto lives in its own process so that its state
+and threads never mix with the code under test, and so that other processes (Spark executors, the JVM
+bridge sidecar) can reach the same server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import http.client
+import json
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from s3commit.testing.classify import S3Operation
+from s3commit.testing.faults import FaultKind, FaultSpec
+from s3commit.testing.profiles import LatencyProfile, ProfileName, ThrottleSpec, get_profile
+from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
+from s3commit.testing.stats import StatsSnapshot
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+ACCESS_KEY = "testing"
+SECRET_KEY = "testing"
+REGION = "us-east-1"
+
+_PARENT_POLL_SECONDS = 0.5
+_UNSET: Any = object()
+
+
+class S3TestServerError(RuntimeError):
+    """The test server could not start, or its control API refused a request."""
+
+
+# -- child process ----------------------------------------------------------------------------------
+
+
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m s3commit.testing.server", description=__doc__.split("\n")[0])
+    parser.add_argument("--profile", default="none", choices=[p.value for p in ProfileName])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--min-part-size",
+        type=int,
+        default=None,
+        help="moto's S3_UPLOAD_PART_MIN_SIZE in bytes (default: moto's, the real 5 MiB)",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="simulator port (default: any free port)")
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    parser.add_argument("--verbose", action="store_true", help="keep moto's request log and tracebacks")
+    args = parser.parse_args(argv)
+    if args.min_part_size is not None and args.min_part_size < 0:
+        parser.error(f"--min-part-size must be >= 0, got {args.min_part_size}")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until stdin closes, the parent dies, or a signal arrives."""
+    args = _parse_args(argv)
+    if args.min_part_size is not None:
+        # moto reads this once, when it is imported (reference §4.2), so it must be set before the import.
+        os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
+    from moto.server import ThreadedMotoServer
+
+    if not args.verbose:
+        # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
+        logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    moto = ThreadedMotoServer(ip_address=args.host, port=0, verbose=False)
+    moto.start()
+    moto_host, moto_port = moto.get_host_and_port()
+    raw_url = f"http://{moto_host}:{moto_port}"
+    config = SimulatorConfig(profile=get_profile(args.profile), seed=args.seed)
+    simulator = SimulatorServer(upstream=raw_url, host=args.host, port=args.port, config=config).start()
+    ready = {
+        "endpoint_url": simulator.url,
+        "raw_endpoint_url": raw_url,
+        "port": int(simulator.url.rsplit(":", 1)[1]),
+        "raw_port": moto_port,
+        "pid": os.getpid(),
+        "profile": args.profile,
+        "min_part_size": args.min_part_size,
+    }
+    print(json.dumps(ready), flush=True)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads stdout after the ready line
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    threading.Thread(target=_wait_for_eof, args=(stop,), name="stdin-watch", daemon=True).start()
+    try:
+        while not stop.wait(_PARENT_POLL_SECONDS):
+            if args.parent_pid is not None and os.getppid() != args.parent_pid:
+                break  # re-parented: our parent died (stdin may be held open by a forked sibling)
+    except KeyboardInterrupt:
+        pass
+    # Nothing to flush or persist: moto's state is in memory by design. Exit without joining the
+    # server threads, which may be blocked in keep-alive reads.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _wait_for_eof(stop: threading.Event) -> None:
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    stop.set()
+
+
+# -- parent side ------------------------------------------------------------------------------------
+
+
+class S3TestServer:
+    """Start and control an S3 test server process (moto behind the simulator) on 127.0.0.1.
+
+    Use it as a context manager, or call :meth:`start` and :meth:`stop`::
+
+        with S3TestServer(profile="s3-standard") as server:
+            s3 = server.client()
+            server.create_bucket("data")
+            server.configure(faults=FaultSpec(rates={"503": 0.05}))
+
+    Args:
+        profile: initial latency profile name: ``none``, ``s3-standard`` or ``s3-express``.
+        seed: initial fault seed.
+        min_part_size: moto's minimum multipart part size in bytes; ``None`` keeps the real 5 MiB.
+        host: loopback address to bind.
+        startup_timeout: seconds to wait for the server's ready line.
+        python: interpreter that runs the server (default: this one).
+        verbose: keep moto's request log and tracebacks in the server's stderr.
+    """
+
+    def __init__(
+        self,
+        *,
+        profile: str = "none",
+        seed: int = 0,
+        min_part_size: int | None = None,
+        host: str = "127.0.0.1",
+        startup_timeout: float = 20.0,
+        python: str = sys.executable,
+        verbose: bool = False,
+    ) -> None:
+        self.profile = ProfileName.parse(profile).value
+        if min_part_size is not None and min_part_size < 0:
+            raise ValueError(f"min_part_size must be >= 0 bytes, got {min_part_size}")
+        self.seed, self.min_part_size, self.host = seed, min_part_size, host
+        self.startup_timeout, self.python, self.verbose = startup_timeout, python, verbose
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._ready: dict[str, Any] = {}
+        self._control_client: S3Client | None = None
+
+    # lifecycle
+
+    def start(self) -> S3TestServer:
+        """Start the server process and wait until it serves; return ``self``.
+
+        Raises:
+            S3TestServerError: the process exited or did not report ready within ``startup_timeout``;
+                the message includes its stderr.
+        """
+        if self._process is not None:
+            return self
+        command = [
+            self.python,
+            "-m",
+            "s3commit.testing.server",
+            "--profile",
+            self.profile,
+            "--seed",
+            str(self.seed),
+            "--host",
+            self.host,
+            "--parent-pid",
+            str(os.getpid()),
+        ]
+        if self.min_part_size is not None:
+            command += ["--min-part-size", str(self.min_part_size)]
+        if self.verbose:
+            command.append("--verbose")
+        env = dict(os.environ)
+        # Make the package importable in the child even when it is used from a source checkout.
+        source_root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+        # A file, not a pipe: nobody drains a pipe while the server runs, and a full pipe would block it.
+        self._stderr = tempfile.TemporaryFile(prefix="s3commit-test-server-", suffix=".log")  # noqa: SIM115
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, close_fds=True
+        )
+        atexit.register(self.stop)
+        line = _read_line(self._process, self.startup_timeout)
+        try:
+            self._ready = json.loads(line) if line else {}
+        except json.JSONDecodeError:
+            self._ready = {}
+        if "endpoint_url" not in self._ready:
+            self._fail_start(line)
+        return self
+
+    def _fail_start(self, line: bytes | None) -> None:
+        process = self._process
+        assert process is not None
+        if process.poll() is None:
+            process.kill()
+        code = process.wait()
+        what = f"exited with code {code}" if line is not None else f"did not start within {self.startup_timeout}s"
+        stderr = self.server_log()
+        self._cleanup()
+        detail = f"; first stdout line: {line!r}" if line else ""
+        raise S3TestServerError(f"S3 test server {what}{detail}; its stderr:\n{stderr[-4000:] or '(empty)'}")
+
+    def stop(self) -> None:
+        """Stop the server process (closing its stdin, then terminating, then killing). Idempotent."""
+        process = self._process
+        if process is None:
+            return
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):  # a broken pipe: the process is already gone
+                process.stdin.close()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        atexit.unregister(self.stop)
+        if self._process is not None and self._process.stdout is not None:
+            self._process.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+        self._process, self._stderr, self._control_client = None, None, None
+
+    def __enter__(self) -> S3TestServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def pid(self) -> int:
+        """The server process id."""
+        return int(self._require("pid"))
+
+    @property
+    def endpoint_url(self) -> str:
+        """URL of the simulated S3 (latency, faults, stats apply here)."""
+        return str(self._require("endpoint_url"))
+
+    @property
+    def raw_endpoint_url(self) -> str:
+        """URL of moto itself, bypassing the simulator."""
+        return str(self._require("raw_endpoint_url"))
+
+    def _require(self, name: str) -> Any:
+        if self._process is None or name not in self._ready:
+            raise S3TestServerError("the S3 test server is not running; call start() first")
+        return self._ready[name]
+
+    def server_log(self) -> str:
+        """What the server process wrote to stderr so far."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        self._stderr.seek(0)
+        return self._stderr.read().decode(errors="replace")
+
+    # clients and environment
+
+    def client(self, *, raw: bool = False, max_attempts: int = 1, max_pool_connections: int = 32) -> S3Client:
+        """A new boto3 S3 client for this server.
+
+        Args:
+            raw: talk to moto directly instead of the simulator.
+            max_attempts: botocore's total attempts per call; 1 (no botocore retry) leaves retrying to the
+                code under test, as s3commit's store does (DESIGN §8).
+            max_pool_connections: the client's connection pool size.
+        """
+        import boto3
+        from botocore.config import Config
+
+        config = Config(
+            s3={"addressing_style": "path"},
+            retries={"total_max_attempts": max_attempts, "mode": "standard"},
+            max_pool_connections=max_pool_connections,
+            connect_timeout=10,
+            read_timeout=120,
+        )
+        return boto3.client(
+            "s3",
+            endpoint_url=self.raw_endpoint_url if raw else self.endpoint_url,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+            config=config,
+        )
+
+    def create_bucket(self, name: str) -> str:
+        """Create bucket ``name`` (straight on moto, so it costs no simulated latency); return the name."""
+        if self._control_client is None:
+            self._control_client = self.client(raw=True)
+        self._control_client.create_bucket(Bucket=name)
+        return name
+
+    def env(self) -> dict[str, str]:
+        """Environment variables that point boto3's default resolution in another process at this server."""
+        no_proxy = ",".join(p for p in (os.environ.get("NO_PROXY"), "127.0.0.1", "localhost") if p)
+        return {
+            "AWS_ENDPOINT_URL_S3": self.endpoint_url,
+            "AWS_ENDPOINT_URL": self.endpoint_url,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_DEFAULT_REGION": REGION,
+            "NO_PROXY": no_proxy,
+        }
+
+    # simulator control
+
+    def configure(
+        self,
+        *,
+        profile: str | LatencyProfile = _UNSET,
+        faults: FaultSpec | None = _UNSET,
+        seed: int = _UNSET,
+        copy_bandwidth: float | None = _UNSET,
+        throttle: ThrottleSpec | None = _UNSET,
+    ) -> dict[str, Any]:
+        """Change what the simulator does; options left out keep their current value.
+
+        Args:
+            profile: a profile name or a custom :class:`LatencyProfile`.
+            faults: fault rates; ``None`` for no random faults (scripted ones stay).
+            seed: fault seed. Setting ``faults`` or ``seed`` restarts the fault streams.
+            copy_bandwidth: server-side copy rate in bytes/s overriding the profile's; ``None`` restores it.
+            throttle: per-prefix rate limits; ``None`` turns throttling off.
+
+        Returns:
+            The simulator's whole configuration after the change, as JSON data.
+        """
+        changes: dict[str, Any] = {}
+        if profile is not _UNSET:
+            changes["profile"] = profile.to_dict() if isinstance(profile, LatencyProfile) else profile
+        if faults is not _UNSET:
+            changes["faults"] = faults.to_dict() if faults is not None else None
+        if seed is not _UNSET:
+            changes["seed"] = seed
+        if copy_bandwidth is not _UNSET:
+            changes["copy_bandwidth"] = copy_bandwidth
+        if throttle is not _UNSET:
+            changes["throttle"] = throttle.to_dict() if throttle is not None else None
+        return dict(self._control("POST", "config", changes))
+
+    def fail_next(
+        self, operation: S3Operation | str, kind: FaultKind | str, count: int = 1, *, after_forward: bool = False
+    ) -> None:
+        """Fail the next ``count`` requests of ``operation`` with fault ``kind`` (before random faults).
+
+        ``after_forward`` (``reset`` only) forwards each request to moto before dropping the connection.
+        """
+        self._control("POST", "fail-next", {
+            "operation": S3Operation.parse(operation).value, "kind": FaultKind.parse(kind).value,
+            "count": count, "after_forward": after_forward,
+        })  # fmt: skip
+
+    def stats(self) -> StatsSnapshot:
+        """The simulator's counters (requests, bytes, faults, injected delays) since the last reset."""
+        return StatsSnapshot.from_dict(self._control("GET", "stats"))
+
+    def reset_stats(self) -> None:
+        """Zero the simulator's counters."""
+        self._control("POST", "reset-stats")
+
+    def reset_simulator(self) -> None:
+        """Return the simulator to its start-up configuration, drop scripted faults, zero the counters."""
+        self._control("POST", "reset")
+
+    def reset(self) -> None:
+        """Forget everything: moto's state (all buckets and uploads) and the simulator's (see above)."""
+        connection = self._connection(self.raw_endpoint_url)
+        try:
+            connection.request("POST", "/moto-api/reset")
+            response = connection.getresponse()
+            response.read()
+            if response.status != 200:
+                raise S3TestServerError(f"moto reset failed with HTTP {response.status}")
+        finally:
+            connection.close()
+        self.reset_simulator()
+
+    def _connection(self, url: str) -> http.client.HTTPConnection:
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        # http.client directly, not urllib: urllib would honour HTTP_PROXY even for loopback.
+        return http.client.HTTPConnection(host, int(port), timeout=30)
+
+    def _control(self, method: str, action: str, payload: Mapping[str, Any] | None = None) -> Any:
+        connection = self._connection(self.endpoint_url)
+        try:
+            body = json.dumps(payload).encode() if payload is not None else None
+            connection.request(method, f"/__sim/{action}", body=body, headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = json.loads(response.read() or b"{}")
+        finally:
+            connection.close()
+        if response.status != 200:
+            raise S3TestServerError(f"simulator {method} /__sim/{action} failed: {data.get('error', data)}")
+        return data
+
+
+def _read_line(process: subprocess.Popen[bytes], timeout: float) -> bytes | None:
+    """The first stdout line of ``process``; ``b""`` if it closed stdout first; ``None`` on timeout."""
+    lines: queue.Queue[bytes] = queue.Queue()
+    stdout = process.stdout
+    assert stdout is not None
+    threading.Thread(target=lambda: lines.put(stdout.readline()), name="server-ready", daemon=True).start()
+    try:
+        return lines.get(timeout=timeout)
+    except queue.Empty:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
