@@ -81,14 +81,14 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
 def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
     """Upload ids recorded under ``prefix`` by magic writers (``.pending`` files and upload markers):
     the uploads of task attempts that never committed or aborted."""
-    pending, markers = scan_attempt_dir(store, bucket, prefix)
+    listing = scan_attempt_dir(store, bucket, prefix)
     known: set[str] = set()
-    for key in pending:
+    for key in listing.pending:
         try:
             known.add(load_pending_upload(store, bucket, key).upload_id)
         except S3CommitError as err:
             log.warning("cannot read %s: %s", key, err)
-    for key in markers:
+    for key in listing.markers:
         ref = read_upload_marker(store, bucket, key)
         if ref is not None:
             known.add(ref.upload_id)
@@ -158,16 +158,24 @@ def is_scratch_key(key: str) -> bool:
     return any(e.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) for e in split_elements(key))
 
 
-def scan_attempt_dir(store: S3Store, bucket: str, prefix: str) -> tuple[list[str], list[str]]:
-    """The ``.pending`` files and the upload markers under a task attempt directory."""
-    pending: list[str] = []
-    markers: list[str] = []
-    for key in list_keys(store, bucket, prefix):
-        if key.endswith(PENDING_SUFFIX):
-            pending.append(key)
-        elif key.endswith(UPLOAD_MARKER_SUFFIX):
-            markers.append(key)
-    return pending, markers
+@dataclass(frozen=True)
+class AttemptListing:
+    """Everything under a task attempt directory, by kind."""
+
+    keys: tuple[str, ...]
+
+    @property
+    def pending(self) -> list[str]:
+        return [k for k in self.keys if k.endswith(PENDING_SUFFIX)]
+
+    @property
+    def markers(self) -> list[str]:
+        return [k for k in self.keys if k.endswith(UPLOAD_MARKER_SUFFIX)]
+
+
+def scan_attempt_dir(store: S3Store, bucket: str, prefix: str) -> AttemptListing:
+    """List a task attempt directory (or all of them) once: its ``.pending`` files and upload markers."""
+    return AttemptListing(tuple(list_keys(store, bucket, prefix)))
 
 
 def map_parallel(executor: Executor, fn: Callable[[str], PendingUpload], keys: Iterable[str]

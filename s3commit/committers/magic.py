@@ -26,6 +26,7 @@ from s3commit.config import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.manifest import PendingSet, PendingUpload
 from s3commit.operations import (
+    AttemptListing,
     abort_upload_quietly,
     delete_prefix,
     load_pending_upload,
@@ -210,8 +211,10 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
     """
     remembered, still_open = registry.take(job_id, task_attempt_id)
     loaded: list[PendingUpload] = list(remembered.values())
+    listing = None
     try:
-        pending_keys, markers = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+        listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+        pending_keys, markers = listing.pending, listing.markers
         others = [k for k in pending_keys if k not in remembered]
         more, failures = map_parallel(executor, lambda k: load_pending_upload(store, bucket, k), others)
         loaded += more
@@ -233,7 +236,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
             abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
         raise
     finally:
-        _delete_quietly(store, bucket, attempt_dir)
+        _delete_quietly(store, bucket, attempt_dir, listing)
     if on_done is not None:
         on_done()
     return TaskCommitMessage(job_id=job_id, task_id=task_id, task_attempt_id=task_attempt_id,
@@ -248,8 +251,8 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
     remembered, still_open = registry.take(job_id, task_attempt_id)
     refs = {p.upload_id: (p.bucket, p.destination_key) for p in remembered.values()}
     refs.update({u: (b, k) for b, k, u in still_open})
-    pending_keys, markers = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
-    for key in pending_keys:
+    listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+    for key in listing.pending:
         if key in remembered:
             continue
         try:
@@ -257,17 +260,21 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
             refs[p.upload_id] = (p.bucket, p.destination_key)
         except Exception as err:
             log.warning("abort task: cannot read %s: %s", key, err)
-    for key in markers:
+    for key in listing.markers:
         ref = read_upload_marker(store, bucket, key)
         if ref is not None:
             refs[ref.upload_id] = (ref.bucket, ref.key)
     aborted = sum(abort_upload_quietly(store, b, k, u) for u, (b, k) in refs.items())
-    _delete_quietly(store, bucket, attempt_dir)
+    _delete_quietly(store, bucket, attempt_dir, listing)
     return aborted
 
 
-def _delete_quietly(store: S3Store, bucket: str, directory: str) -> None:
+def _delete_quietly(store: S3Store, bucket: str, directory: str, listing: AttemptListing | None = None) -> None:
+    """Delete an attempt directory; with a listing already in hand, delete those keys without listing again."""
     try:
-        delete_prefix(store, bucket, f"{directory}/")
+        if listing is not None:
+            store.delete_objects(bucket, listing.keys)
+        else:
+            delete_prefix(store, bucket, f"{directory}/")
     except Exception as err:
         log.warning("could not delete s3://%s/%s/: %s", bucket, directory, err)

@@ -1,0 +1,41 @@
+"""Shared fixtures. The S3 server fixtures (``s3_server``, ``s3_bucket``, ``s3_client``) come from the
+``s3commit.testing`` pytest plugin; these build s3commit objects on top of them."""
+
+from __future__ import annotations
+
+import pytest
+
+from s3commit import S3Store, StoreOptions
+from s3commit.config import RetryPolicy
+from s3commit.testing.assertions import assert_no_pending_uploads
+
+STAGING_AND_MAGIC = ["magic", "directory", "partitioned"]
+
+
+def store_options_for(server) -> StoreOptions:
+    return StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
+                        access_key="testing", secret_key="testing",
+                        retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2))
+
+
+@pytest.fixture
+def store(s3_server) -> S3Store:
+    """A store on the test server with fresh counters."""
+    return S3Store(store_options_for(s3_server))
+
+
+@pytest.fixture
+def dest(s3_bucket) -> str:
+    return f"s3://{s3_bucket}/out"
+
+
+@pytest.fixture
+def staging_dir(tmp_path) -> str:
+    return str(tmp_path / "staging")
+
+
+@pytest.fixture
+def no_pending_uploads(s3_client, s3_bucket):
+    """After the test: nothing left pending in the bucket."""
+    yield
+    assert_no_pending_uploads(s3_client, s3_bucket)
