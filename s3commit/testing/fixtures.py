@@ -4,8 +4,9 @@ Registered as the ``s3commit`` pytest plugin (entry point ``pytest11``), so any 
 installed can use them without a ``conftest.py``:
 
 - ``s3_server`` (session): an :class:`~s3commit.testing.server.S3TestServer` with no latency and no faults.
-- ``s3_sim`` (function): the same server, returned to its start-up configuration (no latency, faults or
-  throttling, no scripted faults, zeroed stats) after the test, for tests that configure the simulator.
+- ``s3_sim`` (function): the same server with its simulator returned to its start-up configuration (no
+  latency, faults or throttling, no scripted faults, zeroed stats) before and after the test; for tests
+  that configure the simulator or assert on its stats.
 - ``s3_bucket`` (function): the name of a new, empty bucket with a unique name. It is not deleted after
   the test (the server's state goes away with the session).
 - ``s3_client`` (function): a boto3 S3 client for ``s3_server`` (no botocore retries).
@@ -41,7 +42,11 @@ def s3_server() -> Iterator[S3TestServer]:
 
 @pytest.fixture
 def s3_sim(s3_server: S3TestServer) -> Iterator[S3TestServer]:
-    """``s3_server`` for a test that changes the simulator; its configuration is restored afterwards."""
+    """``s3_server`` with a clean simulator (start-up configuration, zeroed stats) during the test and after.
+
+    Use it in tests that configure latency, faults or throttling, so that no other test inherits them.
+    """
+    s3_server.reset_simulator()
     yield s3_server
     s3_server.reset_simulator()
 

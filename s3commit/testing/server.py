@@ -172,6 +172,8 @@ class S3TestServer:
         self._stderr: IO[bytes] | None = None
         self._ready: dict[str, Any] = {}
         self._control_client: S3Client | None = None
+        #: The server process's exit code after :meth:`stop` (0: it exited by itself on stdin EOF).
+        self.exit_code: int | None = None
 
     # lifecycle
 
@@ -253,6 +255,8 @@ class S3TestServer:
 
     def _cleanup(self) -> None:
         atexit.unregister(self.stop)
+        if self._process is not None:
+            self.exit_code = self._process.returncode
         if self._process is not None and self._process.stdout is not None:
             self._process.stdout.close()
         if self._stderr is not None:

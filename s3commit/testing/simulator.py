@@ -347,8 +347,7 @@ class _Exchange:
             return
         if self.handler.command != "HEAD":
             self._sleep(profile.transfer_seconds(len(answer)))
-        stats.body_out(operation, len(answer))
-        self.handler._reply(status, answer, headers)
+        self._respond(status, answer, headers)
 
     # -- pipeline steps ----------------------------------------------------------------------------
 
@@ -368,7 +367,7 @@ class _Exchange:
             # S3 may send 200 OK, then fail while assembling the object, and put the error in the body
             # (reference §5.1). Clients must parse the body to notice.
             _, document = wire.error_document("InternalError", resource=self.split.path)
-            self.handler._reply(200, document, [("Content-Type", "application/xml")])
+            self._respond(200, document, self._error_headers())
         else:
             self._drop()
 
@@ -378,8 +377,12 @@ class _Exchange:
 
     def _send_error(self, code: str) -> None:
         status, document = wire.error_document(code, resource=self.split.path)
-        self.simulator.stats.body_out(self.operation, len(document))
-        self.handler._reply(status, document, self._error_headers())
+        self._respond(status, document, self._error_headers())
+
+    def _respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        if self.handler.command != "HEAD":
+            self.simulator.stats.body_out(self.operation, len(body))
+        self.handler._reply(status, body, headers)
 
     @staticmethod
     def _error_headers() -> list[tuple[str, str]]:
@@ -413,10 +416,16 @@ class _Exchange:
         finally:
             connection.close()
 
+    def _internal_headers(self) -> dict[str, str]:
+        """Credentials for our own side requests to moto: it reads the access key from the client's
+        Authorization header to pick the account (it does not verify signatures); without it, 403."""
+        names = ("authorization", "x-amz-security-token")
+        return {name: value for name, value in self.handler.headers.items() if name.lower() in names}
+
     def _head_upstream(self, path: str) -> http.client.HTTPResponse:
         connection = self._upstream()
         try:
-            connection.request("HEAD", path)
+            connection.request("HEAD", path, headers=self._internal_headers())
             response = connection.getresponse()
             response.read()
             return response
@@ -447,7 +456,8 @@ class _Exchange:
         path = f"/{quote(self.target.bucket)}/{quote(self.target.key, safe='/~')}"
         connection = self._upstream()
         try:
-            connection.request("GET", f"{path}?uploadId={quote(upload_id, safe='')}&max-parts=1")
+            query = f"uploadId={quote(upload_id, safe='')}&max-parts=1"
+            connection.request("GET", f"{path}?{query}", headers=self._internal_headers())
             response = connection.getresponse()
             response.read()
             return response.status == 404
