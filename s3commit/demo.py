@@ -137,7 +137,8 @@ def print_report(reports: Sequence[RunReport], *, out: Any = sys.stdout) -> None
         if r.success:
             line()
             line(f"_SUCCESS of the {r.label} job:")
-            summary: dict[str, Any] = {k: r.success[k] for k in ("committer", "jobId", "hostname", "date") if k in r.success}
+            fields = ("committer", "jobId", "hostname", "date")
+            summary: dict[str, Any] = {k: r.success[k] for k in fields if k in r.success}
             summary["files listed"] = len(r.success.get("filenames", []))
             summary["first files"] = r.success.get("filenames", [])[:3]
             summary["metrics"] = {k: v for k, v in r.success.get("metrics", {}).items()

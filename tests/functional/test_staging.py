@@ -173,3 +173,28 @@ def test_staging_task_abort_makes_no_s3_request(staging, store):
     assert store.counters.snapshot()["total_requests"] == before
     assert not os.path.exists(attempt.work_path)
     committer.abort_job()
+
+
+class FailingUploadsAndAborts(FailingUploads):
+    def abort_multipart_upload(self, bucket, key, upload_id):
+        raise TransientError("Mock Fail on abort 0", operation="AbortMultipartUpload", bucket=bucket, key=key,
+                             upload_id=upload_id)
+
+
+def test_upload_failure_is_what_propagates_when_the_abort_fails_too(s3_server, s3_client, s3_bucket, tmp_path,
+                                                                    caplog):
+    store = FailingUploadsAndAborts(store_options_for(s3_server), fail_on_part=1)
+    committer = create_committer("directory", f"s3://{s3_bucket}/out", store=store, threads=1,
+                                 staging_dir=str(tmp_path))
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("f") as f:
+        f.write(b"x")
+    with pytest.raises(TransientError, match="Mock Fail on upload 1"):
+        committer.commit_task(attempt)
+    assert "could not abort upload" in caplog.text
+    assert not os.path.exists(attempt.work_path)
+    # The upload the failed abort left behind is this job's: a job abort through a working store removes it.
+    create_committer("directory", f"s3://{s3_bucket}/out", job_id=committer.job_id,
+                     store=S3Store(store_options_for(s3_server)), staging_dir=str(tmp_path)).abort_job()
+    assert_no_pending_uploads(s3_client, s3_bucket)

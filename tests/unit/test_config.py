@@ -29,7 +29,7 @@ def test_sizes_parse_like_hadoop(text, size):
 
 
 def test_bad_size_names_the_key():
-    with pytest.raises(ConfigError, match="fs.s3a.multipart.size"):
+    with pytest.raises(ConfigError, match=r"fs\.s3a\.multipart\.size"):
         parse_size("lots", what="fs.s3a.multipart.size")
 
 

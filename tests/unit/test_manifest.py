@@ -146,7 +146,7 @@ def test_journal_round_trip_and_rejects_non_pendingset_entries():
                             pendingsets=("out/__magic_job-j/job-j/00/t.pendingset",), delete_paths=("",),
                             replace_partitions=True, created=1)
     assert CommitJournal.from_json(journal.to_json()) == journal
-    with pytest.raises(ManifestError, match="not a .pendingset"):
+    with pytest.raises(ManifestError, match=r"not a \.pendingset"):
         CommitJournal(job_id="j", committer="m", bucket="b", dest_key="", pendingsets=("x",)).to_json()
 
 

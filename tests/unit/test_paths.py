@@ -53,7 +53,8 @@ def test_job_layout_matches_hadoop_3_4_magic_layout():
     assert layout.job_dir == f"out/__magic_job-{U}"
     assert layout.job_attempt_dir == f"out/__magic_job-{U}/job-{U}/00"
     assert layout.task_attempt_base(TA) == f"out/__magic_job-{U}/job-{U}/00/tasks/{TA}/__base"
-    assert layout.pendingset_key("task_x_0000_m_000003") == f"out/__magic_job-{U}/job-{U}/00/task_x_0000_m_000003.pendingset"
+    pendingset = layout.pendingset_key("task_x_0000_m_000003")
+    assert pendingset == f"out/__magic_job-{U}/job-{U}/00/task_x_0000_m_000003.pendingset"
     assert layout.success_key == "out/_SUCCESS"
 
 
