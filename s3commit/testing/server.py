@@ -28,9 +28,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from s3commit.testing.classify import S3Operation
 from s3commit.testing.faults import FaultKind, FaultSpec
@@ -69,6 +70,9 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0, help="simulator port (default: any free port)")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
+    parser.add_argument(
+        "--watch-stdin", action="store_true", help="exit when stdin reaches end-of-file (the parent closed it)"
+    )
     parser.add_argument("--verbose", action="store_true", help="keep moto's request log and tracebacks")
     args = parser.parse_args(argv)
     if args.min_part_size is not None and args.min_part_size < 0:
@@ -77,7 +81,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server until stdin closes, the parent dies, or a signal arrives."""
+    """Run the server until a signal arrives, the parent dies (``--parent-pid``) or stdin closes
+    (``--watch-stdin``; off by default so that ``python -m ... < /dev/null &`` keeps serving)."""
     args = _parse_args(argv)
     if args.min_part_size is not None:
         # moto reads this once, when it is imported (reference §4.2), so it must be set before the import.
@@ -107,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    threading.Thread(target=_wait_for_eof, args=(stop,), name="stdin-watch", daemon=True).start()
+    if args.watch_stdin:
+        threading.Thread(target=_wait_for_eof, args=(stop,), name="stdin-watch", daemon=True).start()
     try:
         while not stop.wait(_PARENT_POLL_SECONDS):
             if args.parent_pid is not None and os.getppid() != args.parent_pid:
@@ -198,6 +204,7 @@ class S3TestServer:
             self.host,
             "--parent-pid",
             str(os.getpid()),
+            "--watch-stdin",
         ]
         if self.min_part_size is not None:
             command += ["--min-part-size", str(self.min_part_size)]
@@ -213,25 +220,23 @@ class S3TestServer:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, close_fds=True
         )
         atexit.register(self.stop)
-        line = _read_line(self._process, self.startup_timeout)
-        try:
-            self._ready = json.loads(line) if line else {}
-        except json.JSONDecodeError:
-            self._ready = {}
-        if "endpoint_url" not in self._ready:
-            self._fail_start(line)
+        ready, stray = _read_ready_line(self._process, self.startup_timeout)
+        if ready is None:
+            self._fail_start(stray)
+        self._ready = ready
         return self
 
-    def _fail_start(self, line: bytes | None) -> None:
+    def _fail_start(self, stray: list[bytes]) -> NoReturn:
         process = self._process
         assert process is not None
-        if process.poll() is None:
+        timed_out = process.poll() is None
+        if timed_out:
             process.kill()
         code = process.wait()
-        what = f"exited with code {code}" if line is not None else f"did not start within {self.startup_timeout}s"
+        what = f"did not start within {self.startup_timeout}s" if timed_out else f"exited with code {code}"
         stderr = self.server_log()
         self._cleanup()
-        detail = f"; first stdout line: {line!r}" if line else ""
+        detail = f"; its stdout: {b''.join(stray)[-1000:]!r}" if stray else ""
         raise S3TestServerError(f"S3 test server {what}{detail}; its stderr:\n{stderr[-4000:] or '(empty)'}")
 
     def stop(self) -> None:
@@ -382,6 +387,10 @@ class S3TestServer:
             changes["throttle"] = throttle.to_dict() if throttle is not None else None
         return dict(self._control("POST", "config", changes))
 
+    def simulator_config(self) -> dict[str, Any]:
+        """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""
+        return dict(self._control("GET", "config"))
+
     def fail_next(
         self, operation: S3Operation | str, kind: FaultKind | str, count: int = 1, *, after_forward: bool = False
     ) -> None:
@@ -438,16 +447,37 @@ class S3TestServer:
         return data
 
 
-def _read_line(process: subprocess.Popen[bytes], timeout: float) -> bytes | None:
-    """The first stdout line of ``process``; ``b""`` if it closed stdout first; ``None`` on timeout."""
+def _read_ready_line(process: subprocess.Popen[bytes], timeout: float) -> tuple[dict[str, Any] | None, list[bytes]]:
+    """Wait for the server's JSON ready line on stdout.
+
+    Returns:
+        The ready data (``None`` if stdout closed or ``timeout`` passed first), and the other stdout lines
+        seen before it (a library may print on import; they are kept for the error message).
+    """
     lines: queue.Queue[bytes] = queue.Queue()
     stdout = process.stdout
     assert stdout is not None
-    threading.Thread(target=lambda: lines.put(stdout.readline()), name="server-ready", daemon=True).start()
-    try:
-        return lines.get(timeout=timeout)
-    except queue.Empty:
-        return None
+
+    def pump() -> None:  # a thread, because a pipe read cannot time out portably
+        for line in iter(stdout.readline, b""):
+            lines.put(line)
+        lines.put(b"")
+
+    threading.Thread(target=pump, name="server-ready", daemon=True).start()
+    deadline = time.monotonic() + timeout
+    stray: list[bytes] = []
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None, stray
+        if not line:
+            return None, stray
+        with contextlib.suppress(ValueError):
+            data = json.loads(line)
+            if isinstance(data, dict) and "endpoint_url" in data:
+                return data, stray
+        stray.append(line)
 
 
 if __name__ == "__main__":

@@ -332,7 +332,7 @@ class _Exchange:
         self._sleep(delay)
         try:
             status, headers, answer = self._forward(body)
-        except OSError:
+        except (OSError, http.client.HTTPException):
             self._send_error("BadGateway")
             return
         if status == 500 and operation in _NO_SUCH_UPLOAD_GAP and self._upload_is_missing():

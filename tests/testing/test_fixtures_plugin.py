@@ -34,7 +34,7 @@ def test_configure_the_simulator(s3_sim):
     s3_sim.fail_next("PutObject", "503", 3)
 
 def test_the_next_test_gets_a_clean_simulator(s3_sim, s3_bucket, s3_client):
-    config = s3_sim.configure()
+    config = s3_sim.simulator_config()
     assert config["profile"]["name"] == "none" and config["scripted"] == {}
     s3_client.put_object(Bucket=s3_bucket, Key="k", Body=b"x")
     assert s3_sim.stats().requests == {"PutObject": 1}

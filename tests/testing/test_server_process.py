@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -171,7 +172,7 @@ def test_env_lets_a_child_process_reach_the_server(s3_server: S3TestServer, s3_b
 
 
 def test_start_options_set_profile_seed_and_min_part_size(small_parts_server: S3TestServer) -> None:
-    config = small_parts_server.configure()
+    config = small_parts_server.simulator_config()
     assert (config["profile"]["name"], config["seed"]) == ("s3-express", 3)
 
     # Parts of 1 KiB are enough with --min-part-size 1024 (moto's default would refuse them).
@@ -212,6 +213,29 @@ def test_reset_forgets_buckets_and_simulator_state(small_parts_server: S3TestSer
 
     # Then: moto is empty, stats are zero, and the configuration is the start-up one again.
     assert client.list_buckets()["Buckets"] == []
-    config = small_parts_server.configure()
+    config = small_parts_server.simulator_config()
     assert (config["profile"]["name"], config["seed"]) == ("s3-express", 3)
     assert small_parts_server.stats().requests == {"ListBuckets": 1}
+
+
+def test_command_line_server_keeps_serving_without_stdin_until_terminated() -> None:
+    # Given: the server started by hand, in the background, with stdin at /dev/null.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "s3commit.testing", "--profile", "s3-standard"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        ready = json.loads(process.stdout.readline())
+        time.sleep(1.0)  # longer than the parent-watch poll interval
+
+        # Then: it still serves (no parent pid or stdin watch was asked for).
+        assert process.poll() is None
+        host, port = ready["endpoint_url"].removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET", "/__sim/config")
+        assert json.loads(connection.getresponse().read())["profile"]["name"] == "s3-standard"
+    finally:
+        # When: terminated, it exits cleanly.
+        process.terminate()
+        assert process.wait(timeout=10) == 0

@@ -7,6 +7,7 @@ only bound them generously from one side.
 from __future__ import annotations
 
 import http.client
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -17,6 +18,7 @@ from botocore.exceptions import ClientError, ConnectionClosedError
 from s3commit.testing import FaultSpec, LatencyProfile, S3TestServerError, ThrottleSpec
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from s3commit.testing.profiles import S3_EXPRESS
+from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
 
 MB = 1_000_000
 
@@ -309,11 +311,11 @@ def test_stats_reset_and_simulator_reset(s3_sim: Any, s3_bucket: str, sim_client
     # When / Then: reset_stats zeroes the counters only.
     s3_sim.reset_stats()
     assert s3_sim.stats().total_requests == 0
-    assert s3_sim.configure()["profile"]["name"] == "s3-express"
+    assert s3_sim.simulator_config()["profile"]["name"] == "s3-express"
 
     # When / Then: reset_simulator also restores the start-up configuration and drops the script.
     s3_sim.reset_simulator()
-    config = s3_sim.configure()
+    config = s3_sim.simulator_config()
     assert (config["profile"]["name"], config["faults"]["rates"], config["scripted"]) == ("none", {}, {})
 
 
@@ -322,3 +324,29 @@ def test_control_api_rejects_bad_configuration_with_the_valid_values(s3_sim: Any
         s3_sim.configure(profile="s3-mars")
     with pytest.raises(S3TestServerError, match="copy_bandwidth must be > 0"):
         s3_sim.configure(copy_bandwidth=-1)
+
+
+def test_simulator_server_runs_in_process_and_reports_an_unreachable_upstream(s3_server: Any, s3_bucket: str) -> None:
+    def head(url: str, path: str) -> tuple[int, bytes]:
+        host, port = url.removeprefix("http://").split(":")
+        connection = http.client.HTTPConnection(host, int(port), timeout=10)
+        connection.request("GET" if path.count("/") > 1 else "HEAD", path)
+        response = connection.getresponse()
+        return response.status, response.read()
+
+    # In front of the session's moto, in this process: the Simulator state is directly inspectable.
+    config = SimulatorConfig(profile=S3_EXPRESS)
+    with SimulatorServer(upstream=s3_server.raw_endpoint_url, config=config) as simulator:
+        assert head(simulator.url, f"/{s3_bucket}")[0] == 200
+        stats = simulator.simulator.snapshot()
+        assert stats.requests == {"HeadBucket": 1}
+        assert stats.delay_seconds == {"HeadBucket": pytest.approx(0.003)}
+
+    # In front of nothing: S3 clients get a 502 that names the cause, not a hang.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_port = probe.getsockname()[1]
+    with SimulatorServer(upstream=f"http://127.0.0.1:{dead_port}") as simulator:
+        status, body = head(simulator.url, "/bucket/key")
+    assert status == 502
+    assert b"<Code>BadGateway</Code>" in body
