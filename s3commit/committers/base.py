@@ -90,44 +90,45 @@ class Committer(ABC):
         self.layout = JobLayout(self.dest.key, self.job_id, dir_prefix=self.scratch_prefix)
         self._state = "new"
         self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-        self._part_pool: ThreadPoolExecutor | None = None
+        self._pools: dict[str, ThreadPoolExecutor] = {}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dest={str(self.dest)!r}, job_id={self.job_id!r})"
 
     # --- shared resources -----------------------------------------------------------------------
 
+    def _lazy_pool(self, kind: str) -> ThreadPoolExecutor:
+        with self._lock:
+            pool = self._pools.get(kind)
+            if pool is None:
+                pool = self._pools[kind] = ThreadPoolExecutor(
+                    self.options.pool_size, thread_name_prefix=f"s3commit-{kind}-{self.job_id[:8]}")
+            return pool
+
     @property
     def pool(self) -> ThreadPoolExecutor:
-        """Threads for part uploads and manifest loads in this process (created on first use)."""
-        with self._lock:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.options.pool_size,
-                                                thread_name_prefix=f"s3commit-{self.name}-{self.job_id[:8]}")
-            return self._pool
+        """Threads for whole files and manifest loads in this process (created on first use)."""
+        return self._lazy_pool("files")
 
     @property
     def part_pool(self) -> ThreadPoolExecutor:
         """Threads for the parts of one file, separate from :attr:`pool` (whose tasks wait on parts)."""
-        with self._lock:
-            if self._part_pool is None:
-                self._part_pool = ThreadPoolExecutor(self.options.pool_size,
-                                                     thread_name_prefix=f"s3commit-parts-{self.job_id[:8]}")
-            return self._part_pool
+        return self._lazy_pool("parts")
 
     def close(self) -> None:
         """Release this committer's threads (no S3 calls)."""
         with self._lock:
-            pools = [self._pool, self._part_pool]
-            self._pool = self._part_pool = None
+            pools, self._pools = list(self._pools.values()), {}
         for pool in pools:
-            if pool is not None:
-                pool.shutdown(wait=True)
+            pool.shutdown(wait=True)
+
+    def _check_job_open(self) -> None:
+        if self._state in ("committed", "aborted"):
+            raise CommitStateError(f"job {self.job_id} is already {self._state}")
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_pool"] = state["_part_pool"] = None
+        state["_pools"] = {}
         del state["_lock"]
         return state
 

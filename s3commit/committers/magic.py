@@ -173,8 +173,7 @@ class MagicCommitter(Committer):
     name = "magic"
 
     def setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
-        if self._state in ("committed", "aborted"):
-            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        self._check_job_open()
         return MagicTaskAttempt(self, task_attempt_id)
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:

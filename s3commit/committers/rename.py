@@ -15,7 +15,6 @@ from concurrent.futures import Future
 from typing import IO
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
-from s3commit.errors import CommitStateError
 from s3commit.manifest import SuccessData
 from s3commit.operations import delete_prefix
 from s3commit.paths import relative_key
@@ -63,8 +62,7 @@ class RenameCommitter(Committer):
         return self.dest.child(f"{TEMPORARY}/0").key
 
     def setup_task(self, task_attempt_id: str) -> RenameTaskAttempt:
-        if self._state in ("committed", "aborted"):
-            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        self._check_job_open()
         return RenameTaskAttempt(self, task_attempt_id)
 
     def rename_dir(self, src_prefix: str, dst_prefix: str) -> tuple[int, int]:
@@ -107,8 +105,7 @@ class RenameCommitter(Committer):
                    delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
         """v1: merge every committed task directory into the destination; both: delete ``_temporary``,
         write the 0-byte ``_SUCCESS``. Overwrite deletions happen here too (Spark deletes before the job)."""
-        if self._state in ("committed", "aborted"):
-            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        self._check_job_open()
         bucket = self.dest.bucket
         files = size = 0
         try:

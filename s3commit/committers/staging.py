@@ -26,7 +26,7 @@ from typing import IO
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
 from s3commit.config import MAX_PARTS, ConflictMode
-from s3commit.errors import CommitConflictError, CommitStateError
+from s3commit.errors import CommitConflictError
 from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
 from s3commit.operations import abort_upload_quietly, is_scratch_key, save_task_pendingset
@@ -89,8 +89,7 @@ class StagingCommitter(Committer):
         return self.dest.child(rel).key
 
     def setup_task(self, task_attempt_id: str) -> StagingTaskAttempt:
-        if self._state in ("committed", "aborted"):
-            raise CommitStateError(f"job {self.job_id} is already {self._state}")
+        self._check_job_open()
         return StagingTaskAttempt(self, task_attempt_id)
 
     def needs_task_commit(self, attempt: TaskAttempt) -> bool:
