@@ -19,6 +19,7 @@ import argparse
 import atexit
 import contextlib
 import http.client
+import ipaddress
 import json
 import logging
 import os
@@ -77,7 +78,18 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.min_part_size is not None and args.min_part_size < 0:
         parser.error(f"--min-part-size must be >= 0, got {args.min_part_size}")
+    if not _is_loopback(args.host):
+        parser.error(f"--host must be an IPv4 loopback address such as 127.0.0.1, got {args.host!r}")
     return args
+
+
+def _is_loopback(host: str) -> bool:
+    """Test servers never listen beyond this machine: they accept any credentials."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.version == 4 and address.is_loopback
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -170,6 +182,8 @@ class S3TestServer:
         verbose: bool = False,
     ) -> None:
         self.profile = ProfileName.parse(profile).value
+        if not _is_loopback(host):
+            raise ValueError(f"host must be an IPv4 loopback address such as 127.0.0.1, got {host!r}")
         if min_part_size is not None and min_part_size < 0:
             raise ValueError(f"min_part_size must be >= 0 bytes, got {min_part_size}")
         self.seed, self.min_part_size, self.host = seed, min_part_size, host
@@ -220,20 +234,25 @@ class S3TestServer:
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, close_fds=True
         )
         atexit.register(self.stop)
-        ready, stray = _read_ready_line(self._process, self.startup_timeout)
+        ready, stray, closed = _read_ready_line(self._process, self.startup_timeout)
         if ready is None:
-            self._fail_start(stray)
+            self._fail_start(stray, closed=closed)
         self._ready = ready
         return self
 
-    def _fail_start(self, stray: list[bytes]) -> NoReturn:
+    def _fail_start(self, stray: list[bytes], *, closed: bool) -> NoReturn:
         process = self._process
         assert process is not None
-        timed_out = process.poll() is None
-        if timed_out:
+        what = f"did not start within {self.startup_timeout}s"
+        if closed:
+            # stdout closes a moment before an exiting process is gone: wait for its exit code.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                what = f"exited with code {process.wait(timeout=5)}"
+            if process.returncode is None:
+                what = "closed its stdout without reporting ready"
+        if process.returncode is None:
             process.kill()
-        code = process.wait()
-        what = f"did not start within {self.startup_timeout}s" if timed_out else f"exited with code {code}"
+            process.wait()
         stderr = self.server_log()
         self._cleanup()
         detail = f"; its stdout: {b''.join(stray)[-1000:]!r}" if stray else ""
@@ -447,12 +466,15 @@ class S3TestServer:
         return data
 
 
-def _read_ready_line(process: subprocess.Popen[bytes], timeout: float) -> tuple[dict[str, Any] | None, list[bytes]]:
+def _read_ready_line(
+    process: subprocess.Popen[bytes], timeout: float
+) -> tuple[dict[str, Any] | None, list[bytes], bool]:
     """Wait for the server's JSON ready line on stdout.
 
     Returns:
-        The ready data (``None`` if stdout closed or ``timeout`` passed first), and the other stdout lines
-        seen before it (a library may print on import; they are kept for the error message).
+        The ready data (``None`` if stdout closed or ``timeout`` passed first); the other stdout lines seen
+        before it (a library may print on import; they are kept for the error message); and whether
+        stdout was closed (rather than the wait timing out).
     """
     lines: queue.Queue[bytes] = queue.Queue()
     stdout = process.stdout
@@ -470,13 +492,13 @@ def _read_ready_line(process: subprocess.Popen[bytes], timeout: float) -> tuple[
         try:
             line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
-            return None, stray
+            return None, stray, False
         if not line:
-            return None, stray
+            return None, stray, True
         with contextlib.suppress(ValueError):
             data = json.loads(line)
             if isinstance(data, dict) and "endpoint_url" in data:
-                return data, stray
+                return data, stray, False
         stray.append(line)
 
 

@@ -135,7 +135,8 @@ def test_server_exits_with_its_parent_even_if_a_forked_sibling_keeps_its_stdin_o
 
 def test_start_failure_shows_the_child_stderr(tmp_path: Path) -> None:
     broken = tmp_path / "broken-python"
-    broken.write_text("#!/bin/sh\necho 'ImportError: no module named moto' >&2\nexit 3\n")
+    # It closes stdout a moment before exiting, as a dying interpreter may: the exit code must still show.
+    broken.write_text("#!/bin/sh\necho 'ImportError: no module named moto' >&2\nexec 1>&-\nsleep 0.3\nexit 3\n")
     broken.chmod(0o755)
     with pytest.raises(S3TestServerError, match=r"exited with code 3(.|\n)*no module named moto"):
         S3TestServer(python=str(broken)).start()
@@ -156,6 +157,8 @@ def test_invalid_options_are_refused_before_starting() -> None:
         S3TestServer(profile="fast")
     with pytest.raises(ValueError, match="min_part_size must be >= 0"):
         S3TestServer(min_part_size=-1)
+    with pytest.raises(ValueError, match="loopback"):
+        S3TestServer(host="0.0.0.0")
 
 
 def test_env_lets_a_child_process_reach_the_server(s3_server: S3TestServer, s3_bucket: str) -> None:
