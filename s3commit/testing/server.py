@@ -206,20 +206,8 @@ class S3TestServer:
         """
         if self._process is not None:
             return self
-        command = [
-            self.python,
-            "-m",
-            "s3commit.testing.server",
-            "--profile",
-            self.profile,
-            "--seed",
-            str(self.seed),
-            "--host",
-            self.host,
-            "--parent-pid",
-            str(os.getpid()),
-            "--watch-stdin",
-        ]
+        command = [self.python, "-m", "s3commit.testing.server", "--parent-pid", str(os.getpid()), "--watch-stdin"]
+        command += ["--profile", self.profile, "--seed", str(self.seed), "--host", self.host]
         if self.min_part_size is not None:
             command += ["--min-part-size", str(self.min_part_size)]
         if self.verbose:
