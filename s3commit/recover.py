@@ -1,0 +1,431 @@
+"""Recovery of an interrupted job commit: finish it, or roll it back (``s3commit recover``).
+
+Before its first Complete, the job commit engine (:mod:`s3commit.jobcommit`) writes a *commit journal*
+(``CommitJournal``) into the job directory with ``If-None-Match: *``; it deletes the journal last, after
+``_SUCCESS`` and the rest of the clean-up. So a journal found later means a commit started and did not
+finish: its process died, lost its network, or was killed. :func:`recover` reads it and either
+
+- **finishes** the commit (the default): completes every upload that is left (completion is idempotent:
+  an upload already completed with the same content counts as done), applies the overwrite plan after
+  completion, writes ``_SUCCESS``, deletes the job directory and aborts this job's orphan uploads; if an
+  upload cannot be completed any more (aborted meanwhile, expired), everything is rolled back, exactly as
+  a failed job commit is; or
+- **rolls it back** (``abort=True``): aborts every upload not completed, deletes every completed one,
+  deletes the job directory and this job's orphans. It refuses when rolling back would lose data: once
+  ``_SUCCESS`` names the job, once clean-up has begun, or when every upload is complete and an overwrite
+  plan may already have deleted the old data.
+
+Without a journal the commit never started: forward recovery has nothing to do (and says why); roll-back
+aborts the job (its pendingsets' uploads, uploads recorded by task attempts, uploads whose key carries the
+job id) and deletes its directory. Every outcome is idempotent: a second run changes nothing and says so.
+
+Only run this once the job's driver is gone: a commit still running and a recovery would race. The steps
+are the engine's own (:class:`~s3commit.jobcommit.JobCommit`); this module only decides which to run.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from s3commit.config import CommitterOptions
+from s3commit.errors import (
+    JobCommitError,
+    ManifestError,
+    NotFoundError,
+    S3CommitError,
+)
+from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.manifest import CommitJournal, PendingUpload, SuccessData
+from s3commit.operations import (
+    delete_prefix,
+    load_pendingset,
+    pendingset_keys_under,
+    recorded_upload_ids,
+    sweep_job_uploads,
+)
+from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
+from s3commit.store import S3Store, multipart_etag
+from s3commit.uri import S3Uri
+
+log = logging.getLogger(__name__)
+
+RECOVERED_DIAGNOSTIC = "s3commit.recovered"
+"""``_SUCCESS`` diagnostics key set to ``"true"`` when the commit was finished by :func:`recover`."""
+
+
+class RecoveryError(S3CommitError):
+    """Recovery was refused (it would lose data) or could not finish; the message says what to do."""
+
+
+class RecoveryAction(enum.Enum):
+    """What :func:`recover` did."""
+
+    FINISHED = "finished"
+    """An interrupted commit was completed: all the job's output is visible, ``_SUCCESS`` written."""
+    CLEANED_UP = "cleaned-up"
+    """The commit had finished and was cleaning up; the clean-up was completed."""
+    ROLLED_BACK = "rolled-back"
+    """An interrupted commit was undone: none of the job's output is visible."""
+    ABORTED = "aborted"
+    """No commit had started; the job's uploads were aborted and its directory deleted."""
+    NOTHING = "nothing"
+    """Nothing to do (see the message): no journal, already committed, or no trace of the job."""
+
+    @property
+    def changed(self) -> bool:
+        return self is not RecoveryAction.NOTHING
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What :func:`recover` found and did. ``to_dict()`` is the CLI's ``--json`` output."""
+
+    dest: str
+    job_id: str
+    action: RecoveryAction
+    message: str
+    committer: str | None = None
+    journal_age_seconds: float | None = None
+    uploads: int = 0
+    """Uploads the job's pendingsets hold."""
+    completed: int = 0
+    """Uploads completed by this recovery (forward)."""
+    already_completed: int = 0
+    """Uploads that were complete before this recovery started."""
+    aborted: int = 0
+    """Uploads aborted (roll-back, or uploads not in any pendingset)."""
+    reverted: int = 0
+    """Completed uploads deleted again (roll-back)."""
+    deleted_by_overwrite: int = 0
+    orphans_aborted: int = 0
+    scratch_objects_deleted: int = 0
+    success_written: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.action.changed
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["action"] = self.action.value
+        data["changed"] = self.changed
+        return data
+
+
+class _RecoveryCommit(JobCommit):
+    """The engine, marking ``_SUCCESS`` as written by a recovery, and told which uploads are complete."""
+
+    def mark_completed(self, commit: PendingUpload) -> None:
+        self._committed[commit.destination_key] = commit.upload_id
+
+    def success_data(self) -> SuccessData:
+        data = super().success_data()
+        return replace(data, description=f"{data.description} (finished by s3commit recover)",
+                       diagnostics={**data.diagnostics, RECOVERED_DIAGNOSTIC: "true"})
+
+
+def recover(
+    store: S3Store,
+    dest: str | S3Uri,
+    job_id: str,
+    *,
+    abort: bool = False,
+    force: bool = False,
+    options: CommitterOptions | None = None,
+) -> RecoveryReport:
+    """Finish (default) or roll back (``abort=True``) the interrupted commit of job ``job_id`` to ``dest``.
+
+    Args:
+        store: the S3 store.
+        dest: the job's destination, ``s3://bucket/path``.
+        job_id: the job's id (the UUID in ``__magic_job-<id>`` / ``__staging_job-<id>``).
+        abort: roll back instead of finishing.
+        force: roll back even when every upload is complete and an overwrite plan may have begun deleting
+            the old data (the old data may then be partly gone as well as the new).
+        options: threads and rate limit for the completions (default :class:`CommitterOptions`).
+
+    Returns:
+        What was done; ``report.changed`` is False when there was nothing to do.
+
+    Raises:
+        ManifestError: the journal or a pendingset is corrupt, foreign, or points outside ``dest``
+            (nothing was completed or deleted).
+        RecoveryError: roll-back refused because it would lose data, or a roll-back left uploads behind.
+        JobCommitError: forward recovery could not complete an upload; the commit was rolled back.
+        StoreError: S3 failed (after retries); run recovery again.
+    """
+    target = dest if isinstance(dest, S3Uri) else S3Uri.parse(dest)
+    check_job_id(job_id)
+    options = options or CommitterOptions()
+    store.head_bucket(target.bucket)
+    found = _find_journal(store, target, job_id)
+    if found is None:
+        return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
+    layout, journal = found
+    _check_journal(journal, target, job_id, layout)
+    engine = _RecoveryCommit(store, dest=target, layout=layout, job_id=job_id, committer=journal.committer,
+                             options=replace(options, journal=False, success_marker=journal.success_marker),
+                             job_id_source="s3commit-recover")
+    recovery = _Recovery(store, target, job_id, layout, journal, engine)
+    return recovery.roll_back(force=force) if abort else recovery.finish()
+
+
+# --- with a journal ---------------------------------------------------------------------------------
+
+
+def _find_journal(store: S3Store, dest: S3Uri, job_id: str) -> tuple[JobLayout, CommitJournal] | None:
+    for prefix in (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX):
+        layout = JobLayout(dest.key, job_id, dir_prefix=prefix)
+        try:
+            data = store.get_object(dest.bucket, layout.journal_key)
+        except NotFoundError:
+            continue
+        return layout, CommitJournal.from_json(data, source=f"s3://{dest.bucket}/{layout.journal_key}")
+    return None
+
+
+def _check_journal(journal: CommitJournal, dest: S3Uri, job_id: str, layout: JobLayout) -> None:
+    source = f"s3://{dest.bucket}/{layout.journal_key}"
+    if journal.job_id != job_id:
+        raise ManifestError(f"journal is for job {journal.job_id}, not {job_id}", source=source)
+    if journal.bucket != dest.bucket or journal.dest_key != dest.key:
+        raise ManifestError(f"journal is for s3://{journal.bucket}/{journal.dest_key}, not {dest}", source=source)
+    for key in journal.pendingsets:
+        if not key.startswith(f"{layout.job_attempt_dir}/"):
+            raise ManifestError(f"journal names a pendingset outside the job directory: {key!r}", source=source)
+
+
+class _Recovery:
+    """One recovery of a journalled commit."""
+
+    def __init__(self, store: S3Store, dest: S3Uri, job_id: str, layout: JobLayout, journal: CommitJournal,
+                 engine: _RecoveryCommit) -> None:
+        self.store = store
+        self.dest = dest
+        self.job_id = job_id
+        self.layout = layout
+        self.journal = journal
+        self.engine = engine
+        self.keys = list(journal.pendingsets)
+        self.plan = OverwritePlan(delete_paths=journal.delete_paths, replace_partitions=journal.replace_partitions)
+        self.age = max(0.0, time.time() - journal.created / 1000) if journal.created else None
+
+    def report(self, action: RecoveryAction, message: str, **counts: Any) -> RecoveryReport:
+        stats = self.engine.stats
+        values: dict[str, Any] = {
+            "uploads": stats.files, "aborted": stats.aborted, "reverted": stats.reverted,
+            "deleted_by_overwrite": stats.deleted_by_overwrite, "orphans_aborted": stats.orphans_aborted,
+        }
+        values.update(counts)
+        return RecoveryReport(dest=str(self.dest), job_id=self.job_id, action=action, message=message,
+                              committer=self.journal.committer, journal_age_seconds=self.age, **values)
+
+    def missing_pendingsets(self) -> list[str]:
+        present = set(pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir))
+        return [k for k in self.keys if k not in present]
+
+    def success_names_job(self) -> bool:
+        try:
+            data = self.store.get_object(self.dest.bucket, self.layout.success_key)
+            return SuccessData.from_json(data).job_id == self.job_id
+        except (NotFoundError, ManifestError):
+            return False
+
+    def pending_upload_ids(self) -> set[str]:
+        return {u.upload_id for u in self.store.list_multipart_uploads(self.dest.bucket, self.dest.prefix)}
+
+    # --- forward --------------------------------------------------------------------------------
+
+    def finish(self) -> RecoveryReport:
+        missing = self.missing_pendingsets()
+        if missing:
+            # Pendingsets are deleted only by clean-up, which starts after _SUCCESS: the commit itself is done.
+            self.engine.cleanup()
+            return self.report(
+                RecoveryAction.CLEANED_UP,
+                f"job {self.job_id} had committed and was cleaning up ({len(missing)} of {len(self.keys)} "
+                f"pendingsets already deleted); finished the clean-up",
+                orphans_aborted=self.engine.stats.orphans_aborted)
+        pending_before = self.pending_upload_ids()
+        try:
+            self.engine.run(self.keys, self.plan)
+        except JobCommitError as err:
+            self._clean_up_after_roll_back(err)
+            raise
+        stats = self.engine.stats
+        still_pending = sum(1 for _key, upload_id in self._journal_uploads() if upload_id in pending_before)
+        return self.report(
+            RecoveryAction.FINISHED,
+            f"finished the commit of job {self.job_id}: {stats.files} files; {still_pending} uploads completed "
+            f"now, {stats.files - still_pending} were already complete"
+            + (", _SUCCESS written" if self.journal.success_marker else ""),
+            completed=still_pending, already_completed=stats.files - still_pending,
+            success_written=self.journal.success_marker)
+
+    def _journal_uploads(self) -> list[tuple[str, str]]:
+        return [(c.destination_key, c.upload_id) for key in self.keys for c in self.engine._load(key).commits]
+
+    def _clean_up_after_roll_back(self, err: JobCommitError) -> None:
+        """The engine rolled back a forward recovery that failed: clear the job if nothing is left behind."""
+        if err.reverted + err.aborted < self.engine.stats.files:
+            log.warning("roll back of job %s is incomplete; keeping its journal for `s3commit recover --abort`",
+                        self.job_id)
+            return
+        try:
+            self.engine.cleanup()
+        except S3CommitError as cleanup_error:  # never hide the error that made us roll back
+            log.warning("clean-up of job %s after a failed recovery failed: %s", self.job_id, cleanup_error)
+
+    # --- backward -------------------------------------------------------------------------------
+
+    def roll_back(self, *, force: bool) -> RecoveryReport:
+        missing = self.missing_pendingsets()
+        if missing:
+            raise RecoveryError(
+                f"cannot roll back job {self.job_id}: its commit had finished and was cleaning up "
+                f"({len(missing)} of {len(self.keys)} pendingsets already deleted); run "
+                f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
+        if self.success_names_job():
+            raise RecoveryError(
+                f"cannot roll back job {self.job_id}: it has committed (s3://{self.dest.bucket}/"
+                f"{self.layout.success_key} names it) and only its clean-up was interrupted; run "
+                f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
+        # Validate every pendingset before anything is aborted or deleted: a foreign or tampered manifest
+        # must not make us delete objects (ManifestError, nothing changed).
+        with ThreadPoolExecutor(self.engine.options.pool_size,
+                                thread_name_prefix=f"s3commit-recover-{self.job_id[:8]}") as pool:
+            self.engine.load_and_validate(pool, self.keys)
+            pending = self.pending_upload_ids()
+            completed = gone = waiting = 0
+            for key in self.keys:
+                for commit in self.engine._load(key).commits:
+                    if commit.upload_id in pending:
+                        waiting += 1
+                    elif self._is_completed(commit):
+                        self.engine.mark_completed(commit)
+                        completed += 1
+                    else:
+                        gone += 1
+            total = completed + gone + waiting
+            if total and completed == total and (self.plan.delete_paths or self.plan.replace_partitions) \
+                    and not force:
+                raise RecoveryError(
+                    f"cannot roll back job {self.job_id} safely: all {total} uploads are complete and its "
+                    f"overwrite plan may already have deleted the old data under {self.dest}; rolling back "
+                    "would lose both. Run recover without --abort to finish the commit, or add --force to "
+                    "delete the new data anyway")
+            self.engine.roll_back(pool, self.keys)
+        stats = self.engine.stats
+        failed = (completed - stats.reverted) + (waiting + gone - stats.aborted)
+        if failed > 0:
+            raise RecoveryError(
+                f"roll back of job {self.job_id} is incomplete: {failed} uploads could not be aborted "
+                f"or deleted (see the log); its journal is kept, run `s3commit recover {self.dest} --job "
+                f"{self.job_id} --abort` again")
+        self.engine.cleanup()
+        return self.report(
+            RecoveryAction.ROLLED_BACK,
+            f"rolled back the commit of job {self.job_id}: {stats.reverted} completed uploads deleted, "
+            f"{waiting} aborted, {gone} were already gone",
+            aborted=waiting, reverted=stats.reverted, already_completed=completed,
+            orphans_aborted=stats.orphans_aborted)
+
+    def _is_completed(self, commit: PendingUpload) -> bool:
+        """Whether ``commit``'s upload became the object at its key (not just any object there)."""
+        try:
+            info = self.store.head_object(commit.bucket, commit.destination_key)
+        except NotFoundError:
+            return False
+        expected = multipart_etag(commit.etags)
+        if expected is not None and info.etag == expected:
+            return True
+        if self.store.options.sse_algorithm != "aws:kms":
+            return False
+        # ETags under SSE-KMS are not MD5s and cannot be predicted: same size, same part count, and written
+        # after the journal is as close as S3 lets us get.
+        written_after = (info.last_modified is None or not self.journal.created
+                         or info.last_modified.timestamp() * 1000 >= self.journal.created - 5_000)
+        return (info.size == commit.length and info.etag.strip('"').endswith(f"-{commit.part_count}")
+                and written_after)
+
+
+# --- without a journal ------------------------------------------------------------------------------
+
+
+def _layouts(dest: S3Uri, job_id: str) -> list[JobLayout]:
+    return [JobLayout(dest.key, job_id, dir_prefix=p) for p in (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)]
+
+
+def _scratch_keys(store: S3Store, dest: S3Uri, job_id: str) -> int:
+    return sum(1 for layout in _layouts(dest, job_id) for _ in store.list_objects(dest.bucket, f"{layout.job_dir}/"))
+
+
+def _job_upload_ids(store: S3Store, dest: S3Uri, job_id: str) -> set[str]:
+    """Upload ids this job recorded: in its pendingsets and in its task attempts' ``.pending``/markers."""
+    known: set[str] = set()
+    for layout in _layouts(dest, job_id):
+        for key in pendingset_keys_under(store, dest.bucket, layout.job_attempt_dir):
+            try:
+                pendingset = load_pendingset(store, dest.bucket, key)
+            except S3CommitError as err:  # unreadable: its uploads are found by key (job id) if at all
+                log.warning("cannot read %s: %s", key, err)
+                continue
+            known |= {c.upload_id for c in pendingset.commits if c.bucket == dest.bucket}
+        known |= recorded_upload_ids(store, dest.bucket, f"{layout.tasks_dir}/")
+    return known
+
+
+def _committed_report(store: S3Store, dest: S3Uri, job_id: str, *, what: str) -> RecoveryReport | None:
+    """A NOTHING report if ``dest/_SUCCESS`` names the job (it committed), else None."""
+    success_key = JobLayout(dest.key, job_id).success_key
+    try:
+        success = SuccessData.from_json(store.get_object(dest.bucket, success_key))
+    except (NotFoundError, ManifestError):
+        return None
+    if success.job_id != job_id:
+        return None
+    return RecoveryReport(dest=str(dest), job_id=job_id, action=RecoveryAction.NOTHING,
+                          message=f"job {job_id} has committed (s3://{dest.bucket}/{success_key} names it); {what}",
+                          committer=success.committer or None)
+
+
+def _explain_no_journal(store: S3Store, dest: S3Uri, job_id: str) -> RecoveryReport:
+    committed = _committed_report(store, dest, job_id, what="nothing to recover")
+    if committed is not None:
+        return committed
+    scratch = _scratch_keys(store, dest, job_id)
+    known = _job_upload_ids(store, dest, job_id)
+    uploads = sum(1 for u in store.list_multipart_uploads(dest.bucket, dest.prefix)
+                  if job_id in u.key or u.upload_id in known)
+    if not scratch and not uploads:
+        message = f"no trace of job {job_id} under {dest}: no commit journal, job directory or pending upload"
+    else:
+        message = (f"job {job_id} has no commit journal under {dest}: its commit never started, so there is "
+                   f"nothing to finish ({scratch} scratch objects, {uploads} pending uploads of the job found). "
+                   f"Rerun the job, or discard its uploads with `s3commit recover {dest} --job {job_id} --abort`")
+    return RecoveryReport(dest=str(dest), job_id=job_id, action=RecoveryAction.NOTHING, message=message,
+                          uploads=uploads)
+
+
+def _abort_uncommitted(store: S3Store, dest: S3Uri, job_id: str) -> RecoveryReport:
+    """Abort a job whose commit never started: what its ``abort_job`` would have done."""
+    committed = _committed_report(store, dest, job_id,
+                                  what="nothing to roll back (its output is published; delete it to remove it)")
+    if committed is not None:
+        return committed
+    known = _job_upload_ids(store, dest, job_id)
+    aborted = sweep_job_uploads(store, dest.bucket, dest.prefix, job_id, known_upload_ids=known)
+    deleted = sum(delete_prefix(store, dest.bucket, f"{layout.job_dir}/") for layout in _layouts(dest, job_id))
+    if not aborted and not deleted:
+        return RecoveryReport(dest=str(dest), job_id=job_id, action=RecoveryAction.NOTHING,
+                              message=f"no trace of job {job_id} under {dest}: nothing to abort")
+    return RecoveryReport(
+        dest=str(dest), job_id=job_id, action=RecoveryAction.ABORTED,
+        message=(f"job {job_id} had not started committing: aborted {aborted} uploads, deleted {deleted} "
+                 "scratch objects"),
+        aborted=aborted, scratch_objects_deleted=deleted)

@@ -1,0 +1,42 @@
+"""Fixtures of the reliability tests: a store on the shared test server, the CLI run in-process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+
+from s3commit import S3Store, cli
+from tests.reliability.helpers import make_store
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def store(s3_server) -> S3Store:
+    """A store on the shared test server, with fast retries and fresh counters."""
+    return make_store(s3_server)
+
+
+@pytest.fixture
+def run_cli(s3_server, s3_env, capsys) -> Callable[..., CliResult]:
+    """Run ``s3commit <args>`` in this process against the test server; returns exit code, stdout, stderr.
+
+    Credentials and region come from the environment (``s3_env``), the endpoint from ``--endpoint-url``,
+    as an operator would pass them.
+    """
+
+    def run(*args: str, endpoint: bool = True) -> CliResult:
+        capsys.readouterr()
+        argv = [*args, "--endpoint-url", s3_server.endpoint_url, "--max-attempts", "3"] if endpoint else list(args)
+        code = cli.main(argv)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

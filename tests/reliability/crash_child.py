@@ -1,0 +1,191 @@
+"""A job in a child process that SIGKILLs itself at a named point of its lifecycle (the crash matrix).
+
+Run as ``python tests/reliability/crash_child.py --committer magic --dest s3://b/out --job <uuid>`` with the
+environment of an S3 test server (``S3TestServer.env()``) and ``S3COMMIT_CRASH_AT=<point>``. The point is
+read here, by this test helper, and nowhere in s3commit: a :class:`CrashingStore` wraps the store methods
+and kills the process before or after the n-th matching request, and :func:`checkpoint` kills it between
+lifecycle calls. SIGKILL runs no handler, no ``finally`` and no ``atexit``: exactly what a lost executor or
+an OOM-killed driver leaves behind. Exit code 0 means the point was never reached (a test failure).
+
+Crash points (``POINTS``): ``mid-write``, ``after-pending``, ``mid-task-commit``, ``after-task-commit``,
+``after-k-completes`` (``after-k-completes:<k>``), ``before-success``, ``mid-overwrite``, ``mid-cleanup``
+(job directory being deleted) and ``mid-cleanup-sweep`` (orphan sweep, after the job directory is gone).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+
+from s3commit import S3Store, StoreOptions, create_committer
+from s3commit.config import MIN_PART_SIZE, RetryPolicy
+
+CRASH_ENV = "S3COMMIT_CRASH_AT"
+
+
+@dataclass(frozen=True)
+class StorePoint:
+    """Kill the process ``when`` ("before"/"after") the ``nth`` call of ``method`` whose key matches."""
+
+    method: str
+    when: str
+    nth: int = 1
+    key_suffix: str | None = None
+    key_contains: str | None = None
+    armed_by: str | None = None
+    """Only count calls after a ``put_object`` of a key with this suffix has happened (a later phase)."""
+
+
+# The store-level points, by committer family (the staging committers upload only at task commit and write
+# no .pending files, so some points differ or do not exist for them).
+MAGIC_POINTS = {
+    "mid-write": StorePoint("upload_part", "before", 2),
+    "after-pending": StorePoint("put_object", "after", 2, key_suffix=".pending"),
+    "mid-task-commit": StorePoint("put_object", "before", 2, key_suffix=".pendingset"),
+}
+STAGING_POINTS = {
+    "mid-task-commit": StorePoint("upload_part", "after", 2),
+}
+COMMON_POINTS = {
+    "before-success": StorePoint("put_object", "before", 1, key_suffix="_SUCCESS"),
+    "mid-overwrite": StorePoint("delete_objects", "before", 1, key_contains="old-"),
+    "mid-cleanup": StorePoint("delete_objects", "before", 1, key_contains="_job-", armed_by="_SUCCESS"),
+    "mid-cleanup-sweep": StorePoint("list_multipart_uploads", "before", 1, armed_by="_SUCCESS"),
+}
+LIFECYCLE_POINTS = {"mid-write-local", "after-task-commit"}
+"""Points between lifecycle calls, taken by :func:`checkpoint` (``mid-write-local``: staging, files half
+written on local disk)."""
+
+
+def points_for(committer: str) -> list[str]:
+    family = MAGIC_POINTS if committer == "magic" else STAGING_POINTS
+    local = ["mid-write-local"] if committer != "magic" else []
+    return [*family, *local, "after-task-commit", "after-k-completes:4", *COMMON_POINTS]
+
+
+def die() -> None:
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def checkpoint(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        die()
+
+
+class CrashingStore(S3Store):
+    """An S3Store that SIGKILLs its process at the point named by ``S3COMMIT_CRASH_AT``."""
+
+    def __init__(self, options: StoreOptions, committer: str) -> None:
+        super().__init__(options)
+        spec = os.environ.get(CRASH_ENV, "")
+        name, _, arg = spec.partition(":")
+        table = {**COMMON_POINTS, **(MAGIC_POINTS if committer == "magic" else STAGING_POINTS)}
+        if name == "after-k-completes":
+            self.point: StorePoint | None = StorePoint("complete_multipart_upload", "after", int(arg or 1))
+        else:
+            self.point = table.get(name)
+        self.count = 0
+        self.armed = False
+        self.lock = threading.Lock()
+
+    def _hit(self, method: str, key: str, when: str) -> None:
+        point = self.point
+        if point is None or point.method != method or point.when != when:
+            return
+        if point.armed_by and not self.armed:
+            return
+        if point.key_suffix and not key.endswith(point.key_suffix):
+            return
+        if point.key_contains and point.key_contains not in key:
+            return
+        with self.lock:
+            self.count += 1
+            if self.count == point.nth:
+                die()
+
+    def _wrap(self, method: str, key: str, call):  # type: ignore[no-untyped-def]
+        self._hit(method, key, "before")
+        result = call()
+        self._hit(method, key, "after")
+        return result
+
+    def upload_part(self, bucket, key, upload_id, part_number, body):  # type: ignore[no-untyped-def]
+        return self._wrap("upload_part", key, lambda: super(CrashingStore, self).upload_part(
+            bucket, key, upload_id, part_number, body))
+
+    def put_object(self, bucket, key, body, **kwargs):  # type: ignore[no-untyped-def]
+        result = self._wrap("put_object", key, lambda: super(CrashingStore, self).put_object(
+            bucket, key, body, **kwargs))
+        if self.point is not None and self.point.armed_by and key.endswith(self.point.armed_by):
+            self.armed = True
+        return result
+
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):  # type: ignore[no-untyped-def]
+        return self._wrap("complete_multipart_upload", key, lambda: super(CrashingStore, self)
+                          .complete_multipart_upload(bucket, key, upload_id, etags, **kwargs))
+
+    def delete_objects(self, bucket, keys):  # type: ignore[no-untyped-def]
+        keys = list(keys)
+        return self._wrap("delete_objects", " ".join(keys), lambda: super(CrashingStore, self)
+                          .delete_objects(bucket, keys))
+
+    def list_multipart_uploads(self, bucket, prefix):  # type: ignore[no-untyped-def]
+        self._hit("list_multipart_uploads", prefix, "before")
+        return super().list_multipart_uploads(bucket, prefix)
+
+
+def file_name(task: int, index: int) -> str:
+    return f"year=202{task % 2}/part-{task:05d}-{index}.txt"
+
+
+def file_body(task: int, index: int, *, big: bool) -> bytes:
+    # The first file of the first task spans two parts, so a crash can land between its parts.
+    if big and task == 0 and index == 0:
+        return b"B" * (MIN_PART_SIZE + 1024 * 1024)
+    return f"task {task} file {index}\n".encode() * 10
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--committer", required=True)
+    parser.add_argument("--dest", required=True)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--tasks", type=int, default=3)
+    parser.add_argument("--files", type=int, default=3)
+    parser.add_argument("--staging-dir")
+    parser.add_argument("--replace", action="store_true", help="overwrite the destination (replace its data)")
+    parser.add_argument("--big", action="store_true", help="make one file span two parts")
+    args = parser.parse_args(argv)
+
+    options = StoreOptions(endpoint_url=os.environ["AWS_ENDPOINT_URL"], region="us-east-1", path_style=True,
+                           retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2))
+    store = CrashingStore(options, args.committer)
+    overrides = {"threads": 2, "staging_dir": args.staging_dir, "part_size": MIN_PART_SIZE}
+    if args.replace and args.committer == "directory":
+        overrides["conflict_mode"] = "replace"
+    committer = create_committer(args.committer, args.dest, job_id=args.job, store=store, **overrides)
+    committer.setup_job()
+    messages = []
+    for task in range(args.tasks):
+        attempt = committer.setup_task(committer.new_task_attempt_id(task))
+        for index in range(args.files):
+            with attempt.open(file_name(task, index)) as out:
+                out.write(file_body(task, index, big=args.big))
+            if task == 1 and index == 0:
+                checkpoint("mid-write-local")
+        messages.append(committer.commit_task(attempt))
+    checkpoint("after-task-commit")
+    delete_paths = ("",) if args.replace and args.committer == "magic" else ()
+    replace_partitions = args.replace and args.committer == "partitioned"
+    committer.commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions)
+    print("committed without reaching the crash point", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
