@@ -28,6 +28,7 @@ from s3commit.errors import (
     ManifestError,
     NotFoundError,
     PreconditionFailedError,
+    S3CommitError,
 )
 from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.operations import (
@@ -182,15 +183,26 @@ class JobCommit:
                                 dest_key=self.dest.key, pendingsets=tuple(keys),
                                 delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
                                 success_marker=self.options.success_marker)
+        body = journal.to_json()
         try:
-            self.store.put_object(self.dest.bucket, self.layout.journal_key, journal.to_json(),
+            self.store.put_object(self.dest.bucket, self.layout.journal_key, body,
                                   if_none_match=True, content_type="application/json")
         except PreconditionFailedError as err:
+            if self._journal_is(body):
+                # Our own PUT landed and its response was lost: the store's retry then met our journal.
+                log.info("job %s: the commit journal is already ours (a retried PUT)", self.job_id)
+                return
             raise CommitStateError(
                 f"job {self.job_id} already has a commit journal at s3://{self.dest.bucket}/"
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"
             ) from err
+
+    def _journal_is(self, body: bytes) -> bool:
+        try:
+            return self.store.get_object(self.dest.bucket, self.layout.journal_key) == body
+        except S3CommitError:
+            return False
 
     # --- step 3: completion ---------------------------------------------------------------------
 
