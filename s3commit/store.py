@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from s3commit import redact
 from s3commit.config import StoreOptions
 from s3commit.errors import (
     NoSuchBucketError,
@@ -159,6 +160,8 @@ class S3Store:
         from botocore.config import Config
 
         opts = self.options
+        # botocore's DEBUG logs print request headers and signed strings: keep credentials out of them.
+        redact.install((opts.access_key, opts.secret_key, opts.session_token))
         config = Config(
             # tenacity is the one retry owner: botocore makes exactly one attempt.
             retries={"total_max_attempts": 1, "mode": "standard"},
