@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,3 +41,21 @@ def run_cli(s3_server, s3_env, capsys) -> Callable[..., CliResult]:
         return CliResult(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def tally(request) -> Counter[str]:
+    """Counts the reliability tests report at the end of the run (jobs, faults, crashes, orphans...)."""
+    counts: Counter[str] | None = getattr(request.config, "_s3commit_reliability_tally", None)
+    if counts is None:
+        counts = Counter()
+        request.config._s3commit_reliability_tally = counts  # type: ignore[attr-defined]
+    return counts
+
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+    counts = getattr(config, "_s3commit_reliability_tally", None)
+    if counts:
+        terminalreporter.write_sep("-", "reliability tally")
+        for name, value in sorted(counts.items()):
+            terminalreporter.write_line(f"{name}: {value}")

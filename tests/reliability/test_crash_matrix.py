@@ -100,7 +100,7 @@ def check_recovered(s3_client, bucket: str, committer: str, job_id: str, point: 
     assert_clean(s3_client, bucket)
 
 
-def crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path):
+def crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path, tally):
     # Given: old data in the destination, and a job killed at the crash point.
     for key in OLD_KEYS:
         s3_client.put_object(Bucket=s3_bucket, Key=key, Body=b"old")
@@ -141,18 +141,21 @@ def crash_then_recover(committer, point, direction, s3_server, s3_client, s3_buc
     assert again.code == 3, again
     assert "nothing" in again.out or "no trace" in again.out
     assert_clean(s3_client, s3_bucket)
+    tally["crash matrix: crashes recovered"] += 1
+    finished = point in JOURNALLED and (direction == "recover" or point in ROLL_BACK_REFUSED)
+    tally[f"crash matrix: recovered by {'finishing the commit' if finished else 'rolling back / discarding'}"] += 1
 
 
 @pytest.mark.parametrize(("committer", "point", "direction"), _default_cases())
 def test_crash_then_recover_leaves_all_or_nothing(committer, point, direction, s3_server, s3_client, s3_bucket,
-                                                  run_cli, tmp_path):
-    crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path)
+                                                  run_cli, tmp_path, tally):
+    crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path, tally)
 
 
 @pytest.mark.parametrize(("committer", "point", "direction"), _cases(full=True))
 def test_full_crash_matrix_leaves_all_or_nothing(committer, point, direction, s3_server, s3_client, s3_bucket,
-                                                 run_cli, tmp_path):
-    crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path)
+                                                 run_cli, tmp_path, tally):
+    crash_then_recover(committer, point, direction, s3_server, s3_client, s3_bucket, run_cli, tmp_path, tally)
 
 
 def test_forced_roll_back_after_an_overwrite_began_removes_the_new_output(s3_server, s3_client, s3_bucket,

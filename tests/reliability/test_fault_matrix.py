@@ -15,7 +15,6 @@ A per-prefix throttle test checks that ``CommitterOptions.rate_limit`` keeps a j
 from __future__ import annotations
 
 import time
-from collections import Counter
 
 import pytest
 
@@ -57,16 +56,6 @@ def fault_spec(rate: float) -> FaultSpec:
         kinds = KINDS if operation == "CompleteMultipartUpload" else KINDS[:3]
         per_operation[operation] = {kind: rate / len(kinds) for kind in kinds}
     return FaultSpec(operation_rates=per_operation, reset_after_forward=0.5)
-
-
-@pytest.fixture(scope="module")
-def tally(request):
-    """Counts over the module, printed at its end: jobs, outcomes, faults injected."""
-    counts: Counter[str] = Counter()
-    yield counts
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and counts:
-        reporter.write_line(f"fault matrix: {dict(sorted(counts.items()))}")
 
 
 def drive(committer, spec: JobSpec, *, before_commit=lambda: None):
@@ -127,16 +116,16 @@ def run_seed(committer_name: str, seed: int, sim, tmp_path, tally) -> None:
         assert user_keys(raw, bucket) == sorted([*expected, OLD])
         assert all(read(raw, bucket, key) == body for key, body in expected.items())
         assert success.job_id == committer.job_id
-        tally["committed"] += 1
+        tally["fault matrix: jobs committed"] += 1
     else:
         assert user_keys(raw, bucket) == [OLD], f"partial output after {error!r}"
         assert flavour != "random" or "already has a commit journal" not in str(error)
-        tally[f"failed cleanly ({flavour})"] += 1
+        tally[f"fault matrix: jobs failed cleanly ({flavour})"] += 1
     assert read(raw, bucket, OLD) == b"old"
     assert_clean(raw, bucket)
-    tally["jobs"] += 1
-    tally["faults injected"] += stats.total_faults
-    tally["requests"] += stats.total_requests
+    tally["fault matrix: jobs"] += 1
+    tally["fault matrix: faults injected"] += stats.total_faults
+    tally["fault matrix: requests"] += stats.total_requests
 
 
 @pytest.mark.parametrize("seed", DEFAULT_SEEDS)
@@ -192,8 +181,8 @@ def test_every_operation_type_recovers_from_each_fault_kind(committer_name, s3_s
         assert set(used[operation]) >= {"503", "500", "reset"}, (operation, used[operation])
     assert used["CompleteMultipartUpload"].get("200-error") == 1
     assert_clean(raw, bucket)
-    tally["jobs"] += 2
-    tally["faults injected"] += stats.total_faults
+    tally["fault matrix: jobs"] += 2
+    tally["fault matrix: faults injected"] += stats.total_faults
 
 
 def test_lost_response_to_the_journal_put_does_not_fail_the_commit(s3_sim, tmp_path):
