@@ -303,8 +303,14 @@ class JobCommit:
         known = recorded_upload_ids(self.store, bucket, f"{self.layout.tasks_dir}/")
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         if self.options.abort_orphans:
-            self.stats.orphans_aborted = sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id,
-                                                           known_upload_ids=known, committed=self._committed)
+            try:
+                self.stats.orphans_aborted = sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id,
+                                                               known_upload_ids=known, committed=self._committed)
+            except S3CommitError as err:
+                # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
+                # which many roles lack; the job's output is committed by now and must not be reported failed.
+                log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans=false "
+                            "if this role may not list uploads): %s", self.job_id, self.dest, err)
         self.store.delete_object(bucket, self.layout.journal_key)
 
     def run(self, keys: Sequence[str], plan: OverwritePlan) -> SuccessData:

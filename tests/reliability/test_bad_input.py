@@ -26,6 +26,7 @@ from s3commit import (
     JobCommitError,
     ManifestError,
     NoSuchBucketError,
+    S3Store,
     create_committer,
 )
 from s3commit.committers import TaskCommitMessage
@@ -39,6 +40,7 @@ from tests.reliability.helpers import (
     make_store,
     read,
     run_tasks,
+    store_options,
     success_json,
     user_keys,
 )
@@ -136,12 +138,32 @@ def test_access_denied_on_the_first_upload_fails_the_write_and_leaves_no_upload(
     assert_nothing_lost(raw, bucket)
 
 
+class NoUploadListingStore(S3Store):
+    """A role without s3:ListBucketMultipartUploads (moto does not enforce IAM, so the store refuses)."""
+
+    def list_multipart_uploads(self, bucket, prefix):
+        raise AccessDeniedError("Access Denied", operation="ListMultipartUploads", bucket=bucket, key=prefix,
+                                code="AccessDenied")
+
+
+def test_a_role_that_may_not_list_uploads_still_commits_and_says_why_it_skipped_the_sweep(
+        s3_sim, bucket, raw, caplog):
+    # S3A's HADOOP-17547: the orphan sweep at the end of the commit needs s3:ListBucketMultipartUploads. The
+    # output is committed and _SUCCESS written before the sweep, so the sweep's failure must not fail the job.
+    store = NoUploadListingStore(store_options(s3_sim))
+    committer = create_committer("magic", f"s3://{bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=2, files=1, job_id_in_names=True)
+    committer.commit_job(run_tasks(committer, spec))
+    assert "could not sweep orphan uploads" in caplog.text
+    assert "s3commit.abort.orphans=false" in caplog.text
+    assert "ListMultipartUploads failed" in caplog.text and "AccessDenied" in caplog.text
+    assert_nothing_lost(raw, bucket, committed=expected_objects(committer, spec))
+
+
 def test_unreachable_endpoint_is_reported_with_the_attempts_made():
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    from s3commit import S3Store
-
     store = S3Store(StoreOptions(endpoint_url=f"http://127.0.0.1:{port}", region="us-east-1", path_style=True,
                                  access_key="a", secret_key="b",
                                  retry=RetryPolicy(max_attempts=2, initial_delay=0.01, max_delay=0.01)))
