@@ -1,0 +1,249 @@
+package s3commit.spark;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.internal.io.FileNameSpec;
+import org.apache.spark.mapred.SparkHadoopMapRedUtil;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import s3commit.bridge.BridgeConf;
+import s3commit.bridge.Sidecar;
+
+import java.io.IOException;
+import java.io.Serializable;
+import java.net.URI;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Spark's commit protocol for S3 through s3commit's multipart-upload committers
+ * ({@code spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol}), in the shape of Spark's
+ * {@code PathOutputCommitProtocol}.
+ *
+ * <p>The committer is chosen by {@code fs.s3a.committer.name} (magic, directory, partitioned). Task files go
+ * to the committer's work path: a magic path in S3 (uploads completed only at job commit) or a local
+ * directory (staging). Task commits go through Spark's OutputCommitCoordinator exactly as
+ * {@code HadoopMapReduceCommitProtocol}'s do: a denied attempt is aborted and fails with
+ * {@code CommitDeniedException}. {@link #deleteWithJob} under the destination is deferred to job commit and
+ * applied after the new files are complete; dynamic partition overwrite replaces the partitions the job
+ * wrote, also after completion, without any rename. The job UUID is Spark's job id for this write, which
+ * Spark also puts into every file name.
+ *
+ * <p>This class holds no S3 logic: every step is a request to this JVM's Python sidecar.
+ */
+public class S3CommitProtocol extends FileCommitProtocol implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(S3CommitProtocol.class);
+  private static final ObjectMapper JSON = new ObjectMapper();
+
+  private final String jobId;
+  private final String path;
+  private final boolean dynamicPartitionOverwrite;
+  private final String dest;
+  private final String bucket;
+  private final String destKey;
+  private final ArrayList<String> deletePaths = new ArrayList<>();
+  private transient String workPath;
+
+  public S3CommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+    if (path == null) {
+      throw new IllegalArgumentException("Null destination specified");
+    }
+    URI uri = new Path(path).toUri();
+    String scheme = uri.getScheme();
+    if (!"s3a".equals(scheme) && !"s3".equals(scheme)) {
+      throw new IllegalArgumentException("S3CommitProtocol writes to s3a:// or s3:// destinations, not " + path);
+    }
+    this.jobId = jobId;
+    this.path = path;
+    this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
+    this.bucket = uri.getAuthority();
+    String key = uri.getPath() == null ? "" : uri.getPath();
+    while (key.startsWith("/")) {
+      key = key.substring(1);
+    }
+    while (key.endsWith("/")) {
+      key = key.substring(0, key.length() - 1);
+    }
+    this.destKey = key;
+    this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
+  }
+
+  public S3CommitProtocol(String jobId, String path) {
+    this(jobId, path, false);
+  }
+
+  private Map<String, Object> args(Configuration conf) throws IOException {
+    Map<String, Object> args = new HashMap<>();
+    args.put("conf_id", BridgeConf.register(Sidecar.get(), conf, bucket));
+    args.put("dest", dest);
+    args.put("job_id", jobId);
+    return args;
+  }
+
+  private static String attemptId(TaskAttemptContext context) {
+    return context.getTaskAttemptID().toString();
+  }
+
+  @Override
+  public void setupJob(JobContext context) {
+    try {
+      Sidecar.get().call("job.setup", args(context.getConfiguration()));
+    } catch (IOException e) {
+      throw new RuntimeException("s3commit job setup for " + path + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  @Override
+  public void setupTask(TaskAttemptContext context) {
+    try {
+      Map<String, Object> args = args(context.getConfiguration());
+      args.put("task_attempt_id", attemptId(context));
+      workPath = (String) Sidecar.get().call("task.setup", args).get("work_path");
+    } catch (IOException e) {
+      throw new RuntimeException("s3commit task setup failed: " + e.getMessage(), e);
+    }
+  }
+
+  private String fileName(TaskAttemptContext context, FileNameSpec spec) {
+    int split = context.getTaskAttemptID().getTaskID().getId();
+    return String.format("%spart-%05d-%s%s", spec.prefix(), split, jobId, spec.suffix());
+  }
+
+  @Override
+  public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, FileNameSpec spec) {
+    if (dynamicPartitionOverwrite && dir.isEmpty()) {
+      throw new IllegalArgumentException(
+          "The dataset to be written must be partitioned when dynamicPartitionOverwrite is true.");
+    }
+    String base = workPath.endsWith("/") ? workPath.substring(0, workPath.length() - 1) : workPath;
+    return dir.isDefined() ? base + "/" + dir.get() + "/" + fileName(context, spec)
+        : base + "/" + fileName(context, spec);
+  }
+
+  @Override
+  public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, String ext) {
+    return newTaskTempFile(context, dir, new FileNameSpec("", ext));
+  }
+
+  @Override
+  public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, FileNameSpec spec) {
+    throw new UnsupportedOperationException("S3CommitProtocol does not support output to absolute locations "
+        + "outside the destination (custom partition locations): " + absoluteDir);
+  }
+
+  @Override
+  public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, String ext) {
+    return newTaskTempFileAbsPath(context, absoluteDir, new FileNameSpec("", ext));
+  }
+
+  /** Adapts the sidecar's task calls to Hadoop's OutputCommitter, for Spark's commit coordination. */
+  private final class TaskCommitter extends OutputCommitter {
+    private String message;
+
+    @Override
+    public void setupJob(JobContext jobContext) {
+    }
+
+    @Override
+    public void setupTask(TaskAttemptContext taskContext) {
+    }
+
+    @Override
+    public boolean needsTaskCommit(TaskAttemptContext taskContext) {
+      return true;
+    }
+
+    @Override
+    public void commitTask(TaskAttemptContext taskContext) throws IOException {
+      Map<String, Object> args = args(taskContext.getConfiguration());
+      args.put("task_attempt_id", attemptId(taskContext));
+      message = JSON.writeValueAsString(Sidecar.get().call("task.commit", args).get("message"));
+    }
+
+    @Override
+    public void abortTask(TaskAttemptContext taskContext) throws IOException {
+      S3CommitProtocol.this.abortTask(taskContext);
+    }
+  }
+
+  @Override
+  public TaskCommitMessage commitTask(TaskAttemptContext context) {
+    TaskCommitter committer = new TaskCommitter();
+    // Asks the driver's OutputCommitCoordinator first; a denied attempt is aborted and CommitDeniedException
+    // raised (an IOException from the sidecar propagates as it is: Scala does not declare it).
+    SparkHadoopMapRedUtil.commitTask(committer, context, context.getJobID().getId(),
+        context.getTaskAttemptID().getTaskID().getId());
+    return new TaskCommitMessage(committer.message);
+  }
+
+  @Override
+  public void abortTask(TaskAttemptContext context) {
+    try {
+      Map<String, Object> args = args(context.getConfiguration());
+      args.put("task_attempt_id", attemptId(context));
+      Sidecar.get().call("task.abort", args);
+    } catch (IOException e) {
+      LOG.warn("s3commit task abort of {} failed: {}", attemptId(context), e.getMessage());
+    }
+  }
+
+  @Override
+  public void commitJob(JobContext context, scala.collection.immutable.Seq<TaskCommitMessage> taskCommits) {
+    try {
+      List<Object> messages = new ArrayList<>();
+      scala.collection.Iterator<TaskCommitMessage> it = taskCommits.iterator();
+      while (it.hasNext()) {
+        Object obj = it.next().obj();
+        if (obj instanceof String) {
+          messages.add(JSON.readValue((String) obj, Map.class));
+        }
+      }
+      Map<String, Object> args = args(context.getConfiguration());
+      args.put("messages", messages);
+      args.put("delete_paths", deletePaths);
+      args.put("replace_partitions", dynamicPartitionOverwrite);
+      Sidecar.get().call("job.commit", args);
+    } catch (IOException e) {
+      throw new RuntimeException("s3commit job commit to " + path + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  @Override
+  public void abortJob(JobContext context) {
+    try {
+      Sidecar.get().call("job.abort", args(context.getConfiguration()));
+    } catch (IOException e) {
+      LOG.warn("s3commit job abort for {} failed: {}", path, e.getMessage());
+    }
+  }
+
+  /** Deletions under the destination wait for the job commit (after the new files are complete). */
+  @Override
+  public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
+    URI uri = fs.makeQualified(target).toUri();
+    String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
+    boolean sameBucket = bucket.equals(uri.getAuthority());
+    if (sameBucket && (key.equals(destKey) || destKey.isEmpty() || key.startsWith(destKey + "/"))) {
+      String relative = key.equals(destKey) ? "" : key.substring(destKey.isEmpty() ? 0 : destKey.length() + 1);
+      deletePaths.add(relative);
+      LOG.info("s3commit: deleting old data under {} after the job's files are complete", target);
+      return true;
+    }
+    try {
+      return fs.delete(target, recursive);
+    } catch (IOException e) {
+      throw new RuntimeException("could not delete " + target + ": " + e.getMessage(), e);
+    }
+  }
+}

@@ -1,0 +1,3 @@
+from s3commit.bridge.server import main
+
+raise SystemExit(main())

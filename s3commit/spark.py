@@ -1,0 +1,190 @@
+"""PySpark binding: the bridge jar, and ``configure()`` to point a SparkSession at s3commit.
+
+The only module that imports pyspark. ``configure(builder)`` sets:
+
+- ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
+  then cached; Maven is never needed);
+- ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol``;
+- ``spark.hadoop.fs.s3a.impl=s3commit.hadoop.S3FileSystem`` (unless you keep hadoop-aws's S3A), so
+  ``s3a://`` works on a plain ``pip install pyspark``;
+- the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
+- ``S3COMMIT_PYTHON`` for the driver and every executor, so each JVM's sidecar runs with this Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from s3commit import __version__
+from s3commit.config import CommitterName, ConflictMode
+from s3commit.errors import ConfigError
+
+PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
+FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
+JAR_ENV = "S3COMMIT_JAR"
+"""Path of a prebuilt bridge jar; skips the build (for machines with a JRE but no javac)."""
+
+
+class BridgeBuildError(RuntimeError):
+    """The bridge jar could not be found or built."""
+
+
+def _sources() -> Path:
+    """The Java sources: ``jvm-bridge/`` beside the package (a source checkout or editable install)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "jvm-bridge" / "src" / "main" / "java", here / "java"):
+        if candidate.is_dir():
+            return candidate
+    raise BridgeBuildError(
+        "the bridge's Java sources were not found (expected jvm-bridge/src/main/java beside the s3commit "
+        f"package at {here}); install s3commit from a source checkout (pip install -e .) or set {JAR_ENV} "
+        "to a prebuilt jar")
+
+
+def _spark_jars() -> Path:
+    import pyspark
+
+    jars = Path(pyspark.__file__).resolve().parent / "jars"
+    if not jars.is_dir():
+        raise BridgeBuildError(f"pyspark at {jars.parent} has no jars/ directory")
+    return jars
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "s3commit"
+
+
+def jar_path() -> str:
+    """The bridge jar for this s3commit and pyspark, building it with ``javac`` if needed."""
+    prebuilt = os.environ.get(JAR_ENV)
+    if prebuilt:
+        if not os.path.isfile(prebuilt):
+            raise BridgeBuildError(f"{JAR_ENV}={prebuilt} does not exist")
+        return prebuilt
+    import pyspark
+
+    sources = _sources()
+    files = sorted(sources.rglob("*.java"))
+    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}".encode())
+    for file in files:
+        digest.update(file.relative_to(sources).as_posix().encode())
+        digest.update(file.read_bytes())
+    jar = _cache_dir() / f"s3commit-bridge-{__version__}-{digest.hexdigest()[:12]}.jar"
+    if jar.is_file():
+        return str(jar)
+    javac = shutil.which("javac")
+    if javac is None:
+        raise BridgeBuildError(
+            "building the s3commit bridge jar needs a JDK (javac was not found on PATH; a JRE is not enough). "
+            f"Install a JDK 17, or set {JAR_ENV} to a jar built elsewhere with `python -m s3commit.spark build`")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="s3commit-bridge-") as tmp:
+        classes = Path(tmp) / "classes"
+        classes.mkdir()
+        command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),
+                   "-cp", str(_spark_jars() / "*"), *map(str, files)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise BridgeBuildError(f"javac failed to build the bridge jar:\n{result.stderr[-4000:]}")
+        (classes / "s3commit-bridge.properties").write_text(f"version={__version__}\n")
+        partial = Path(tmp) / "bridge.jar"
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: s3commit\n")
+            for path in sorted(classes.rglob("*")):
+                if path.is_file():
+                    archive.write(path, path.relative_to(classes).as_posix())
+        os.replace(partial, jar)  # atomic: concurrent builders each produce the same jar
+    return str(jar)
+
+
+def hadoop_options(*, committer: str = "magic", endpoint_url: str | None = None, region: str | None = None,
+                   path_style: bool | None = None, access_key: str | None = None, secret_key: str | None = None,
+                   session_token: str | None = None, conflict_mode: str | None = None,
+                   threads: int | None = None, part_size: str | int | None = None,
+                   extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The ``fs.s3a.*`` options for a committer and endpoint (validated here, before Spark starts)."""
+    options = {"fs.s3a.committer.name": CommitterName.parse(committer, what="committer name").value}
+    if options["fs.s3a.committer.name"].startswith("rename"):
+        raise ConfigError("the rename committers are Python-only baselines; in Spark, leave "
+                          "spark.sql.sources.commitProtocolClass unset to get Spark's own rename protocol")
+    if endpoint_url:
+        options["fs.s3a.endpoint"] = endpoint_url
+        options["fs.s3a.path.style.access"] = "true" if path_style is None else str(path_style).lower()
+    elif path_style is not None:
+        options["fs.s3a.path.style.access"] = str(path_style).lower()
+    if region:
+        options["fs.s3a.endpoint.region"] = region
+    if access_key:
+        options["fs.s3a.access.key"] = access_key
+    if secret_key:
+        options["fs.s3a.secret.key"] = secret_key
+    if session_token:
+        options["fs.s3a.session.token"] = session_token
+    if conflict_mode:
+        mode = ConflictMode.parse(conflict_mode, what="conflict mode")
+        options["fs.s3a.committer.staging.conflict-mode"] = mode.value
+    if threads is not None:
+        options["fs.s3a.committer.threads"] = str(threads)
+    if part_size is not None:
+        options["fs.s3a.multipart.size"] = str(part_size)
+    for key, value in (extra or {}).items():
+        options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return options
+
+
+def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | None = None,
+              region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
+              secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
+              threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
+              extra: Mapping[str, Any] | None = None) -> Any:
+    """Configure a ``SparkSession.builder`` to write through s3commit; returns the builder.
+
+    Args:
+        builder: ``SparkSession.builder`` (or anything with ``.config(key, value)``).
+        committer: ``magic``, ``directory`` or ``partitioned``.
+        endpoint_url, region, path_style, access_key, secret_key, session_token: where S3 is and how to
+            sign in; omitted ones fall back to boto3's resolution in the sidecar (env, profiles).
+        conflict_mode, threads, part_size: committer options (S3A's keys).
+        use_s3a_filesystem: serve ``s3a://`` with s3commit's FileSystem (False keeps hadoop-aws's S3A for
+            reads; s3commit's committers still do the writes' S3 work).
+        extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
+    """
+    options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
+                             access_key=access_key, secret_key=secret_key, session_token=session_token,
+                             conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
+    jar = jar_path()
+    existing = getattr(builder, "_options", {}).get("spark.jars")
+    builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
+    builder = builder.config("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
+    if use_s3a_filesystem:
+        builder = builder.config("spark.hadoop.fs.s3a.impl", FILESYSTEM_CLASS)
+    for key, value in options.items():
+        builder = builder.config(f"spark.hadoop.{key}", value)
+    # Every JVM starts its sidecar with this Python (the driver inherits the environment at launch).
+    os.environ.setdefault("S3COMMIT_PYTHON", sys.executable)
+    builder = builder.config("spark.executorEnv.S3COMMIT_PYTHON", os.environ["S3COMMIT_PYTHON"])
+    return builder
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m s3commit.spark build``: build (or find) the jar and print its path."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["build"]:
+        print("usage: python -m s3commit.spark build", file=sys.stderr)
+        return 2
+    print(jar_path())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
