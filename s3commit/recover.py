@@ -92,7 +92,8 @@ class RecoveryReport:
     committer: str | None = None
     journal_age_seconds: float | None = None
     uploads: int = 0
-    """Uploads the job's pendingsets hold."""
+    """Uploads of the job: those its pendingsets hold (journal found), or those pending under the destination
+    (no journal)."""
     completed: int = 0
     """Uploads completed by this recovery (forward)."""
     already_completed: int = 0
