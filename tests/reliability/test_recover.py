@@ -1,0 +1,143 @@
+"""Recovery edge cases, in process: the state an interrupted commit leaves is built directly (journal written,
+k of N uploads completed), then :func:`s3commit.recover.recover` runs. The crash matrix produces such states
+with real SIGKILLs; these tests cover what it cannot reach cheaply: a roll-back that was itself interrupted,
+a roll-back S3 refuses part of, recovery through a faulty network, and the report's counts.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from s3commit import JobCommitError, create_committer
+from s3commit.errors import AccessDeniedError
+from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.operations import commit_upload, load_pendingset
+from s3commit.recover import RecoveryAction, RecoveryError, recover
+from s3commit.store import S3Store
+from s3commit.testing import FaultSpec
+from s3commit.testing.assertions import list_pending_uploads
+from tests.reliability.helpers import (
+    JobSpec,
+    assert_all_or_nothing,
+    assert_clean,
+    expected_objects,
+    make_store,
+    run_tasks,
+    store_options,
+    success_json,
+)
+
+pytestmark = pytest.mark.integration
+
+
+def interrupted_commit(store, committer, messages, *, completed: int):
+    """What a job commit leaves when it dies after writing its journal and completing ``completed`` uploads."""
+    keys = [m.pendingset_key for m in messages]
+    JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
+              committer=committer.name, options=committer.options).write_journal(keys, OverwritePlan())
+    uploads = [c for key in keys for c in load_pendingset(store, committer.dest.bucket, key).commits]
+    for commit in uploads[:completed]:
+        commit_upload(store, commit)
+    return uploads
+
+
+def test_forward_recovery_reports_what_it_completed_and_what_was_already_complete(s3_sim, s3_bucket):
+    store = make_store(s3_sim)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=3, files=2)
+    interrupted_commit(store, committer, run_tasks(committer, spec), completed=4)
+    report = recover(store, committer.dest, committer.job_id)
+    assert report.action is RecoveryAction.FINISHED
+    assert (report.uploads, report.completed, report.already_completed) == (6, 2, 4)
+    assert report.success_written and report.committer == "magic"
+    raw = s3_sim.client(raw=True)
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "all"
+    assert success_json(raw, s3_bucket)["diagnostics"]["s3commit.recovered"] == "true"
+    assert_clean(raw, s3_bucket)
+    again = recover(store, committer.dest, committer.job_id)
+    assert again.action is RecoveryAction.NOTHING and not again.changed
+
+
+def test_forward_recovery_of_a_commit_whose_roll_back_was_interrupted_rolls_it_back(s3_sim, s3_bucket):
+    # Given: a commit that failed and died while rolling back: 2 uploads completed, 1 already aborted.
+    store = make_store(s3_sim)
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("directory", f"s3://{s3_bucket}/out", store=store, threads=2)
+    uploads = interrupted_commit(store, committer, run_tasks(committer, JobSpec(tasks=2, files=2)), completed=2)
+    store.abort_multipart_upload(s3_bucket, uploads[3].destination_key, uploads[3].upload_id)
+    # When: the operator tries to finish it; then: it cannot be finished, so all of it is rolled back.
+    with pytest.raises(JobCommitError, match="NoSuchUpload") as caught:
+        recover(store, committer.dest, committer.job_id)
+    assert caught.value.reverted >= 2  # the two found complete, and any completed before the failure
+    assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
+    assert_clean(raw, s3_bucket)
+    assert recover(store, committer.dest, committer.job_id).action is RecoveryAction.NOTHING
+
+
+class RefusingAbortStore(S3Store):
+    """Refuses to abort one upload, as S3 would for a role missing s3:AbortMultipartUpload on one prefix."""
+
+    refuse: str | None = None
+
+    def abort_multipart_upload(self, bucket, key, upload_id):
+        if upload_id == self.refuse:
+            raise AccessDeniedError("Access Denied", operation="AbortMultipartUpload", bucket=bucket, key=key,
+                                    upload_id=upload_id, code="AccessDenied")
+        super().abort_multipart_upload(bucket, key, upload_id)
+
+
+def test_a_roll_back_s3_refuses_in_part_keeps_the_journal_and_can_be_run_again(s3_sim, s3_bucket):
+    store = RefusingAbortStore(store_options(s3_sim))
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    uploads = interrupted_commit(store, committer, run_tasks(committer, JobSpec(tasks=2, files=2)), completed=1)
+    store.refuse = uploads[-1].upload_id
+    # When: the roll-back cannot abort one upload.
+    with pytest.raises(RecoveryError, match=r"roll back of job .* is incomplete: 1 uploads could not be aborted"):
+        recover(store, committer.dest, committer.job_id, abort=True)
+    # Then: the journal is kept, so the same command finishes the job once S3 allows it.
+    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    store.refuse = None
+    report = recover(store, committer.dest, committer.job_id, abort=True)
+    assert report.action is RecoveryAction.ROLLED_BACK
+    assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
+    assert_clean(raw, s3_bucket)
+
+
+@pytest.mark.parametrize("abort", [False, True], ids=["finish", "roll-back"])
+def test_recovery_through_a_faulty_network_still_ends_all_or_nothing(abort, s3_sim, s3_bucket):
+    store = make_store(s3_sim)
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("partitioned", f"s3://{s3_bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=3, files=2, job_id_in_names=True)
+    interrupted_commit(store, committer, run_tasks(committer, spec), completed=3)
+    s3_sim.configure(faults=FaultSpec(rates={"503": 0.05, "500": 0.05, "reset": 0.05}), seed=11)
+    report = recover(store, committer.dest, committer.job_id, abort=abort)
+    faults = s3_sim.stats().total_faults
+    s3_sim.configure(faults=None)
+    assert faults > 0
+    assert report.action is (RecoveryAction.ROLLED_BACK if abort else RecoveryAction.FINISHED)
+    outcome = assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec))
+    assert outcome == ("nothing" if abort else "all")
+    assert_clean(raw, s3_bucket)
+
+
+def test_recovery_refuses_a_destination_whose_bucket_is_missing(s3_sim):
+    from s3commit import NoSuchBucketError
+
+    with pytest.raises(NoSuchBucketError, match="does not exist"):
+        recover(make_store(s3_sim), "s3://no-such-bucket-recover/out", "job-1")
+
+
+def test_roll_back_leaves_the_uploads_of_other_jobs_alone(s3_sim, s3_bucket):
+    # Given: an interrupted commit, and another job's upload pending under the same destination.
+    store = make_store(s3_sim)
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    interrupted_commit(store, committer, run_tasks(committer, JobSpec(tasks=1, files=2)), completed=1)
+    other = raw.create_multipart_upload(Bucket=s3_bucket, Key="out/other-job-file.txt")["UploadId"]
+    # When: it is rolled back; then: the other job's upload is still pending.
+    assert recover(store, committer.dest, committer.job_id, abort=True).action is RecoveryAction.ROLLED_BACK
+    assert [u.upload_id for u in list_pending_uploads(raw, s3_bucket)] == [other]
+    raw.abort_multipart_upload(Bucket=s3_bucket, Key="out/other-job-file.txt", UploadId=other)
+    assert_clean(raw, s3_bucket)
