@@ -1,4 +1,4 @@
-"""Fixtures of the reliability tests: a store on the shared test server, the CLI run in-process."""
+"""Fixtures of the reliability tests: the CLI run in-process, and the tally printed at the end of the run."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from s3commit import S3Store, cli
-from tests.reliability.helpers import make_store
+from s3commit import cli
 
 
 @dataclass(frozen=True)
@@ -17,12 +16,6 @@ class CliResult:
     code: int
     out: str
     err: str
-
-
-@pytest.fixture
-def store(s3_server) -> S3Store:
-    """A store on the shared test server, with fast retries and fresh counters."""
-    return make_store(s3_server)
 
 
 @pytest.fixture
