@@ -1,0 +1,223 @@
+"""PySpark end to end through S3CommitProtocol and the s3a:// FileSystem, against the moto server."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import time
+
+import pytest
+
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from tests.spark.conftest import DEFAULT_PROTOCOL
+
+pytestmark = pytest.mark.spark
+
+FORMATS = {"parquet": ".snappy.parquet", "orc": ".zstd.orc", "csv": ".csv", "json": ".json", "text": ".txt"}
+
+
+def frame(spark, rows=60):
+    return spark.range(rows).selectExpr("id", "cast(id % 3 as int) as a", "cast(id % 2 as int) as b",
+                                        "concat('v', cast(id as string)) as s")
+
+
+def data_keys(client, bucket, prefix):
+    return sorted(k for k in list_keys(client, bucket, prefix) if not k.endswith("_SUCCESS"))
+
+
+def success(client, bucket, prefix):
+    return json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}/_SUCCESS")["Body"].read())
+
+
+def check_clean(client, bucket, prefix):
+    assert [k for k in list_keys(client, bucket, prefix) if "__magic_job-" in k or "__staging_job-" in k] == []
+    assert_no_pending_uploads(client, bucket)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_write_each_format_through_the_magic_committer(spark, committer, s3_client, s3_bucket, fmt, partitioned):
+    df = frame(spark)
+    if fmt == "text":
+        df = df.selectExpr("s", "a", "b") if partitioned else df.selectExpr("s")
+    writer = df.repartition(2).write.format(fmt)
+    if partitioned:
+        writer = writer.partitionBy("a", "b")
+    dest = f"s3a://{s3_bucket}/t"
+    writer.save(dest)
+    keys = data_keys(s3_client, s3_bucket, "t/")
+    marker = success(s3_client, s3_bucket, "t")
+    job_id = marker["jobId"]
+    ext = FORMATS[fmt]
+    # Spark's names: part-<split>-<jobId>-c000<ext> flat, part-<split>-<jobId>.c000<ext> partitioned.
+    name = re.compile(rf"part-0000[01]-{job_id}[.-]c000{re.escape(ext)}$")
+    assert keys and all(name.search(k) for k in keys), keys
+    if partitioned:
+        assert {k.split("/")[1] + "/" + k.split("/")[2] for k in keys} == {f"a={a}/b={b}" for a in range(3)
+                                                                           for b in range(2)}
+    assert marker["committer"] == "magic"
+    assert sorted(marker["filenames"]) == [f"/{k}" for k in keys]
+    check_clean(s3_client, s3_bucket, "t/")
+    # Read back exactly, through Spark ...
+    reader = spark.read.format(fmt)
+    if fmt == "csv":  # no header in the files: name the columns
+        reader = reader.schema("id long, s string, a int, b int" if partitioned else "id long, a int, b int, s string")
+    back = reader.load(dest)
+    if fmt == "text":
+        assert sorted(r[0] for r in back.select("value").collect()) == sorted(f"v{i}" for i in range(60))
+    else:
+        assert sorted(int(r["id"]) for r in back.select("id").collect()) == list(range(60))
+    # ... and through pyarrow, from the objects themselves.
+    if fmt in ("parquet", "orc", "csv", "json"):
+        assert sorted(pyarrow_ids(s3_client, s3_bucket, keys, fmt)) == list(range(60))
+
+
+def pyarrow_ids(client, bucket, keys, fmt):
+    import pyarrow.csv as pcsv
+    import pyarrow.json as pjson
+    import pyarrow.orc as porc
+    import pyarrow.parquet as pq
+
+    ids = []
+    for key in keys:
+        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        if fmt == "parquet":
+            table = pq.read_table(io.BytesIO(data))
+        elif fmt == "orc":
+            table = porc.read_table(io.BytesIO(data))
+        elif fmt == "csv":
+            if not data:
+                continue
+            table = pcsv.read_csv(io.BytesIO(data), read_options=pcsv.ReadOptions(autogenerate_column_names=True))
+            ids += table.column(0).to_pylist()
+            continue
+        else:
+            table = pjson.read_json(io.BytesIO(data))
+        ids += table.column("id").to_pylist()
+    return ids
+
+
+@pytest.mark.parametrize("mode", ["error", "ignore", "append"])
+def test_save_modes_on_an_existing_destination(spark, committer, s3_client, s3_bucket, mode):
+    dest = f"s3a://{s3_bucket}/modes"
+    frame(spark, 10).write.parquet(dest)
+    before = data_keys(s3_client, s3_bucket, "modes/")
+    if mode == "error":
+        with pytest.raises(Exception, match="already exists"):
+            frame(spark, 10).write.mode("error").parquet(dest)
+        assert data_keys(s3_client, s3_bucket, "modes/") == before
+    elif mode == "ignore":
+        frame(spark, 10).write.mode("ignore").parquet(dest)
+        assert data_keys(s3_client, s3_bucket, "modes/") == before
+    else:
+        frame(spark, 10).write.mode("append").parquet(dest)
+        assert spark.read.parquet(dest).count() == 20
+    check_clean(s3_client, s3_bucket, "modes/")
+
+
+def test_overwrite_replaces_old_data_at_job_commit(spark, committer, s3_client, s3_bucket):
+    dest = f"s3a://{s3_bucket}/ow"
+    frame(spark, 10).write.parquet(dest)
+    frame(spark, 25).write.mode("overwrite").parquet(dest)
+    assert spark.read.parquet(dest).count() == 25
+    job_id = success(s3_client, s3_bucket, "ow")["jobId"]
+    assert all(job_id in k for k in data_keys(s3_client, s3_bucket, "ow/"))
+    check_clean(s3_client, s3_bucket, "ow/")
+
+
+def test_failed_overwrite_leaves_the_old_data(spark, committer, s3_client, s3_bucket):
+    from pyspark.sql.functions import udf
+
+    dest = f"s3a://{s3_bucket}/fail"
+    frame(spark, 10).write.parquet(dest)
+    before = data_keys(s3_client, s3_bucket, "fail/")
+
+    @udf("long")
+    def explode_on_7(x):
+        if x == 7:
+            raise ValueError("boom in a task")
+        return x
+
+    with pytest.raises(Exception, match="boom in a task"):
+        frame(spark, 10).withColumn("id", explode_on_7("id")).repartition(2).write.mode("overwrite").parquet(dest)
+    assert data_keys(s3_client, s3_bucket, "fail/") == before
+    assert spark.read.parquet(dest).count() == 10
+    check_clean(s3_client, s3_bucket, "fail/")
+
+
+@pytest.mark.parametrize("committer", ["magic", "partitioned"], indirect=True)
+def test_dynamic_partition_overwrite_replaces_only_written_partitions(spark, committer, s3_client, s3_bucket):
+    dest = f"s3a://{s3_bucket}/dpo"
+    frame(spark, 30).write.partitionBy("a").parquet(dest)
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    spark.range(5).selectExpr("id + 1000 as id", "1 as a", "0 as b", "'new' as s").write.mode("overwrite") \
+        .partitionBy("a").parquet(dest)
+    rows = spark.read.parquet(dest)
+    assert rows.filter("a = 1").count() == 5 and rows.filter("a = 1 and id < 1000").count() == 0
+    assert rows.filter("a = 0").count() == 10 and rows.filter("a = 2").count() == 10
+    check_clean(s3_client, s3_bucket, "dpo/")
+
+
+def test_empty_dataframe_gives_valid_empty_output(spark, committer, s3_client, s3_bucket):
+    dest = f"s3a://{s3_bucket}/empty"
+    frame(spark, 0).write.parquet(dest)
+    assert spark.read.parquet(dest).count() == 0
+    assert success(s3_client, s3_bucket, "empty")["committer"] == "magic"
+    check_clean(s3_client, s3_bucket, "empty/")
+
+
+@pytest.mark.parametrize(("committer", "mode"), [("directory", "append"), ("directory", "replace"),
+                                                 ("partitioned", "append"), ("partitioned", "replace"),
+                                                 ("partitioned", "fail")], indirect=["committer"])
+def test_staging_committers_through_spark(spark, committer, mode, s3_client, s3_bucket):
+    dest = f"s3a://{s3_bucket}/stg"
+    frame(spark, 12).write.partitionBy("a").parquet(dest)
+    spark.conf.set("fs.s3a.committer.staging.conflict-mode", mode)
+    new = spark.range(4).selectExpr("id + 100 as id", "3 as a", "0 as b", "'n' as s")  # a new partition
+    if mode == "fail":
+        new.write.mode("append").partitionBy("a").parquet(dest)
+        with pytest.raises(Exception, match="conflict mode is 'fail'"):
+            new.write.mode("append").partitionBy("a").parquet(dest)
+        expected = 16
+    else:
+        new.write.mode("append").partitionBy("a").parquet(dest)
+        expected = {"append": 16, "replace": 4 if committer == "directory" else 16}[mode]
+    assert spark.read.parquet(dest).count() == expected
+    if mode != "fail":  # a failed job leaves no _SUCCESS (job setup deletes the old one, as in Hadoop)
+        assert success(s3_client, s3_bucket, "stg")["committer"] == committer
+    check_clean(s3_client, s3_bucket, "stg/")
+
+
+@pytest.mark.parametrize("algorithm", ["1", "2"])
+def test_spark_default_protocol_runs_over_the_s3a_filesystem(spark, committer, s3_client, s3_bucket, algorithm):
+    spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
+    spark.conf.set("mapreduce.fileoutputcommitter.algorithm.version", algorithm)
+    dest = f"s3a://{s3_bucket}/foc{algorithm}"
+    frame(spark, 40).write.partitionBy("a").parquet(dest)
+    assert spark.read.parquet(dest).count() == 40
+    marker = s3_client.get_object(Bucket=s3_bucket, Key=f"foc{algorithm}/_SUCCESS")["Body"].read()
+    assert marker == b""  # FileOutputCommitter's 0-byte marker
+    assert [k for k in list_keys(s3_client, s3_bucket, f"foc{algorithm}/") if "_temporary" in k] == []
+
+
+def test_output_metrics_report_real_bytes_and_files(spark, committer, s3_client, s3_bucket):
+    dest = f"s3a://{s3_bucket}/metrics"
+    spark.sparkContext.setJobDescription("metrics-write")
+    frame(spark, 50).repartition(2).write.parquet(dest)
+    size = sum(s3_client.head_object(Bucket=s3_bucket, Key=k)["ContentLength"]
+               for k in data_keys(s3_client, s3_bucket, "metrics/"))
+    store = spark.sparkContext._jsc.sc().statusStore()
+    written = 0
+    for _ in range(50):  # the status store is fed asynchronously by the listener bus
+        stages = store.stageList(None, False, False, getattr(store, "stageList$default$4")(), None)
+        written = sum(stages.apply(i).outputBytes() for i in range(stages.size())
+                      if stages.apply(i).description().isDefined()
+                      and stages.apply(i).description().get() == "metrics-write")
+        if written:
+            break
+        time.sleep(0.1)
+    spark.sparkContext.setJobDescription(None)
+    # Magic files are uncompleted uploads while tasks run: the FileSystem reports their real length.
+    assert written == size > 0
+    assert len(success(s3_client, s3_bucket, "metrics")["filenames"]) == 2
