@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit demo", description=__doc__.split("\n")[0])
     parser.add_argument("--engine", choices=["auto", "spark", "python"], default="auto")
     parser.add_argument("--profile", default="s3-standard", help="latency profile of the embedded S3")
-    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--threads", type=int, default=16)
