@@ -42,6 +42,18 @@ class S3Uri:
             raise ConfigError(f"destination {uri!r} must not carry a query string")
         return cls(parts.netloc, key)
 
+    @classmethod
+    def from_location(cls, location: str) -> S3Uri:
+        """Split ``scheme://bucket/key`` literally: the key may hold ``#``, ``?`` or ``%`` (Hadoop paths
+        arrive decoded from the JVM, so no URL parsing applies)."""
+        scheme, sep, rest = location.partition("://")
+        if not sep or scheme not in SCHEMES:
+            raise ConfigError(f"{location!r} is not an s3:// or s3a:// location")
+        bucket, _, key = rest.partition("/")
+        if not bucket:
+            raise ConfigError(f"{location!r} names no bucket")
+        return cls(bucket, key.strip("/"))
+
     @property
     def prefix(self) -> str:
         """The key with a trailing ``/``: everything under the destination starts with it."""

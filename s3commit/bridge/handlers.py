@@ -44,7 +44,7 @@ def error_type(err: BaseException) -> str:
 
 
 def _uri(text: str) -> S3Uri:
-    return S3Uri.parse(text)
+    return S3Uri.from_location(text)
 
 
 def _status(uri: str, *, size: int, directory: bool, mtime: float = 0.0) -> dict[str, Any]:
