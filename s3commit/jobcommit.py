@@ -132,7 +132,13 @@ class JobCommit:
 
     # --- step 1: validation ---------------------------------------------------------------------
 
-    def _validate(self, pendingset: PendingSet, source: str, seen: set[str]) -> None:
+    def _validate(self, pendingset: PendingSet, source: str, seen: set[str], accepted: set[str]) -> None:
+        if accepted and pendingset.task_attempt_id and pendingset.task_attempt_id not in accepted:
+            # Another attempt of the task committed after the one the caller accepted (speculation without
+            # a commit coordinator): committing it would publish output the caller never accepted.
+            raise ManifestError(
+                f"the pendingset was written by task attempt {pendingset.task_attempt_id}, but the committed "
+                f"attempt is {', '.join(sorted(accepted))}: two attempts of one task committed", source=source)
         if pendingset.job_id and pendingset.job_id != self.job_id:
             raise ManifestError(f"Mismatch in Job ID ({self.job_id}) and commit job ID ({pendingset.job_id})",
                                 source=source)
@@ -155,7 +161,8 @@ class JobCommit:
         cached = self._cache.get(key)
         return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
 
-    def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+    def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
+                          accepted_attempts: dict[str, set[str]] | None = None) -> None:
         """Read and check every pendingset before anything is completed (raises on the first problem)."""
         seen: set[str] = set()
         cached = 0
@@ -168,7 +175,8 @@ class JobCommit:
                     f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
                     "already committed or aborted?"
                 ) from err
-            self._validate(pendingset, f"s3://{self.dest.bucket}/{key}", seen)
+            self._validate(pendingset, f"s3://{self.dest.bucket}/{key}", seen,
+                           (accepted_attempts or {}).get(key, set()))
             self.stats.files += len(pendingset.commits)
             self.stats.bytes += pendingset.total_length
             if cached + len(pendingset.commits) <= CACHE_BUDGET:
@@ -313,14 +321,15 @@ class JobCommit:
                             "if this role may not list uploads): %s", self.job_id, self.dest, err)
         self.store.delete_object(bucket, self.layout.journal_key)
 
-    def run(self, keys: Sequence[str], plan: OverwritePlan) -> SuccessData:
+    def run(self, keys: Sequence[str], plan: OverwritePlan,
+            accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted."""
         bucket = self.dest.bucket
         started = time.monotonic()
         stop = threading.Event()
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             t0 = time.monotonic()
-            self.load_and_validate(pool, keys)
+            self.load_and_validate(pool, keys, accepted_attempts)
             self.stats.timings_ms["load"] = _ms(t0)
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)

@@ -177,7 +177,7 @@ class Committer(ABC):
         engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
                            committer=self.name, options=self.options, job_id_source=self.job_id_source)
         try:
-            success = engine.run(keys, plan)
+            success = engine.run(list(keys), plan, accepted_attempts=keys)
         except Exception:
             self._abort_job_quietly()
             raise
@@ -187,11 +187,11 @@ class Committer(ABC):
         self.last_commit_stats = engine.stats
         return success
 
-    def _pendingset_keys(self, messages: Sequence[TaskCommitMessage] | None) -> list[str]:
+    def _pendingset_keys(self, messages: Sequence[TaskCommitMessage] | None) -> dict[str, set[str]]:
+        """The pendingsets to commit, each with the task attempts the caller accepted for it (empty: any)."""
         if messages is None:
-            return pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir)
-        keys: list[str] = []
-        by_task: dict[str, str] = {}
+            return {k: set() for k in pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir)}
+        keys: dict[str, set[str]] = {}
         for message in messages:
             if message is None:
                 continue
@@ -199,12 +199,9 @@ class Committer(ABC):
                 raise ConfigError(f"commit_job expects TaskCommitMessage objects, got {type(message).__name__}")
             if message.job_id != self.job_id:
                 raise ConfigError(f"task commit message of job {message.job_id} given to job {self.job_id}")
-            if message.pendingset_key is None:
-                continue
-            # Two committed attempts of one task share one pendingset (last attempt wins): read it once.
-            if by_task.setdefault(message.task_id, message.pendingset_key) == message.pendingset_key \
-                    and message.pendingset_key not in keys:
-                keys.append(message.pendingset_key)
+            if message.pendingset_key is not None:
+                # Attempts of one task share one pendingset (the last to commit wins): read it once.
+                keys.setdefault(message.pendingset_key, set()).add(message.task_attempt_id)
         return keys
 
     def abort_job(self) -> None:

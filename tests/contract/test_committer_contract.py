@@ -281,3 +281,21 @@ def test_setup_job_removes_an_old_success_marker(name, make, s3_client, s3_bucke
     committer.setup_job()
     assert user_keys(s3_client, s3_bucket) == []
     committer.abort_job()
+
+
+def test_an_attempt_committing_after_the_accepted_one_is_refused_not_published(name, make, s3_client, s3_bucket):
+    # Speculation without a commit coordinator: the driver accepted attempt 0, then attempt 1 also committed
+    # and replaced the task's pendingset. Publishing it would publish output nobody accepted.
+    from s3commit import ManifestError
+
+    committer = make(name)
+    committer.setup_job()
+    first = committer.setup_task(committer.new_task_attempt_id(0, 0))
+    second = committer.setup_task(committer.new_task_attempt_id(0, 1))
+    write(first, "from-attempt-0")
+    write(second, "from-attempt-1")
+    accepted = committer.commit_task(first)
+    committer.commit_task(second)
+    with pytest.raises(ManifestError, match="two attempts of one task committed"):
+        committer.commit_job([accepted])
+    assert user_keys(s3_client, s3_bucket) == []
