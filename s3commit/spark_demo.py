@@ -71,7 +71,8 @@ def run_spark_demo(args: argparse.Namespace) -> int:
         bucket = server.create_bucket("s3commit-demo")
         print(f"embedded S3 at {server.endpoint_url} (moto on 127.0.0.1, latency profile {args.profile})")
         builder = (SparkSession.builder.master("local[2]").appName("s3commit-demo")
-                   .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(args.tasks)))
+                   .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                   .config("spark.sql.shuffle.partitions", str(args.tasks)))
         builder = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
                             access_key="testing", secret_key="testing", threads=args.threads)
         spark = builder.getOrCreate()
