@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import IO
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
@@ -24,6 +24,8 @@ from s3commit.writer import MultipartWriter
 log = logging.getLogger(__name__)
 
 TEMPORARY = "_temporary"
+RENAME_PARALLELISM = 10
+"""Parallel COPYs in one directory rename: S3A's rename runs a bounded number of copies at once (10)."""
 
 
 class RenameTaskAttempt(TaskAttempt):
@@ -66,31 +68,50 @@ class RenameCommitter(Committer):
         return RenameTaskAttempt(self, task_attempt_id)
 
     def rename_dir(self, src_prefix: str, dst_prefix: str) -> tuple[int, int]:
-        """Copy every object under ``src_prefix`` to ``dst_prefix`` (in parallel), then delete the sources.
-
-        Returns (files, bytes). This is S3A's directory rename.
-        """
+        """S3A's directory rename: copy every object under ``src_prefix`` (at most
+        :data:`RENAME_PARALLELISM` at once), then delete the sources in bulk. Returns (files, bytes)."""
         bucket = self.dest.bucket
         sources: list[ObjectInfo] = list(self.store.list_objects(bucket, src_prefix))
-        futures: list[Future[str]] = [
-            self.pool.submit(self.store.copy_object, bucket, o.key, dst_prefix + o.key[len(src_prefix):],
-                             size=o.size)
-            for o in sources
-        ]
-        for future in futures:
-            future.result()
+        with ThreadPoolExecutor(RENAME_PARALLELISM, thread_name_prefix="s3commit-rename") as pool:
+            futures: list[Future[str]] = [
+                pool.submit(self.store.copy_object, bucket, o.key, dst_prefix + o.key[len(src_prefix):],
+                            size=o.size)
+                for o in sources
+            ]
+            for future in futures:
+                future.result()
         self.store.delete_objects(bucket, (o.key for o in sources))
         return len(sources), sum(o.size for o in sources)
+
+    def merge_paths(self, src_prefix: str, dst_prefix: str) -> tuple[int, int]:
+        """FileOutputCommitter's ``mergePaths``, one level at a time: a file is renamed on its own (COPY +
+        DELETE, in sequence); a directory missing at the destination is renamed whole; one that exists is
+        merged recursively. This is what makes a v1 job commit slow: files merge one after another."""
+        bucket = self.dest.bucket
+        files = size = 0
+        for child in self.store.list_objects(bucket, src_prefix, delimiter="/"):
+            target = dst_prefix + child.key[len(src_prefix):]
+            if not child.is_prefix:
+                self.store.copy_object(bucket, child.key, target, size=child.size)
+                self.store.delete_object(bucket, child.key)
+                files, size = files + 1, size + child.size
+                continue
+            exists = any(True for _ in self.store.list_objects(bucket, target))
+            n, b = self.merge_paths(child.key, target) if exists else self.rename_dir(child.key, target)
+            files, size = files + n, size + b
+        return files, size
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, RenameTaskAttempt)
         attempt._check_open()
         if self.algorithm == 1:
+            # v1: rename the attempt directory to the committed task directory (one directory rename).
             target = f"{self.committed_tasks_key}/{attempt.task_id}/"
             delete_prefix(self.store, self.dest.bucket, target)  # an earlier attempt's commit
+            files, size = self.rename_dir(f"{attempt.dir_key}/", target)
         else:
-            target = self.dest.prefix
-        files, size = self.rename_dir(f"{attempt.dir_key}/", target)
+            # v2: merge the attempt's files straight into the destination (visible before job commit).
+            files, size = self.merge_paths(f"{attempt.dir_key}/", self.dest.prefix)
         attempt.committed = True
         return TaskCommitMessage(job_id=self.job_id, task_id=attempt.task_id,
                                  task_attempt_id=attempt.task_attempt_id, pendingset_key=None,
@@ -116,7 +137,7 @@ class RenameCommitter(Committer):
                         bucket, f"{self.committed_tasks_key}/", delimiter="/") if o.is_prefix
                         and not o.key.endswith(f"{TEMPORARY}/")]
                 for task_id in tasks:
-                    n, b = self.rename_dir(f"{self.committed_tasks_key}/{task_id}/", self.dest.prefix)
+                    n, b = self.merge_paths(f"{self.committed_tasks_key}/{task_id}/", self.dest.prefix)
                     files, size = files + n, size + b
             else:
                 files = sum(m.files for m in messages or [] if m is not None)
