@@ -17,8 +17,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from s3commit.config import CommitterOptions
@@ -47,7 +48,7 @@ from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
 
-CACHE_BUDGET = 20_000
+CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
 IN_FLIGHT_PER_THREAD = 4
 """Completions queued per pool thread: bounds memory while keeping every thread busy."""
@@ -161,13 +162,24 @@ class JobCommit:
         cached = self._cache.get(key)
         return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
 
+    def _loads_in_order(self, pool: ThreadPoolExecutor, keys: Sequence[str]
+                        ) -> Iterator[tuple[str, Future[PendingSet]]]:
+        """Load pendingsets in parallel, in order, with a bounded window: only about ``2 × threads`` parsed
+        pendingsets exist at once, so memory does not grow with the number of tasks."""
+        window: deque[tuple[str, Future[PendingSet]]] = deque()
+        for key in keys:
+            window.append((key, pool.submit(load_pendingset, self.store, self.dest.bucket, key)))
+            if len(window) >= 2 * self.options.pool_size:
+                yield window.popleft()
+        while window:
+            yield window.popleft()
+
     def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
                           accepted_attempts: dict[str, set[str]] | None = None) -> None:
         """Read and check every pendingset before anything is completed (raises on the first problem)."""
         seen: set[str] = set()
         cached = 0
-        futures = {key: pool.submit(load_pendingset, self.store, self.dest.bucket, key) for key in keys}
-        for key, future in futures.items():
+        for key, future in self._loads_in_order(pool, keys):
             try:
                 pendingset = future.result()
             except NotFoundError as err:
@@ -222,33 +234,46 @@ class JobCommit:
             self.stats.completed += 1
 
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str], *, stop: threading.Event) -> None:
+        """Complete every upload; stop submitting at the first failure and re-raise it.
+
+        At most ``threads × IN_FLIGHT_PER_THREAD`` completions are queued, and a finished one leaves no trace
+        but its key in ``_committed``: memory stays flat however many uploads the job has.
+        """
         limiter = RateLimiter(self.options.rate_limit)
         window = threading.Semaphore(self.options.pool_size * IN_FLIGHT_PER_THREAD)
-        futures: list[Future[None]] = []
+        pending: set[Future[None]] = set()
+        failures: list[BaseException] = []
+        lock = threading.Lock()
 
         def run(commit: PendingUpload) -> None:
-            try:
-                if not stop.is_set():
-                    self._complete_one(limiter, commit)
-            except BaseException:
-                stop.set()
-                raise
-            finally:
-                window.release()
+            if not stop.is_set():
+                self._complete_one(limiter, commit)
+
+        def finished(future: Future[None]) -> None:
+            error = future.exception()
+            with lock:
+                pending.discard(future)
+                if error is not None:
+                    failures.append(error)
+                    stop.set()
+            window.release()
 
         for key in keys:
             for commit in self._load(key).commits:
                 if stop.is_set():
                     break
                 window.acquire()
-                futures.append(pool.submit(run, commit))
+                future = pool.submit(run, commit)
+                with lock:
+                    pending.add(future)
+                future.add_done_callback(finished)
             if stop.is_set():
                 break
-        _done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        wait(futures)
-        failures = [f.exception() for f in futures if f.exception() is not None]
+        with lock:
+            outstanding = list(pending)
+        wait(outstanding)
         if failures:
-            raise failures[0]  # type: ignore[misc]
+            raise failures[0]
 
     def roll_back(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """Abort every upload not completed and delete every completed one (after a failure)."""

@@ -1,0 +1,157 @@
+"""Entry point of ``s3commit bench`` / ``python benchmarks/run.py``: runs the sections, writes results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from s3commit.bench.report import write_markdown, write_plots
+from s3commit.bench.runs import bare_pool_completes, memory_run, run_job
+
+COMPLETE_LATENCY = 0.050
+"""The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
+
+
+def _machine() -> dict[str, Any]:
+    memory = ""
+    try:
+        with open("/proc/meminfo") as f:
+            memory = f.readline().split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"cpus": os.cpu_count(), "memory": memory, "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: str,
+                   fresh: Callable[[], None]) -> dict[str, Any]:
+    results = {}
+    for name in ("magic", "directory", "partitioned", "rename-v1", "rename-v2"):
+        fresh()
+        print(f"  commit: {name} ({sizes['files']} files x {sizes['file_size']} bytes in {sizes['tasks']} tasks)",
+              flush=True)
+        results[name] = run_job(endpoint, bucket, name, tasks=sizes["tasks"], files=sizes["files"],
+                                file_size=sizes["file_size"], threads=sizes["threads"],
+                                staging_dir=staging).summary()
+    magic, rename = results["magic"], results["rename-v1"]
+    ratios = {
+        "job_commit_rename_v1_over_magic": rename["job_commit_seconds"] / magic["job_commit_seconds"],
+        "total_rename_v1_over_magic": rename["total_seconds"] / magic["total_seconds"],
+    }
+    # Task commit independent of bytes: one task of a few files, 1 MiB vs 64 MiB per task.
+    task_sizes = {}
+    for label, size in (("1MiB", 1 << 20), ("64MiB", 64 << 20)):
+        per_file = size // 4
+        runs = [run_job(endpoint, bucket, "magic", tasks=1, files=4, file_size=per_file, threads=sizes["threads"],
+                        staging_dir=staging).task_commit_seconds[0] for _ in range(sizes["repeats"])]
+        task_sizes[label] = min(runs)
+    ratios["magic_task_commit_64MiB_over_1MiB"] = task_sizes["64MiB"] / task_sizes["1MiB"]
+    return {"sizes": sizes, "committers": results, "magic_task_commit_seconds": task_sizes, "ratios": ratios}
+
+
+def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: str,
+                    fresh: Callable[[], None]) -> dict[str, Any]:
+    files_curve: dict[str, list[dict[str, float]]] = {"magic": [], "rename-v1": [], "bare-pool": []}
+    threads = sizes["threads"]
+    for count in sizes["file_counts"]:
+        print(f"  scaling: {count} files", flush=True)
+        fresh()
+        tasks = max(1, count // 100)
+        magic = run_job(endpoint, bucket, "magic", tasks=tasks, files=count, file_size=1024, threads=threads,
+                        staging_dir=staging)
+        files_curve["magic"].append({"files": count, "seconds": magic.job_commit_seconds})
+        files_curve["bare-pool"].append({"files": count, "seconds": bare_pool_completes(
+            endpoint, bucket, files=count, threads=threads)})
+        if count <= sizes["rename_max_files"]:
+            rename = run_job(endpoint, bucket, "rename-v1", tasks=tasks, files=count, file_size=1024,
+                             threads=threads, staging_dir=staging)
+            files_curve["rename-v1"].append({"files": count, "seconds": rename.job_commit_seconds})
+    threads_curve = []
+    count = sizes["threads_files"]
+    for n in sizes["thread_counts"]:
+        print(f"  scaling: {count} files, {n} threads", flush=True)
+        fresh()
+        magic = run_job(endpoint, bucket, "magic", tasks=max(1, count // 100), files=count, file_size=1024,
+                        threads=n, staging_dir=staging)
+        bare = bare_pool_completes(endpoint, bucket, files=count, threads=n)
+        threads_curve.append({"threads": n, "seconds": magic.job_commit_seconds, "bare_pool_seconds": bare,
+                              "bound_seconds": count * COMPLETE_LATENCY / n})
+    largest = files_curve["magic"][-1]
+    bare_largest = files_curve["bare-pool"][-1]
+    return {
+        "files_curve": files_curve, "threads_curve": threads_curve,
+        "ratios": {
+            "magic_job_commit_over_bare_pool": largest["seconds"] / bare_largest["seconds"],
+            "magic_job_commit_over_bound": largest["seconds"] / (largest["files"] * COMPLETE_LATENCY / threads),
+        },
+        "bound": f"files x {COMPLETE_LATENCY * 1000:.0f} ms / threads",
+    }
+
+
+def section_spark(endpoint_server: Any, bucket: str, rows: int, tasks: int) -> dict[str, Any]:
+    from s3commit.bench.spark_bench import spark_runs
+
+    return spark_runs(endpoint_server, bucket, rows=rows, tasks=tasks)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
+    parser.add_argument("--sections", default="commit,scaling,memory,spark",
+                        help="comma-separated: commit, scaling, memory, spark")
+    parser.add_argument("--profile", default="s3-standard")
+    parser.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
+    args = parser.parse_args(argv)
+    from s3commit.testing.server import S3TestServer
+
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    out = Path(args.out or (Path.cwd() / "benchmarks" / "results"))
+    out.mkdir(parents=True, exist_ok=True)
+    quick = args.quick
+    commit_sizes = ({"tasks": 4, "files": 40, "file_size": 64 << 10, "threads": 16, "repeats": 1} if quick else
+                    {"tasks": 20, "files": 2000, "file_size": 1 << 20, "threads": 32, "repeats": 3})
+    scaling_sizes = ({"file_counts": [20, 60], "rename_max_files": 60, "threads": 16, "threads_files": 60,
+                      "thread_counts": [4, 16]} if quick else
+                     {"file_counts": [100, 1000, 5000], "rename_max_files": 1000, "threads": 32,
+                      "threads_files": 2000, "thread_counts": [4, 8, 16, 32, 64]})
+    results: dict[str, Any] = {"machine": _machine(), "profile": args.profile, "quick": quick,
+                               "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    started = time.perf_counter()
+    with S3TestServer(profile=args.profile) as server, tempfile.TemporaryDirectory() as staging:
+        bucket = server.create_bucket("s3commit-bench")
+
+        def fresh() -> None:
+            # Forget earlier runs' objects (moto holds them in memory) before each measured job.
+            server.reset()
+            server.create_bucket(bucket)
+
+        print(f"simulated S3 at {server.endpoint_url} (profile {args.profile})", flush=True)
+        if "commit" in sections:
+            results["commit"] = section_commit(server.endpoint_url, bucket, commit_sizes, staging, fresh)
+        if "scaling" in sections:
+            results["scaling"] = section_scaling(server.endpoint_url, bucket, scaling_sizes, staging, fresh)
+        if "memory" in sections:
+            print("  memory: job commit of pending uploads in an in-memory store", flush=True)
+            results["memory"] = memory_run(uploads=2000 if quick else 100_000, pendingsets=20 if quick else 1000)
+        if "spark" in sections:
+            fresh()
+            try:
+                results["spark"] = section_spark(server, bucket, rows=20_000 if quick else 2_000_000,
+                                                 tasks=2 if quick else 8)
+            except ImportError as err:
+                results["spark"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+    results["seconds"] = time.perf_counter() - started
+    name = "quick" if quick else "results"
+    (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))
+    write_markdown(results, out / f"{name}.md")
+    if not quick:
+        write_plots(results, out)
+    print((out / f"{name}.md").read_text())
+    return 0

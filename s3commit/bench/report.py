@@ -1,0 +1,111 @@
+"""Benchmark output: a Markdown table of every figure and PNG plots of the scaling curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def _row(cells: list[Any]) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def write_markdown(results: dict[str, Any], path: Path) -> None:
+    lines = [f"# s3commit benchmark ({'quick' if results.get('quick') else 'full'} run)", "",
+             f"Profile `{results['profile']}`; machine: {results['machine']['cpus']} CPUs, "
+             f"{results['machine']['memory']}, Python {results['machine']['python']}; started "
+             f"{results['started']}; took {results.get('seconds', 0):.0f} s.", ""]
+    commit = results.get("commit")
+    if commit:
+        s = commit["sizes"]
+        lines += [f"## Commit phase: {s['files']} files x {s['file_size']} bytes in {s['tasks']} tasks, "
+                  f"{s['threads']} threads", "",
+                  _row(["committer", "write s", "task commit sum / median / max s", "job commit s", "total s",
+                        "requests", "per file", "bytes copied", "job-commit peak MB"]),
+                  _row(["---"] * 9)]
+        for name, r in commit["committers"].items():
+            lines.append(_row([name, f"{r['write_seconds']:.2f}",
+                               f"{r['task_commit_sum']:.2f} / {r['task_commit_median']:.3f} / "
+                               f"{r['task_commit_max']:.3f}",
+                               f"{r['job_commit_seconds']:.2f}", f"{r['total_seconds']:.2f}", r["total_requests"],
+                               f"{r['requests_per_file']:.2f}", r["bytes_copied"],
+                               f"{r['job_commit_peak_bytes'] / 1e6:.1f}"]))
+        lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
+        for name, r in commit["committers"].items():
+            ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))
+            lines.append(_row([name, ops]))
+        lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in commit["ratios"].items()), ""]
+    scaling = results.get("scaling")
+    if scaling:
+        lines += ["## Job commit against file count", "", _row(["files", "magic s", "bare boto3 pool s",
+                                                                "rename-v1 s"]), _row(["---"] * 4)]
+        rename = {p["files"]: p["seconds"] for p in scaling["files_curve"]["rename-v1"]}
+        for m, b in zip(scaling["files_curve"]["magic"], scaling["files_curve"]["bare-pool"], strict=True):
+            r = rename.get(m["files"])
+            lines.append(_row([m["files"], f"{m['seconds']:.2f}", f"{b['seconds']:.2f}",
+                               f"{r:.2f}" if r is not None else "not run"]))
+        lines += ["", "## Job commit against threads", "", _row(["threads", "magic s", "bare pool s",
+                                                                  f"bound ({scaling['bound']}) s"]),
+                  _row(["---"] * 4)]
+        for p in scaling["threads_curve"]:
+            lines.append(_row([p["threads"], f"{p['seconds']:.2f}", f"{p['bare_pool_seconds']:.2f}",
+                               f"{p['bound_seconds']:.2f}"]))
+        lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in scaling["ratios"].items()), ""]
+    memory = results.get("memory")
+    if memory:
+        lines += ["## Memory", "", f"Job commit of {memory['uploads']:,} pending uploads in "
+                  f"{memory['pendingsets']:,} pendingsets: peak {memory['peak_bytes_above_baseline'] / 1e6:.0f} MB "
+                  f"above baseline ({memory['measure']}); the pendingsets are "
+                  f"{memory['serialized_pendingset_bytes'] / 1e6:.0f} MB of JSON; {memory['seconds']:.1f} s.", ""]
+    spark = results.get("spark")
+    if spark and "skipped" not in spark:
+        lines += [f"## Spark end to end: {spark['rows']:,} rows, {spark['tasks']} tasks", "",
+                  _row(["protocol", "tasks s", "job commit s", "total s", "requests", "bytes copied"]),
+                  _row(["---"] * 6)]
+        for name, r in spark.items():
+            if isinstance(r, dict) and "phases" in r:
+                lines.append(_row([name, f"{r['phases']['tasks (write)']:.2f}", f"{r['phases']['job commit']:.2f}",
+                                   f"{r['total_seconds']:.2f}", r["total_requests"], r["bytes_copied"]]))
+        lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in spark["ratios"].items()), ""]
+    elif spark:
+        lines += ["## Spark end to end", "", spark["skipped"], ""]
+    path.write_text("\n".join(lines))
+
+
+def write_plots(results: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    scaling = results.get("scaling")
+    if not scaling:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, points in scaling["files_curve"].items():
+        if points:
+            ax.plot([p["files"] for p in points], [p["seconds"] for p in points], marker="o", label=name)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("files")
+    ax.set_ylabel("job commit (s)")
+    ax.set_title(f"Job commit against file count ({results['profile']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "scaling-files.png", dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    points = scaling["threads_curve"]
+    threads = [p["threads"] for p in points]
+    ax.plot(threads, [p["seconds"] for p in points], marker="o", label="magic job commit")
+    ax.plot(threads, [p["bare_pool_seconds"] for p in points], marker="s", label="bare boto3 pool")
+    ax.plot(threads, [p["bound_seconds"] for p in points], linestyle="--", label="bound")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("threads")
+    ax.set_ylabel("seconds")
+    ax.set_title("Job commit against threads")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "scaling-threads.png", dpi=120)
+    plt.close(fig)

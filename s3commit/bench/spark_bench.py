@@ -1,0 +1,45 @@
+"""Spark end to end: one DataFrame written through S3CommitProtocol (magic, directory) and through Spark's
+default protocol (FileOutputCommitter v1, v2) over the same s3a:// FileSystem and simulated S3."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from s3commit.spark_demo import DEFAULT_PROTOCOL, _write
+
+
+def spark_runs(server: Any, bucket: str, *, rows: int, tasks: int) -> dict[str, Any]:
+    from pyspark.sql import SparkSession
+
+    from s3commit.spark import configure
+
+    builder = (SparkSession.builder.master("local[2]").appName("s3commit-bench")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false"))
+    spark = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
+                      access_key="testing", secret_key="testing", threads=32).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    results: dict[str, Any] = {"rows": rows, "tasks": tasks}
+    try:
+        df = (spark.range(rows, numPartitions=tasks)
+              .selectExpr("id", "cast(id % 4 as int) as day", "sha2(cast(id as string), 256) as payload"))
+        runs = [("magic", None), ("directory", None), ("FileOutputCommitter-v1", "1"),
+                ("FileOutputCommitter-v2", "2")]
+        for label, algorithm in runs:
+            print(f"  spark: {label}", flush=True)
+            if algorithm is None:
+                spark.conf.set("fs.s3a.committer.name", label)
+            else:
+                spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
+                spark.conf.set("mapreduce.fileoutputcommitter.algorithm.version", algorithm)
+            report = _write(spark, server, df, f"s3a://{bucket}/spark-{label.lower()}", label)
+            results[label] = {"phases": report.phases, "total_seconds": report.total, "files": report.files,
+                              "bytes": report.bytes, "bytes_copied": report.bytes_copied,
+                              "requests": report.requests, "total_requests": sum(report.requests.values())}
+    finally:
+        spark.stop()
+    results["ratios"] = {
+        "total_v1_over_magic": results["FileOutputCommitter-v1"]["total_seconds"] / results["magic"]["total_seconds"],
+        "job_commit_v1_over_magic": results["FileOutputCommitter-v1"]["phases"]["job commit"]
+        / max(1e-9, results["magic"]["phases"]["job commit"]),
+    }
+    return results
