@@ -1,0 +1,40 @@
+"""The benchmark's smoke run: it must run and write its results (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from s3commit.bench import main
+
+COMMITTERS = {"magic", "directory", "partitioned", "rename-v1", "rename-v2"}
+
+
+def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
+    assert main(["--quick", "--sections", "commit,memory", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "quick.json").read_text())
+    committers = results["commit"]["committers"]
+    assert set(committers) == COMMITTERS
+    for name, run in committers.items():
+        assert run["files"] == 40 and run["job_commit_seconds"] > 0, name
+        if name.startswith("rename"):
+            assert run["bytes_copied"] > 0, name
+        else:
+            assert run["bytes_copied"] == 0, name
+    assert committers["rename-v1"]["bytes_copied"] == 2 * 40 * 64 * 1024  # every byte copied twice
+    assert committers["magic"]["requests"]["CompleteMultipartUpload"] == 40
+    assert set(results["commit"]["ratios"]) == {"job_commit_rename_v1_over_magic", "total_rename_v1_over_magic",
+                                                "magic_task_commit_64MiB_over_1MiB"}
+    assert results["memory"]["completed"] == results["memory"]["uploads"] == 2000
+    assert "## Commit phase" in (tmp_path / "quick.md").read_text()
+
+
+@pytest.mark.slow
+def test_quick_run_of_every_section(tmp_path):
+    assert main(["--quick", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "quick.json").read_text())
+    assert {"commit", "scaling", "memory", "spark"} <= set(results)
+    assert "skipped" not in results["spark"]
+    assert results["spark"]["magic"]["bytes_copied"] == 0
+    assert results["spark"]["FileOutputCommitter-v1"]["bytes_copied"] > 0
