@@ -140,6 +140,8 @@ class JobCommitError(S3CommitError):
         failures: (``s3://bucket/key``, exception) for each upload that failed.
         reverted: how many completed uploads were deleted again.
         aborted: how many uploads were aborted.
+        not_rolled_back: how many uploads (or unreadable pendingsets) the roll-back could not undo; when
+            non-zero the job directory and its journal are kept for ``s3commit recover --abort``.
     """
 
     def __init__(
@@ -149,10 +151,12 @@ class JobCommitError(S3CommitError):
         failures: Sequence[tuple[str, BaseException]] = (),
         reverted: int = 0,
         aborted: int = 0,
+        not_rolled_back: int = 0,
     ) -> None:
         self.failures = list(failures)
         self.reverted = reverted
         self.aborted = aborted
+        self.not_rolled_back = not_rolled_back
         first = f"; first failure: {self.failures[0][1]}" if self.failures else ""
         super().__init__(f"{message} ({reverted} completed uploads reverted, {aborted} aborted){first}")
 

@@ -21,6 +21,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
@@ -47,6 +48,7 @@ from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
@@ -88,6 +90,7 @@ class CommitStats:
     reverted: int = 0
     deleted_by_overwrite: int = 0
     orphans_aborted: int = 0
+    undo_failed: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
 
 
@@ -234,68 +237,49 @@ class JobCommit:
             self.stats.completed += 1
 
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str], *, stop: threading.Event) -> None:
-        """Complete every upload; stop submitting at the first failure and re-raise it.
-
-        At most ``threads × IN_FLIGHT_PER_THREAD`` completions are queued, and a finished one leaves no trace
-        but its key in ``_committed``: memory stays flat however many uploads the job has.
-        """
+        """Complete every upload; stop submitting at the first failure and re-raise it."""
         limiter = RateLimiter(self.options.rate_limit)
-        window = threading.Semaphore(self.options.pool_size * IN_FLIGHT_PER_THREAD)
-        pending: set[Future[None]] = set()
-        failures: list[BaseException] = []
-        lock = threading.Lock()
-
-        def run(commit: PendingUpload) -> None:
-            if not stop.is_set():
-                self._complete_one(limiter, commit)
-
-        def finished(future: Future[None]) -> None:
-            error = future.exception()
-            with lock:
-                pending.discard(future)
-                if error is not None:
-                    failures.append(error)
-                    stop.set()
-            window.release()
-
-        for key in keys:
-            for commit in self._load(key).commits:
-                if stop.is_set():
-                    break
-                window.acquire()
-                future = pool.submit(run, commit)
-                with lock:
-                    pending.add(future)
-                future.add_done_callback(finished)
-            if stop.is_set():
-                break
-        with lock:
-            outstanding = list(pending)
-        wait(outstanding)
+        failures = _bounded_map(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c),
+                                window=self.options.pool_size * IN_FLIGHT_PER_THREAD, stop=stop)
         if failures:
             raise failures[0]
 
-    def roll_back(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
-        """Abort every upload not completed and delete every completed one (after a failure)."""
+    def _uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        for key in keys:
+            yield from self._load(key).commits
+
+    def roll_back(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> int:
+        """Abort every upload not completed and delete every completed one (after a failure).
+
+        Returns how many uploads could not be undone (their failures are logged).
+        """
         def undo(commit: PendingUpload) -> None:
-            if self._committed.get(commit.destination_key) == commit.upload_id:
-                if revert_upload_quietly(self.store, commit.bucket, commit.destination_key):
-                    with self._lock:
-                        self.stats.reverted += 1
-            elif abort_upload_quietly(self.store, commit.bucket, commit.destination_key, commit.upload_id):
-                with self._lock:
+            completed = self._committed.get(commit.destination_key) == commit.upload_id
+            if completed:
+                done = revert_upload_quietly(self.store, commit.bucket, commit.destination_key)
+            else:
+                done = abort_upload_quietly(self.store, commit.bucket, commit.destination_key, commit.upload_id)
+            with self._lock:
+                if not done:
+                    self.stats.undo_failed += 1
+                elif completed:
+                    self.stats.reverted += 1
+                else:
                     self.stats.aborted += 1
 
-        futures = []
-        for key in keys:
-            try:
-                pendingset = self._load(key)
-            except Exception as err:  # an unreadable pendingset: its uploads are left to the sweep
-                log.warning("roll back: cannot read %s: %s", key, err)
-                continue
-            futures += [pool.submit(undo, c) for c in pendingset.commits
-                        if c.bucket == self.dest.bucket and self.dest.contains_key(c.destination_key)]
-        wait(futures)
+        def ours() -> Iterator[PendingUpload]:
+            for key in keys:
+                try:
+                    pendingset = self._load(key)
+                except Exception as err:  # an unreadable pendingset: its uploads are left to the sweep
+                    log.warning("roll back: cannot read %s: %s", key, err)
+                    self.stats.undo_failed += 1
+                    continue
+                yield from (c for c in pendingset.commits
+                            if c.bucket == self.dest.bucket and self.dest.contains_key(c.destination_key))
+
+        _bounded_map(pool, ours(), undo, window=self.options.pool_size * IN_FLIGHT_PER_THREAD)
+        return self.stats.undo_failed
 
     # --- steps 4-6 ------------------------------------------------------------------------------
 
@@ -364,13 +348,19 @@ class JobCommit:
             try:
                 self.complete_all(pool, keys, stop=stop)
             except BaseException as err:
-                self.roll_back(pool, keys)
-                if self.options.journal:
+                left = self.roll_back(pool, keys)
+                message = f"job {self.job_id} commit to {self.dest} failed"
+                if left:
+                    # Keep the journal: it is how `s3commit recover --abort` finds what is still to undo.
+                    message += (f"; {left} uploads or pendingsets could not be rolled back (see the log): run "
+                                f"`s3commit recover {self.dest} --job {self.job_id} --abort`")
+                elif self.options.journal:
                     revert_upload_quietly(self.store, bucket, self.layout.journal_key)
                 failed = [(getattr(err, "key", None) or "?", err)]
-                raise JobCommitError(f"job {self.job_id} commit to {self.dest} failed",
+                raise JobCommitError(message,
                                      failures=[(f"s3://{bucket}/{k}", e) for k, e in failed],
-                                     reverted=self.stats.reverted, aborted=self.stats.aborted) from err
+                                     reverted=self.stats.reverted, aborted=self.stats.aborted,
+                                     not_rolled_back=left) from err
             self.stats.timings_ms["complete"] = _ms(t0)
         t0 = time.monotonic()
         self.apply_overwrite(plan)
@@ -380,11 +370,56 @@ class JobCommit:
         if self.options.success_marker:
             self.store.put_object(bucket, self.layout.success_key, success.to_json(),
                                   content_type="application/json")
-        t0 = time.monotonic()
-        self.cleanup()
+        try:
+            self.cleanup()
+        except S3CommitError as err:
+            # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
+            # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
+            log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
+                        "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
+
+
+def _bounded_map(pool: ThreadPoolExecutor, items: Iterable[T], fn: Callable[[T], None], *, window: int,
+                 stop: threading.Event | None = None) -> list[BaseException]:
+    """Run ``fn`` on every item in ``pool`` with at most ``window`` queued; return the failures.
+
+    A finished call leaves no trace (no future is kept), so memory stays flat however many items there are.
+    With ``stop``, the first failure sets it and no more items are started.
+    """
+    slots = threading.Semaphore(window)
+    pending: set[Future[None]] = set()
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(item: T) -> None:
+        if stop is None or not stop.is_set():
+            fn(item)
+
+    def finished(future: Future[None]) -> None:
+        error = future.exception()
+        with lock:
+            pending.discard(future)
+            if error is not None:
+                failures.append(error)
+                if stop is not None:
+                    stop.set()
+        slots.release()
+
+    for item in items:
+        if stop is not None and stop.is_set():
+            break
+        slots.acquire()
+        future = pool.submit(run, item)
+        with lock:
+            pending.add(future)
+        future.add_done_callback(finished)
+    with lock:
+        outstanding = list(pending)
+    wait(outstanding)
+    return failures
 
 
 def _ms(since: float) -> int:

@@ -119,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     {"tasks": 20, "files": 2000, "file_size": 1 << 20, "threads": 32, "repeats": 3})
     scaling_sizes = ({"file_counts": [20, 60], "rename_max_files": 60, "threads": 16, "threads_files": 60,
                       "thread_counts": [4, 16]} if quick else
-                     {"file_counts": [100, 1000, 5000], "rename_max_files": 1000, "threads": 32,
+                     {"file_counts": [100, 1000, 3000, 10000], "rename_max_files": 3000, "threads": 32,
                       "threads_files": 2000, "thread_counts": [4, 8, 16, 32, 64]})
     results: dict[str, Any] = {"machine": _machine(), "profile": args.profile, "quick": quick,
                                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}

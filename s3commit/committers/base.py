@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from s3commit.config import CommitterOptions
-from s3commit.errors import CommitStateError, ConfigError
+from s3commit.errors import CommitStateError, ConfigError, JobCommitError
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
 from s3commit.operations import delete_prefix, pendingset_keys_under, recorded_upload_ids, sweep_job_uploads
@@ -178,6 +178,14 @@ class Committer(ABC):
                            committer=self.name, options=self.options, job_id_source=self.job_id_source)
         try:
             success = engine.run(list(keys), plan, accepted_attempts=keys)
+        except JobCommitError as err:
+            if err.not_rolled_back:
+                # The roll-back was refused in part: keep the job directory (journal and pendingsets), the
+                # record `s3commit recover --abort` needs to finish it.
+                self._state = "aborted"
+            else:
+                self._abort_job_quietly()
+            raise
         except Exception:
             self._abort_job_quietly()
             raise

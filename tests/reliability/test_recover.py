@@ -141,3 +141,71 @@ def test_roll_back_leaves_the_uploads_of_other_jobs_alone(s3_sim, s3_bucket):
     assert [u.upload_id for u in list_pending_uploads(raw, s3_bucket)] == [other]
     raw.abort_multipart_upload(Bucket=s3_bucket, Key="out/other-job-file.txt", UploadId=other)
     assert_clean(raw, s3_bucket)
+
+
+class FlakyCleanupStore(RefusingAbortStore):
+    """Denies deletes (as a role without s3:DeleteObject on the job directory would) and, optionally, the
+    completion of one upload."""
+
+    deny_deletes = False
+    refuse_complete: str | None = None
+
+    def _deny(self, operation, bucket, key="", upload_id=None):
+        raise AccessDeniedError("Access Denied", operation=operation, bucket=bucket, key=key, upload_id=upload_id,
+                                code="AccessDenied")
+
+    def delete_objects(self, bucket, keys):
+        if self.deny_deletes:
+            self._deny("DeleteObjects", bucket)
+        return super().delete_objects(bucket, keys)
+
+    def delete_object(self, bucket, key):
+        if self.deny_deletes:
+            self._deny("DeleteObject", bucket, key)
+        super().delete_object(bucket, key)
+
+    def complete_multipart_upload(self, bucket, key, upload_id, *args, **kwargs):
+        if upload_id == self.refuse_complete:
+            self._deny("CompleteMultipartUpload", bucket, key, upload_id)
+        return super().complete_multipart_upload(bucket, key, upload_id, *args, **kwargs)
+
+
+def test_a_job_committed_whose_clean_up_fails_reports_success_and_recover_finishes_the_clean_up(s3_sim, s3_bucket):
+    store = FlakyCleanupStore(store_options(s3_sim))
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=2, files=2)
+    messages = run_tasks(committer, spec)
+    store.deny_deletes = True
+    # When: the clean-up after _SUCCESS is refused, the job still succeeds: its output is committed.
+    success = committer.commit_job(messages)
+    assert success.job_id == committer.job_id
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "all"
+    assert success_json(raw, s3_bucket)["jobId"] == committer.job_id
+    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    # Then: once deletes are allowed, recover finishes the clean-up and changes no output.
+    store.deny_deletes = False
+    report = recover(store, committer.dest, committer.job_id)
+    assert report.action in (RecoveryAction.FINISHED, RecoveryAction.CLEANED_UP)
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "all"
+    assert_clean(raw, s3_bucket)
+
+
+def test_a_failed_job_commit_whose_roll_back_is_refused_in_part_keeps_its_journal(s3_sim, s3_bucket):
+    store = FlakyCleanupStore(store_options(s3_sim))
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("directory", f"s3://{s3_bucket}/out", store=store, threads=2)
+    messages = run_tasks(committer, JobSpec(tasks=2, files=2))
+    victim = load_pendingset(store, s3_bucket, messages[-1].pendingset_key).commits[-1].upload_id
+    store.refuse_complete = store.refuse = victim
+    # When: one upload can be neither completed nor aborted.
+    with pytest.raises(JobCommitError, match=r"1 uploads or pendingsets could not be rolled back.*recover .*--abort"):
+        committer.commit_job(messages)
+    # Then: nothing is visible, and the journal is kept so recover --abort can finish the roll back.
+    assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
+    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    store.refuse = None
+    report = recover(store, committer.dest, committer.job_id, abort=True)
+    assert report.action is RecoveryAction.ROLLED_BACK
+    assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
+    assert_clean(raw, s3_bucket)
