@@ -57,7 +57,8 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
 
 
 def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: str,
-                    fresh: Callable[[], None]) -> dict[str, Any]:
+                    fresh: Callable[[], None], set_profile: Callable[[str], object],
+                    profile: str) -> dict[str, Any]:
     files_curve: dict[str, list[dict[str, float]]] = {"magic": [], "rename-v1": [], "bare-pool": []}
     threads = sizes["threads"]
     for count in sizes["file_counts"]:
@@ -83,6 +84,15 @@ def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: 
         bare = bare_pool_completes(endpoint, bucket, files=count, threads=n)
         threads_curve.append({"threads": n, "seconds": magic.job_commit_seconds, "bare_pool_seconds": bare,
                               "bound_seconds": count * COMPLETE_LATENCY / n})
+    # What the simulated S3 itself can do on this machine: the same Completes with no latency added, so the
+    # server's own CPU time (moto and the proxy are Python processes) is the only cost.
+    print(f"  scaling: {count} files, {max(sizes['thread_counts'])} threads, no added latency", flush=True)
+    fresh()
+    set_profile("none")
+    try:
+        ceiling = bare_pool_completes(endpoint, bucket, files=count, threads=max(sizes["thread_counts"]))
+    finally:
+        set_profile(profile)
     largest = files_curve["magic"][-1]
     bare_largest = files_curve["bare-pool"][-1]
     return {
@@ -92,6 +102,8 @@ def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: 
             "magic_job_commit_over_bound": largest["seconds"] / (largest["files"] * COMPLETE_LATENCY / threads),
         },
         "bound": f"files x {COMPLETE_LATENCY * 1000:.0f} ms / threads",
+        "server_ceiling": {"files": count, "threads": max(sizes["thread_counts"]), "seconds": ceiling,
+                           "completes_per_second": count / ceiling},
     }
 
 
@@ -136,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "commit" in sections:
             results["commit"] = section_commit(server.endpoint_url, bucket, commit_sizes, staging, fresh)
         if "scaling" in sections:
-            results["scaling"] = section_scaling(server.endpoint_url, bucket, scaling_sizes, staging, fresh)
+            results["scaling"] = section_scaling(server.endpoint_url, bucket, scaling_sizes, staging, fresh,
+                                                 lambda p: server.configure(profile=p), args.profile)
         if "memory" in sections:
             print("  memory: job commit of pending uploads in an in-memory store", flush=True)
             results["memory"] = memory_run(uploads=2000 if quick else 100_000, pendingsets=20 if quick else 1000)
