@@ -171,9 +171,21 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
     for key, value in options.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     # Every JVM starts its sidecar with this Python (the driver inherits the environment at launch).
-    os.environ.setdefault("S3COMMIT_PYTHON", sys.executable)
-    builder = builder.config("spark.executorEnv.S3COMMIT_PYTHON", os.environ["S3COMMIT_PYTHON"])
+    python = sidecar_python(getattr(builder, "_options", {}))
+    os.environ["S3COMMIT_PYTHON"] = python
+    builder = builder.config("spark.executorEnv.S3COMMIT_PYTHON", python)
     return builder
+
+
+def sidecar_python(spark_options: dict[str, str]) -> str:
+    """The Python every sidecar runs: ``S3COMMIT_PYTHON``, else the one PySpark's workers use
+    (``spark.pyspark.python``, ``PYSPARK_PYTHON``), else this interpreter (it has s3commit: it runs this).
+    Empty values count as unset."""
+    for candidate in (os.environ.get("S3COMMIT_PYTHON"), spark_options.get("spark.pyspark.python"),
+                      os.environ.get("PYSPARK_PYTHON")):
+        if candidate:
+            return candidate
+    return sys.executable
 
 
 def main(argv: list[str] | None = None) -> int:

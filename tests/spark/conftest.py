@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -50,4 +51,5 @@ def committer(spark, request):
 
 @pytest.fixture(autouse=True)
 def _python_for_children(monkeypatch):
-    monkeypatch.setenv("S3COMMIT_PYTHON", os.environ.get("S3COMMIT_PYTHON", ""))
+    # Child Pythons (and their JVMs) start sidecars with this interpreter; restored after each test.
+    monkeypatch.setenv("S3COMMIT_PYTHON", os.environ.get("S3COMMIT_PYTHON") or sys.executable)
