@@ -34,16 +34,30 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
                    fresh: Callable[[], None]) -> dict[str, Any]:
     results = {}
     for name in ("magic", "directory", "partitioned", "rename-v1", "rename-v2"):
-        fresh()
-        print(f"  commit: {name} ({sizes['files']} files x {sizes['file_size']} bytes in {sizes['tasks']} tasks)",
-              flush=True)
-        results[name] = run_job(endpoint, bucket, name, tasks=sizes["tasks"], files=sizes["files"],
-                                file_size=sizes["file_size"], threads=sizes["threads"],
-                                staging_dir=staging).summary()
+        # magic's job commit is CPU-bound on the simulated S3 (noisy on a shared machine): it is repeated and
+        # the run with the median job commit reported; the rename baseline is latency-bound (sleeps).
+        measured: list[dict[str, Any]] = []
+        for _ in range(sizes["repeats"] if name == "magic" else 1):
+            fresh()
+            print(f"  commit: {name} ({sizes['files']} files x {sizes['file_size']} bytes in {sizes['tasks']} "
+                  "tasks)", flush=True)
+            measured.append(run_job(endpoint, bucket, name, tasks=sizes["tasks"], files=sizes["files"],
+                                    file_size=sizes["file_size"], threads=sizes["threads"],
+                                    staging_dir=staging).summary())
+        measured.sort(key=lambda r: r["job_commit_seconds"])
+        results[name] = measured[len(measured) // 2] | {
+            "job_commit_runs": [r["job_commit_seconds"] for r in measured]}
+    # The limit for these objects: a bare boto3 pool completing as many uploads of the same size.
+    fresh()
+    print(f"  commit: bare boto3 pool, {sizes['files']} Completes of {sizes['file_size']} bytes", flush=True)
+    bare = bare_pool_completes(endpoint, bucket, files=sizes["files"], threads=sizes["threads"],
+                               file_size=sizes["file_size"])
     magic, rename = results["magic"], results["rename-v1"]
     ratios = {
         "job_commit_rename_v1_over_magic": rename["job_commit_seconds"] / magic["job_commit_seconds"],
         "total_rename_v1_over_magic": rename["total_seconds"] / magic["total_seconds"],
+        "magic_job_commit_over_bare_pool": magic["job_commit_seconds"] / bare,
+        "rename_v1_job_commit_over_bare_pool": rename["job_commit_seconds"] / bare,
     }
     # Task commit independent of bytes: one task of a few files, 1 MiB vs 64 MiB per task.
     task_sizes = {}
@@ -53,7 +67,8 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
                         staging_dir=staging).task_commit_seconds[0] for _ in range(sizes["repeats"])]
         task_sizes[label] = min(runs)
     ratios["magic_task_commit_64MiB_over_1MiB"] = task_sizes["64MiB"] / task_sizes["1MiB"]
-    return {"sizes": sizes, "committers": results, "magic_task_commit_seconds": task_sizes, "ratios": ratios}
+    return {"sizes": sizes, "committers": results, "magic_task_commit_seconds": task_sizes,
+            "bare_pool_seconds": bare, "ratios": ratios}
 
 
 def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: str,

@@ -30,6 +30,13 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                                f"{r['job_commit_seconds']:.2f}", f"{r['total_seconds']:.2f}", r["total_requests"],
                                f"{r['requests_per_file']:.2f}", r["bytes_copied"],
                                f"{r['job_commit_peak_bytes'] / 1e6:.1f}"]))
+        runs = commit["committers"]["magic"].get("job_commit_runs", [])
+        if len(runs) > 1:
+            lines += ["", f"magic's job commit in {len(runs)} runs: "
+                      + ", ".join(f"{x:.2f}" for x in runs) + " s (the median run is shown)."]
+        if "bare_pool_seconds" in commit:
+            lines += ["", f"A bare boto3 pool of {s['threads']} threads completing {s['files']} uploads of "
+                      f"{s['file_size']} bytes on the same server: {commit['bare_pool_seconds']:.2f} s."]
         lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
         for name, r in commit["committers"].items():
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))

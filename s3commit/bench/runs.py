@@ -138,16 +138,18 @@ class RssSampler:
         return self.peak - self.start
 
 
-def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: int) -> float:
-    """The limit: a bare boto3 thread pool completing ``files`` uploads (prepared first, not timed)."""
+def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: int, file_size: int = 1) -> float:
+    """The limit: a bare boto3 thread pool completing ``files`` uploads of one ``file_size`` part each
+    (prepared first, not timed)."""
     store = store_for(endpoint_url, pool=max(64, threads * 2))
     client = store.client
     prefix = f"bare-{uuid.uuid4().hex[:8]}"
+    payload = b"x" * file_size
 
     def prepare(n: int) -> tuple[str, str, str]:
         key = f"{prefix}/part-{n:05d}.bin"
         upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"x")["ETag"]
+        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=payload)["ETag"]
         return key, upload_id, etag
 
     with ThreadPoolExecutor(32) as pool:
