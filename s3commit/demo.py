@@ -7,7 +7,8 @@ commit costs one Complete per file and copies nothing; the rename commit copies 
 
 Engines: ``spark`` (PySpark through ``S3CommitProtocol`` vs Spark's default FileOutputCommitter protocol;
 needs pyspark and a JDK) and ``python`` (pyarrow Parquet through the Python API). ``auto`` picks Spark when
-it is usable. With ``--endpoint-url``/``--bucket`` it runs against a real S3 (or any S3 endpoint) instead.
+it is usable. With ``--bucket`` (and ``--endpoint-url`` for an S3 other than AWS's) it runs against that S3
+instead, with credentials from boto3's chain; requests are then counted at the client.
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ def run_python_write(store: S3Store, dest: str, committer_name: str, *, tasks: i
     return report
 
 
-def print_report(reports: Sequence[RunReport], *, out: Any = sys.stdout) -> None:
-    """The summary a user wants: time per phase, requests by type, bytes copied, files, _SUCCESS."""
+def print_report(reports: Sequence[RunReport], *, out: Any = None) -> None:
+    """The summary a user wants: time per phase, requests by type, bytes copied, files, _SUCCESS; to ``out``
+    (default: ``sys.stdout`` at the time of the call)."""
     def line(text: str = "") -> None:
-        print(text, file=out)
+        print(text, file=out or sys.stdout)
 
     phases = list(dict.fromkeys(p for r in reports for p in r.phases))
     width = max(len(r.label) for r in reports) + 2
@@ -162,10 +164,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--endpoint-url", help="use this S3 endpoint instead of the embedded one")
-    parser.add_argument("--bucket", help="bucket to write to (required with --endpoint-url or real S3)")
+    parser.add_argument("--bucket",
+                        help="a bucket of a real S3 to write to (AWS unless --endpoint-url) instead of the embedded S3")
     parser.add_argument("--region")
     args = parser.parse_args(argv)
 
+    if args.endpoint_url and not args.bucket:
+        parser.error("--bucket is required with --endpoint-url")
     engine = args.engine
     if engine == "auto":
         engine = "spark" if _spark_usable() else "python"
@@ -175,9 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_spark_demo(args)
 
     server = None
-    if args.endpoint_url or args.bucket:
-        if not args.bucket:
-            parser.error("--bucket is required with --endpoint-url")
+    if args.bucket:
         options = StoreOptions(endpoint_url=args.endpoint_url, region=args.region, path_style=bool(args.endpoint_url))
         bucket = args.bucket
     else:

@@ -1,18 +1,22 @@
 """The PySpark half of ``s3commit demo``: the same DataFrame written through ``S3CommitProtocol`` (magic) and
 through Spark's default rename-based protocol (FileOutputCommitter v1) over the same s3a:// FileSystem and
-the same simulated S3, with the summary a user wants: time per phase, requests by type, bytes copied,
-files committed, and the ``_SUCCESS`` summary.
+the same S3 (the embedded, simulated one, or a real one), with the summary a user wants: time per phase,
+requests by type, bytes copied, files committed, and the ``_SUCCESS`` summary.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 import uuid
 from typing import Any
 
+from s3commit.config import StoreOptions
 from s3commit.demo import RunReport, print_report
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
@@ -65,54 +69,101 @@ def _job_seconds(spark: Any, description: str) -> float:
     return 0.0
 
 
-def _write(spark: Any, server: Any, df: Any, dest: str, label: str) -> RunReport:
+class ServerMeter:
+    """Counts a write's requests where they arrive: the embedded S3's own statistics."""
+
+    def __init__(self, server: Any) -> None:
+        self._server = server
+
+    def start(self) -> None:
+        self._server.reset_stats()
+
+    def read(self) -> tuple[dict[str, int], int]:
+        stats = self._server.stats()
+        return dict(stats.requests), stats.copy_bytes
+
+
+class SidecarMeter:
+    """Counts a write's requests at the client, for an S3 whose statistics we cannot see: the sidecar of
+    this JVM makes every S3 request of a ``local`` session (the s3a:// FileSystem's and the committers')."""
+
+    def __init__(self, spark: Any) -> None:
+        self._jvm = spark._jvm
+        self._before: dict[str, Any] = {}
+
+    def _counters(self) -> dict[str, Any]:
+        return dict(json.loads(self._jvm.s3commit.bridge.Sidecar.countersJson()))
+
+    def start(self) -> None:
+        self._before = self._counters()
+
+    def read(self) -> tuple[dict[str, int], int]:
+        after, before = self._counters(), self._before
+        requests = {op: n - before["requests"].get(op, 0) for op, n in after["requests"].items()
+                    if n > before["requests"].get(op, 0)}
+        return requests, after["bytes_copied"] - before["bytes_copied"]
+
+
+def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store, df: Any, dest: str,
+                   label: str) -> RunReport:
+    """Write ``df`` partitioned by ``day`` to ``dest`` through the session's current protocol; what it cost
+    (tasks and job commit time, requests by ``meter``, bytes copied) and what it left (files, ``_SUCCESS``,
+    read through ``store``)."""
     description = f"s3commit-demo-{label}-{uuid.uuid4().hex[:6]}"
     spark.sparkContext.setJobDescription(description)
-    server.reset_stats()
+    meter.start()
     started = time.perf_counter()
     df.write.partitionBy("day").parquet(dest)
     total = time.perf_counter() - started
     spark.sparkContext.setJobDescription(None)
-    stats = server.stats()
-    tasks = _job_seconds(spark, description)
     report = RunReport(label)
+    report.requests, report.bytes_copied = meter.read()
+    tasks = _job_seconds(spark, description)
     report.phases = {"tasks (write)": tasks, "job commit": max(0.0, total - tasks)}  # commit + driver work
-    report.requests = dict(stats.requests)
-    report.bytes_copied = stats.copy_bytes
-    bucket, _, prefix = dest[len("s3a://"):].partition("/")
-    client = server.client()
-    sizes = [o["Size"] for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
-             for o in page.get("Contents", []) if not o["Key"].endswith("_SUCCESS")]
+    uri = S3Uri.from_location(dest)
+    sizes = [o.size for o in store.list_objects(uri.bucket, uri.prefix) if not o.key.endswith("/_SUCCESS")]
     report.files, report.bytes = len(sizes), sum(sizes)
-    marker = client.get_object(Bucket=bucket, Key=f"{prefix}/_SUCCESS")["Body"].read()
+    marker = store.get_object(uri.bucket, uri.child("_SUCCESS").key)
     report.success = json.loads(marker) if marker else None
     return report
 
 
 def run_spark_demo(args: argparse.Namespace) -> int:
+    """The demo on the embedded S3, or with ``args.bucket`` on the S3 at ``args.endpoint_url`` (AWS when
+    unset), with credentials from boto3's chain in the sidecar. Returns the exit code."""
     from pyspark.sql import SparkSession
 
     from s3commit.spark import configure
     from s3commit.testing.server import S3TestServer
 
-    if args.endpoint_url or args.bucket:
-        print("the Spark demo runs against the embedded S3 only; use --engine python for another endpoint")
-        return 2
-    with S3TestServer(profile=args.profile) as server:
-        bucket = server.create_bucket("s3commit-demo")
-        print(f"embedded S3 at {server.endpoint_url} (moto on 127.0.0.1, latency profile {args.profile})")
+    with contextlib.ExitStack() as stack:
+        if args.bucket:
+            bucket, endpoint, region = args.bucket, args.endpoint_url, args.region
+            store_options = StoreOptions(endpoint_url=endpoint, region=region, path_style=bool(endpoint))
+            access_key = secret_key = None  # boto3's chain, in the sidecar and here
+            server = None
+            print(f"S3 at {endpoint or 'AWS'}, bucket {bucket} (requests counted by the client)")
+        else:
+            server = stack.enter_context(S3TestServer(profile=args.profile))
+            bucket, endpoint, region = server.create_bucket("s3commit-demo"), server.endpoint_url, "us-east-1"
+            access_key = secret_key = "testing"
+            store_options = StoreOptions(endpoint_url=endpoint, region=region, path_style=True,
+                                         access_key=access_key, secret_key=secret_key)
+            print(f"embedded S3 at {endpoint} (moto on 127.0.0.1, latency profile {args.profile})")
+        store = S3Store(store_options)
         builder = (SparkSession.builder.master("local[2]").appName("s3commit-demo")
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", str(args.tasks)))
-        builder = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
-                            access_key="testing", secret_key="testing", threads=args.threads)
+        builder = configure(builder, committer="magic", endpoint_url=endpoint, region=region,
+                            access_key=access_key, secret_key=secret_key, threads=args.threads)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        meter = ServerMeter(server) if server is not None else SidecarMeter(spark)
+        run = uuid.uuid4().hex[:8]
         try:
             day = f"concat('2026-11-', lpad(cast(id % {args.partitions} + 1 as string), 2, '0')) as day"
             df = (spark.range(args.rows, numPartitions=args.tasks)
                   .selectExpr("id", day, "id * 0.5 as value", "sha2(cast(id as string), 256) as payload"))
-            run = uuid.uuid4().hex[:8]
             labels = ["magic", "FileOutputCommitter-v1"]
             cold = warm_up(spark, df, f"s3a://{bucket}/warm-up-{run}", labels)
             print(f"warmed up (JVM, sidecar start: first small write {cold:.1f} s)", flush=True)
@@ -121,9 +172,12 @@ def run_spark_demo(args: argparse.Namespace) -> int:
             reports = []
             for label in labels:
                 use_protocol(spark, label)
-                reports.append(_write(spark, server, df, f"s3a://{bucket}/demo-{run}/{label.lower()}", label))
+                dest = f"s3a://{bucket}/demo-{run}/{label.lower()}"
+                reports.append(measured_write(spark, meter, store, df, dest, label))
         finally:
             spark.stop()
         print()
         print_report(reports)
+        if args.bucket:
+            print(f"\noutput left in s3://{bucket}/demo-{run}/ and s3://{bucket}/warm-up-{run}/")
     return 0

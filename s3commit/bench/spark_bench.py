@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from s3commit.spark_demo import _write, use_protocol, warm_up
+from s3commit.config import StoreOptions
+from s3commit.spark_demo import ServerMeter, measured_write, use_protocol, warm_up
+from s3commit.store import S3Store
 
 
 def spark_runs(server: Any, bucket: str, *, rows: int, tasks: int) -> dict[str, Any]:
@@ -18,6 +20,8 @@ def spark_runs(server: Any, bucket: str, *, rows: int, tasks: int) -> dict[str, 
     spark = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
                       access_key="testing", secret_key="testing", threads=32).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    store = S3Store(StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
+                                 access_key="testing", secret_key="testing"))
     results: dict[str, Any] = {"rows": rows, "tasks": tasks}
     try:
         df = (spark.range(rows, numPartitions=tasks)
@@ -28,7 +32,8 @@ def spark_runs(server: Any, bucket: str, *, rows: int, tasks: int) -> dict[str, 
         for label in labels:
             print(f"  spark: {label}", flush=True)
             use_protocol(spark, label)
-            report = _write(spark, server, df, f"s3a://{bucket}/spark-{label.lower()}", label)
+            report = measured_write(spark, ServerMeter(server), store, df, f"s3a://{bucket}/spark-{label.lower()}",
+                                    label)
             results[label] = {"phases": report.phases, "total_seconds": report.total, "files": report.files,
                               "bytes": report.bytes, "bytes_copied": report.bytes_copied,
                               "requests": report.requests, "total_requests": sum(report.requests.values())}

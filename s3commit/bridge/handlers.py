@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
@@ -69,6 +70,7 @@ class BridgeHandlers:
             "fs.abort_write": self.fs_abort_write,
             "job.setup": self.job_setup, "job.commit": self.job_commit, "job.abort": self.job_abort,
             "task.setup": self.task_setup, "task.commit": self.task_commit, "task.abort": self.task_abort,
+            "stats": self.stats,
         }
 
     # --- configuration --------------------------------------------------------------------------
@@ -91,6 +93,18 @@ class BridgeHandlers:
 
     def _options(self, req: dict[str, Any]) -> CommitterOptions:
         return CommitterOptions.from_hadoop_conf(self._confs[req["conf_id"]])
+
+    def stats(self, _req: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        """The S3 requests this sidecar has made, by operation, summed over its stores (counted at the
+        client: a retried request counts once per attempt), with the bytes uploaded and copied."""
+        with self._lock:
+            snapshots = [store.counters.snapshot() for store in self._stores.values()]
+        requests: Counter[str] = Counter()
+        for snapshot in snapshots:
+            requests.update(snapshot["requests"])
+        return {"requests": dict(requests),
+                "bytes_uploaded": sum(s["bytes_uploaded"] for s in snapshots),
+                "bytes_copied": sum(s["bytes_copied"] for s in snapshots)}, b""
 
     # --- filesystem -----------------------------------------------------------------------------
 

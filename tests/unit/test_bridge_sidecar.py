@@ -110,6 +110,10 @@ def test_filesystem_calls_against_s3(sidecar, s3_server, s3_bucket):
     assert call(sock, "fs.stat", conf_id=conf_id, path=f"s3a://{s3_bucket}/moved/file #1.txt")[0]["length"] == 11
     assert call(sock, "fs.delete", conf_id=conf_id, path=f"s3a://{s3_bucket}/moved", recursive=True)[0]["deleted"]
     assert call(sock, "fs.stat", conf_id=conf_id, path=f"s3a://{s3_bucket}/moved")[0]["ok"] is False
+    # and the sidecar counted every request it made, for the JVM to read (Sidecar.countersJson)
+    stats = call(sock, "stats")[0]
+    assert stats["requests"]["CopyObject"] == 1 and stats["requests"]["HeadObject"] >= 3
+    assert stats["bytes_copied"] == 11 and stats["bytes_uploaded"] == 11
 
 
 def test_many_threads_call_at_once(sidecar):

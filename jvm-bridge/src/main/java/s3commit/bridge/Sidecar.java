@@ -146,6 +146,15 @@ public final class Sidecar {
     }
   }
 
+  /**
+   * The S3 requests this JVM's sidecar has made so far, by operation, with the bytes uploaded and copied
+   * server-side, as JSON (counted at the client; a retried request counts once per attempt). For tools
+   * and demos reading the cost of a write from Python, e.g. through py4j.
+   */
+  public static String countersJson() throws IOException {
+    return JSON.writeValueAsString(get().call("stats", Map.of()).header);
+  }
+
   /** The sidecar's process id, for diagnostics. */
   public long pid() {
     return process.pid();
