@@ -1,9 +1,10 @@
 """The job commit engine (DESIGN §5): validate, journal, complete in parallel, overwrite, mark, clean up.
 
 1. Load every pendingset (in parallel) and validate it: format, job id, bucket, every key under the
-   destination and outside any scratch directory, no key written twice. Nothing is completed or deleted
-   before every pendingset has passed. Loaded pendingsets are kept for step 3 up to a budget of uploads;
-   past it they are dropped and re-read, so memory does not grow with the size of the job.
+   destination (or in an absolute directory a committed task declared) and outside any scratch directory,
+   no key written twice. Nothing is completed or deleted before every pendingset has passed. Loaded
+   pendingsets are kept for step 3 up to a budget of uploads; past it they are dropped and re-read, so
+   memory does not grow with the size of the job.
 2. Record a journal (If-None-Match: *) so an interrupted commit can be finished or rolled back.
 3. Complete every upload on a bounded pool (optionally rate-limited). On the first failure: stop, abort
    every upload not completed, delete (revert) the completed ones, raise one :class:`JobCommitError`.
@@ -34,12 +35,13 @@ from s3commit.errors import (
 )
 from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.operations import (
+    abort_recorded_outside,
     abort_upload_quietly,
     commit_upload,
     delete_prefix,
     is_scratch_key,
     load_pendingset,
-    recorded_upload_ids,
+    recorded_uploads,
     revert_upload_quietly,
     sweep_job_uploads,
 )
@@ -99,31 +101,38 @@ class OverwritePlan:
     """Old data to replace once the new data is complete.
 
     ``delete_paths``: prefixes (relative to the destination, ``""`` = all of it) whose old objects go.
-    ``replace_partitions``: also replace every partition directory a committed file landed in.
+    ``replace_partitions``: also replace every partition directory a committed file landed in (for a file
+    written to an absolute directory outside the destination, that directory).
     """
 
     delete_paths: tuple[str, ...] = ()
     replace_partitions: bool = False
 
     def prefixes(self, dest: S3Uri, committed_keys: Iterable[str]) -> list[str]:
+        keys = list(committed_keys)
         rels = {p.strip("/") for p in self.delete_paths}
+        outside: set[str] = set()
         if self.replace_partitions:
-            rels |= {part for k in committed_keys if (part := partition_of(dest.relative(k)))}
+            rels |= {part for k in keys if dest.contains_key(k) and (part := partition_of(dest.relative(k)))}
+            outside = {f"{k.rpartition('/')[0]}/" for k in keys if not dest.contains_key(k)}
         if "" in rels:
-            return [dest.prefix]
+            return [dest.prefix, *sorted(outside)]
         # Drop prefixes nested in another one: deleting the parent covers them.
         ordered = sorted(rels)
         kept = [r for r in ordered if not any(r != o and r.startswith(f"{o}/") for o in ordered)]
-        return [f"{dest.prefix}{r}/" for r in kept]
+        return [f"{dest.prefix}{r}/" for r in kept] + sorted(outside)
 
 
 class JobCommit:
     """One job commit. Not reusable."""
 
     def __init__(self, store: S3Store, *, dest: S3Uri, layout: JobLayout, job_id: str, committer: str,
-                 options: CommitterOptions, job_id_source: str = "s3commit") -> None:
+                 options: CommitterOptions, job_id_source: str = "s3commit",
+                 absolute_dirs: Sequence[str] = ()) -> None:
         self.store = store
         self.dest = dest
+        # Directories outside the destination (same bucket) that committed tasks declared they wrote to.
+        self.absolute_dirs = tuple(sorted({d.strip("/") for d in absolute_dirs if d.strip("/")}))
         self.layout = layout
         self.job_id = job_id
         self.committer = committer
@@ -150,7 +159,7 @@ class JobCommit:
             if commit.bucket != self.dest.bucket:
                 raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
                                     f"{self.dest}", source=source)
-            if not self.dest.contains_key(commit.destination_key) or is_scratch_key(commit.destination_key):
+            if not self.in_scope(commit.destination_key) or is_scratch_key(commit.destination_key):
                 raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
                                     source=source)
             if any(e in ("", ".", "..") for e in commit.destination_key.split("/")):
@@ -160,6 +169,15 @@ class JobCommit:
                 raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
                                     source=source)
             seen.add(commit.destination_key)
+
+    def in_scope(self, key: str) -> bool:
+        """True if this job may write ``key``: under the destination, or a file directly in one of the
+        declared absolute directories."""
+        return self.dest.contains_key(key) or key.rpartition("/")[0] in self.absolute_dirs
+
+    def scopes(self) -> list[str]:
+        """The prefixes this job's uploads live under: the destination's, then each absolute directory's."""
+        return [self.dest.prefix, *(f"{d}/" for d in self.absolute_dirs)]
 
     def _load(self, key: str) -> PendingSet:
         cached = self._cache.get(key)
@@ -205,7 +223,7 @@ class JobCommit:
         journal = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
                                 dest_key=self.dest.key, pendingsets=tuple(keys),
                                 delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
-                                success_marker=self.options.success_marker)
+                                success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs)
         body = journal.to_json()
         try:
             self.store.put_object(self.dest.bucket, self.layout.journal_key, body,
@@ -276,7 +294,7 @@ class JobCommit:
                     self.stats.undo_failed += 1
                     continue
                 yield from (c for c in pendingset.commits
-                            if c.bucket == self.dest.bucket and self.dest.contains_key(c.destination_key))
+                            if c.bucket == self.dest.bucket and self.in_scope(c.destination_key))
 
         _bounded_map(pool, ours(), undo, window=self.options.pool_size * IN_FLIGHT_PER_THREAD)
         return self.stats.undo_failed
@@ -317,12 +335,17 @@ class JobCommit:
         """Delete the job directory (journal last) and abort this job's orphan uploads."""
         bucket = self.dest.bucket
         # Task attempts that never committed (failed, lost, killed) left their uploads recorded here.
-        known = recorded_upload_ids(self.store, bucket, f"{self.layout.tasks_dir}/")
+        recorded = recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/")
+        known = set(recorded)
+        # Those bound for absolute directories are not under the destination: abort them by their record.
+        self.stats.orphans_aborted += abort_recorded_outside(self.store, recorded.values(), self.dest.prefix,
+                                                             set(self._committed.values()))
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         if self.options.abort_orphans:
             try:
-                self.stats.orphans_aborted = sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id,
-                                                               known_upload_ids=known, committed=self._committed)
+                self.stats.orphans_aborted += sum(
+                    sweep_job_uploads(self.store, bucket, prefix, self.job_id, known_upload_ids=known,
+                                      committed=self._committed) for prefix in self.scopes())
             except S3CommitError as err:
                 # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
                 # which many roles lack; the job's output is committed by now and must not be reported failed.

@@ -348,6 +348,8 @@ class CommitJournal:
     replace_partitions: bool = False
     success_marker: bool = True
     created: int = field(default_factory=now_millis)
+    absolute_dirs: tuple[str, ...] = ()
+    """Directories outside the destination (same bucket) the job's tasks declared writing to."""
 
     def validate(self, source: str | None = None) -> CommitJournal:
         _check(bool(self.job_id), "Empty jobId", source)
@@ -364,6 +366,7 @@ class CommitJournal:
             "destKey": self.dest_key, "pendingsets": list(self.pendingsets),
             "deletePaths": list(self.delete_paths), "replacePartitions": self.replace_partitions,
             "successMarker": self.success_marker, "created": self.created,
+            "absoluteDirs": list(self.absolute_dirs),
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -372,8 +375,10 @@ class CommitJournal:
         _check(obj.get("name") == JOURNAL_NAME, f"not a commit journal (name={obj.get('name')!r})", source)
         pendingsets = obj.get("pendingsets") or []
         delete_paths = obj.get("deletePaths") or []
-        _check(isinstance(pendingsets, list) and isinstance(delete_paths, list),
-               "pendingsets and deletePaths must be lists", source)
+        absolute_dirs = obj.get("absoluteDirs") or []
+        _check(isinstance(pendingsets, list) and isinstance(delete_paths, list) and isinstance(absolute_dirs, list)
+               and all(isinstance(d, str) for d in absolute_dirs),
+               "pendingsets, deletePaths and absoluteDirs must be lists", source)
         return cls(
             job_id=_field(obj, "jobId", str, "", source),
             committer=_field(obj, "committer", str, "", source),
@@ -384,4 +389,5 @@ class CommitJournal:
             replace_partitions=_field(obj, "replacePartitions", bool, False, source),
             success_marker=_field(obj, "successMarker", bool, True, source),
             created=_field(obj, "created", int, 0, source),
+            absolute_dirs=tuple(absolute_dirs),
         ).validate(source)

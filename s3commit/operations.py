@@ -78,21 +78,39 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     return superseded
 
 
-def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
-    """Upload ids recorded under ``prefix`` by magic writers (``.pending`` files and upload markers):
-    the uploads of task attempts that never committed or aborted."""
+def recorded_uploads(store: S3Store, bucket: str, prefix: str) -> dict[str, UploadRef]:
+    """Uploads recorded under ``prefix`` by magic writers (``.pending`` files and upload markers), by upload
+    id: the uploads of task attempts that never committed or aborted."""
     listing = scan_attempt_dir(store, bucket, prefix)
-    known: set[str] = set()
+    known: dict[str, UploadRef] = {}
     for key in listing.pending:
         try:
-            known.add(load_pending_upload(store, bucket, key).upload_id)
+            pending = load_pending_upload(store, bucket, key)
+            known[pending.upload_id] = UploadRef(pending.bucket, pending.destination_key, pending.upload_id)
         except S3CommitError as err:
             log.warning("cannot read %s: %s", key, err)
     for key in listing.markers:
         ref = read_upload_marker(store, bucket, key)
         if ref is not None:
-            known.add(ref.upload_id)
+            known[ref.upload_id] = ref
     return known
+
+
+def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
+    """The ids of :func:`recorded_uploads`."""
+    return set(recorded_uploads(store, bucket, prefix))
+
+
+def abort_recorded_outside(store: S3Store, refs: Iterable[UploadRef], prefix: str,
+                           committed: Collection[str] = ()) -> int:
+    """Abort recorded uploads whose keys lie outside ``prefix`` (files for absolute directories, which a
+    sweep of the destination does not list), except the ``committed`` upload ids. Returns how many."""
+    aborted = 0
+    for ref in refs:
+        if (not ref.key.startswith(prefix) and ref.upload_id not in committed
+                and abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)):
+            aborted += 1
+    return aborted
 
 
 def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:

@@ -4,6 +4,8 @@ Pure functions over ``/``-separated keys (Hadoop's ``MagicCommitPaths`` rules, H
 
     dest/__magic_job-U/job-U/00/tasks/<taskAttemptId>/__base/<relative path>     magic path of a file
     dest/__magic_job-U/job-U/00/tasks/<taskAttemptId>/__base/<relative>.pending
+    dest/__magic_job-U/job-U/00/tasks/<taskAttemptId>/__abs/<dir>/__base/<name>  a file for <dir>/<name>,
+                                                             outside the destination (same bucket)
     dest/__magic_job-U/job-U/00/<taskId>.pendingset                              last attempt wins
     dest/_SUCCESS
 
@@ -25,6 +27,10 @@ STAGING_PATH_PREFIX = "__staging_job-"
 JOB_ID_PREFIX = "job-"
 BASE = "__base"
 """Under the magic element, everything after ``__base`` is kept in the final key."""
+ABSOLUTE = "__abs"
+"""Under the magic element, ``__abs/<dir>/__base/<name>`` is a file for ``<dir>/<name>``: an absolute location
+outside the destination in the same bucket (Spark's custom partition locations). An s3commit extension of
+Hadoop's layout."""
 TASKS = "tasks"
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
@@ -59,7 +65,7 @@ def final_destination(elements: list[str]) -> list[str]:
 
     Not magic: unchanged. Magic: the parents of the magic element, then everything after the first
     ``__base`` below it, or (no ``__base``) just the file name. A ``__base`` above the magic element is
-    ignored.
+    ignored. ``__abs/<dir>/__base/<name>`` below it ends up at ``<dir>/<name>`` (from the bucket's root).
     """
     if not is_magic_path(elements):
         return list(elements)
@@ -67,6 +73,13 @@ def final_destination(elements: list[str]) -> list[str]:
     parents, children = elements[:index], elements[index + 1:]
     if not children:
         raise ValueError(f"No path found under the prefix {MAGIC_PATH_PREFIX}")
+    if ABSOLUTE in children and BASE in children[children.index(ABSOLUTE):]:
+        start = children.index(ABSOLUTE)
+        end = children.index(BASE, start)
+        directory, name = children[start + 1:end], children[end + 1:]
+        if not directory or len(name) != 1:
+            raise ValueError(f"{ABSOLUTE} needs a directory, then {BASE}, then one file name")
+        return directory + name
     if BASE in children:
         kept = children[children.index(BASE) + 1:]
         if not kept:
@@ -205,12 +218,22 @@ def relative_key(relative: str) -> str:
             raise ConfigError(f"file path {relative!r} has an empty, '.' or '..' element")
         if any(ord(c) < 32 or ord(c) == 127 for c in element):
             raise ConfigError(f"file path {relative!r} contains a control character")
-        if element.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) or element == BASE:
+        if element.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) or element in (BASE, ABSOLUTE):
             raise ConfigError(f"file path {relative!r} uses a name reserved by s3commit ({element!r})")
     key = "/".join(elements)
     if len(key.encode("utf-8")) > 1024:
         raise ConfigError(f"file path {relative[:40]!r}... is longer than S3's 1,024-byte key limit")
     return key
+
+
+def absolute_relative(dir_key: str, name: str) -> str:
+    """The task-relative path of a file bound for ``<dir_key>/<name>``, a location outside the destination
+    (``__abs/<dir_key>/__base/<name>``). Both parts are validated like :func:`relative_key`; ``name`` is one
+    file name."""
+    directory, file_name = relative_key(dir_key.rstrip("/")), relative_key(name)
+    if "/" in file_name:
+        raise ConfigError(f"file name {name!r} must not contain '/'")
+    return f"{ABSOLUTE}/{directory}/{BASE}/{file_name}"
 
 
 def add_uuid(path: str, uuid: str) -> str:

@@ -171,7 +171,7 @@ def recover(
     _check_journal(journal, target, job_id, layout)
     engine = _RecoveryCommit(store, dest=target, layout=layout, job_id=job_id, committer=journal.committer,
                              options=replace(options, journal=False, success_marker=journal.success_marker),
-                             job_id_source="s3commit-recover")
+                             job_id_source="s3commit-recover", absolute_dirs=journal.absolute_dirs)
     recovery = _Recovery(store, target, job_id, layout, journal, engine)
     return recovery.roll_back(force=force) if abort else recovery.finish()
 
@@ -238,7 +238,8 @@ class _Recovery:
             return False
 
     def pending_upload_ids(self) -> set[str]:
-        return {u.upload_id for u in self.store.list_multipart_uploads(self.dest.bucket, self.dest.prefix)}
+        return {u.upload_id for prefix in self.engine.scopes()
+                for u in self.store.list_multipart_uploads(self.dest.bucket, prefix)}
 
     # --- forward --------------------------------------------------------------------------------
 

@@ -48,6 +48,15 @@ def _uri(text: str) -> S3Uri:
     return S3Uri.from_location(text)
 
 
+def _engine_path(path: str) -> str:
+    """A committer's path as Hadoop names it: ``s3a://`` for S3, ``file://`` for a local directory."""
+    if path.startswith("s3://"):
+        return "s3a://" + path[len("s3://"):]
+    if path.startswith("/"):
+        return "file://" + path
+    return path
+
+
 def _status(uri: str, *, size: int, directory: bool, mtime: float = 0.0) -> dict[str, Any]:
     return {"path": uri, "length": size, "dir": directory, "mtime": int(mtime * 1000)}
 
@@ -70,6 +79,7 @@ class BridgeHandlers:
             "fs.abort_write": self.fs_abort_write,
             "job.setup": self.job_setup, "job.commit": self.job_commit, "job.abort": self.job_abort,
             "task.setup": self.task_setup, "task.commit": self.task_commit, "task.abort": self.task_abort,
+            "task.absolute_path": self.task_absolute_path,
             "stats": self.stats,
         }
 
@@ -251,16 +261,19 @@ class BridgeHandlers:
         attempt = committer.setup_task(req["task_attempt_id"])
         with self._lock:
             self._attempts[(committer.job_id, attempt.task_attempt_id)] = (committer, attempt)
-        work = attempt.work_path
-        if work.startswith("s3://"):
-            work = "s3a://" + work[len("s3://"):]
-        elif work.startswith("/"):
-            work = "file://" + work
-        return {"work_path": work}, b""
+        return {"work_path": _engine_path(attempt.work_path)}, b""
 
-    def _attempt(self, req: dict[str, Any]) -> tuple[Committer, TaskAttempt]:
+    def task_absolute_path(self, req: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
+        """Where the engine writes a file bound for ``absolute_dir/name``, outside the destination."""
+        attempt = self._attempt(req, keep=True)[1]
+        path = attempt.absolute_work_path(req["absolute_dir"], req["name"])
+        return {"path": _engine_path(path)}, b""
+
+    def _attempt(self, req: dict[str, Any], *, keep: bool = False) -> tuple[Committer, TaskAttempt]:
+        """The task attempt ``task.setup`` made here; forgotten unless ``keep`` (its commit or abort ends it)."""
+        key = (req["job_id"], req["task_attempt_id"])
         with self._lock:
-            found = self._attempts.pop((req["job_id"], req["task_attempt_id"]), None)
+            found = self._attempts.get(key) if keep else self._attempts.pop(key, None)
         if found is None:
             committer = self._committer(req)
             # A task set up through another process: a magic attempt holds no local state, so it can be
@@ -282,7 +295,8 @@ class BridgeHandlers:
 
     def job_commit(self, req: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
         committer = self._committer(req)
-        messages = [TaskCommitMessage(**m) for m in req.get("messages") or []]
+        messages = [TaskCommitMessage(**{**m, "absolute_dirs": tuple(m.get("absolute_dirs") or ())})
+                    for m in req.get("messages") or []]
         success = committer.commit_job(messages, delete_paths=req.get("delete_paths") or (),
                                        replace_partitions=bool(req.get("replace_partitions")))
         return {"success": success.to_dict()}, b""

@@ -21,7 +21,14 @@ from s3commit.config import CommitterOptions
 from s3commit.errors import CommitStateError, ConfigError, JobCommitError
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
-from s3commit.operations import delete_prefix, pendingset_keys_under, recorded_upload_ids, sweep_job_uploads
+from s3commit.operations import (
+    UploadRef,
+    abort_recorded_outside,
+    delete_prefix,
+    pendingset_keys_under,
+    recorded_uploads,
+    sweep_job_uploads,
+)
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
@@ -39,6 +46,9 @@ class TaskCommitMessage:
     pendingset_key: str | None
     files: int
     bytes: int
+    absolute_dirs: tuple[str, ...] = ()
+    """Directories outside the destination (keys in its bucket) the task wrote files to; the job commit
+    accepts uploads there only for directories a committed task declared."""
 
 
 class TaskAttempt(ABC):
@@ -60,6 +70,25 @@ class TaskAttempt(ABC):
     @abstractmethod
     def open(self, relative_path: str) -> IO[bytes]:
         """A binary writable file that becomes ``dest/<relative_path>`` when the job commits."""
+
+    def open_absolute(self, location: str, name: str) -> IO[bytes]:
+        """A binary writable file that becomes ``<location>/<name>`` when the job commits, for a directory
+        outside the destination in the same bucket (Spark's custom partition locations).
+
+        Raises:
+            ConfigError: this committer cannot write outside its destination, or ``location`` is in
+                another bucket.
+        """
+        raise self._no_absolute(location)
+
+    def absolute_work_path(self, location: str, name: str) -> str:
+        """Where an engine writes a file bound for ``<location>/<name>`` itself (see :meth:`open_absolute`)."""
+        raise self._no_absolute(location)
+
+    def _no_absolute(self, location: str) -> ConfigError:
+        return ConfigError(f"the {self.committer.name} committer writes only under its destination "
+                          f"{self.committer.dest}, not to {location}: use the magic committer for output to "
+                          "absolute locations (custom partition locations)")
 
     def _check_open(self) -> None:
         if self.committed or self.aborted:
@@ -171,11 +200,13 @@ class Committer(ABC):
         if self._state in ("committed", "aborted"):
             raise CommitStateError(f"job {self.job_id} is already {self._state}; a job commits once")
         keys = self._pendingset_keys(messages)
+        absolute_dirs = sorted({d for m in messages or () if m is not None for d in m.absolute_dirs})
         committer_plan = self.job_overwrite_plan()
         plan = OverwritePlan(delete_paths=tuple(delete_paths) + committer_plan.delete_paths,
                              replace_partitions=replace_partitions or committer_plan.replace_partitions)
         engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
-                           committer=self.name, options=self.options, job_id_source=self.job_id_source)
+                           committer=self.name, options=self.options, job_id_source=self.job_id_source,
+                           absolute_dirs=absolute_dirs)
         try:
             success = engine.run(list(keys), plan, accepted_attempts=keys)
         except JobCommitError as err:
@@ -228,16 +259,18 @@ class Committer(ABC):
         from s3commit.operations import load_pendingset
 
         bucket = self.dest.bucket
-        known: set[str] = set()
+        recorded: dict[str, UploadRef] = {}
         for key in pendingset_keys_under(self.store, bucket, self.layout.job_attempt_dir):
             try:
                 pendingset = load_pendingset(self.store, bucket, key)
             except Exception as err:
                 log.warning("abort job: cannot read %s: %s", key, err)
                 continue
-            known |= {c.upload_id for c in pendingset.commits if c.bucket == bucket}
-        known |= recorded_upload_ids(self.store, bucket, f"{self.layout.tasks_dir}/")
-        sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=known)
+            recorded.update({c.upload_id: UploadRef(c.bucket, c.destination_key, c.upload_id)
+                             for c in pendingset.commits if c.bucket == bucket})
+        recorded.update(recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/"))
+        sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=set(recorded))
+        abort_recorded_outside(self.store, recorded.values(), self.dest.prefix)
         self._abort_local_state()
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
         self.close()

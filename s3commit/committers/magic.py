@@ -37,12 +37,16 @@ from s3commit.operations import (
     scan_attempt_dir,
 )
 from s3commit.paths import (
+    ABSOLUTE,
     PENDING_SUFFIX,
     UPLOAD_MARKER_SUFFIX,
+    absolute_relative,
     is_magic_file_key,
     job_id_of_magic_key,
+    magic_element_index,
     magic_key_to_final,
     relative_key,
+    split_elements,
     task_attempt_id_of_magic_key,
 )
 from s3commit.store import S3Store
@@ -131,8 +135,12 @@ def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptio
     final_key = magic_key_to_final(target.key)
     job_id = job_id_of_magic_key(target.key)
     attempt = task_attempt_id_of_magic_key(target.key)
+    # Recorded by default when no sweep can tell the upload is this job's: a key without the job id, or a
+    # key outside the destination (an absolute location), where the destination's sweep does not look.
+    elements = split_elements(target.key)
+    outside = ABSOLUTE in elements[magic_element_index(elements) + 1:]
     track = {TrackUploads.ALWAYS: True, TrackUploads.NEVER: False}.get(
-        options.track_uploads, job_id not in final_key)
+        options.track_uploads, job_id not in final_key or outside)
     policy = MagicCompletion(store, bucket=target.bucket, magic_key=target.key, job_id=job_id,
                              task_attempt_id=attempt, track=track, registry=registry)
     return MultipartWriter(store, target.bucket, final_key, part_size=options.part_size,
@@ -163,6 +171,22 @@ class MagicTaskAttempt(TaskAttempt):
         self._writers.append(writer)
         return writer  # type: ignore[return-value]
 
+    def absolute_work_path(self, location: str, name: str) -> str:
+        """Where an engine writes a file bound for ``<location>/<name>`` (outside the destination, same
+        bucket): a magic path whose upload targets that key."""
+        target = S3Uri.from_location(location)
+        if target.bucket != self.committer.dest.bucket:
+            raise ConfigError(f"cannot write {name!r} to {location}: the magic committer writes outside its "
+                              f"destination {self.committer.dest} only within the same bucket")
+        return f"s3://{target.bucket}/{self.dir_key}/{absolute_relative(target.key, name)}"
+
+    def open_absolute(self, location: str, name: str) -> IO[bytes]:
+        self._check_open()
+        writer = open_magic_file(self.committer.store, self.absolute_work_path(location, name),
+                                 options=self.committer.options, executor=self.committer.part_pool)
+        self._writers.append(writer)
+        return writer  # type: ignore[return-value]
+
     def unclosed_writers(self) -> list[MultipartWriter]:
         return [w for w in self._writers if not w.closed]
 
@@ -184,7 +208,7 @@ class MagicCommitter(Committer):
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
         return commit_magic_task(self.store, bucket=self.dest.bucket, job_id=self.job_id,
                                  task_attempt_id=attempt.task_attempt_id, task_id=attempt.task_id,
-                                 attempt_dir=attempt.dir_key,
+                                 attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix,
                                  pendingset_key=self.layout.pendingset_key(attempt.task_id),
                                  executor=self.pool, on_done=lambda: setattr(attempt, "committed", True))
 
@@ -199,7 +223,7 @@ class MagicCommitter(Committer):
 
 
 def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
-                      attempt_dir: str, pendingset_key: str, executor: Executor,
+                      attempt_dir: str, pendingset_key: str, executor: Executor, dest_prefix: str,
                       registry: MagicTaskRegistry = REGISTRY,
                       on_done: Callable[[], Any] | None = None) -> TaskCommitMessage:
     """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
@@ -238,9 +262,11 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         _delete_quietly(store, bucket, attempt_dir, listing)
     if on_done is not None:
         on_done()
+    absolute_dirs = sorted({c.destination_key.rpartition("/")[0] for c in pendingset.commits
+                            if not c.destination_key.startswith(dest_prefix)})
     return TaskCommitMessage(job_id=job_id, task_id=task_id, task_attempt_id=task_attempt_id,
                              pendingset_key=pendingset_key, files=len(pendingset.commits),
-                             bytes=pendingset.total_length)
+                             bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs))
 
 
 def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, attempt_dir: str,

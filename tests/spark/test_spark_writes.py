@@ -221,3 +221,56 @@ def test_output_metrics_report_real_bytes_and_files(spark, committer, s3_client,
     # Magic files are uncompleted uploads while tasks run: the FileSystem reports their real length.
     assert written == size > 0
     assert len(success(s3_client, s3_bucket, "metrics")["filenames"]) == 2
+
+
+def custom_location_table(spark, bucket, name):
+    """A partitioned table at ``s3a://bucket/<name>`` whose partition p=1 lives elsewhere in the bucket."""
+    spark.sql(f"CREATE TABLE {name} (id INT, p INT) USING parquet PARTITIONED BY (p) "
+              f"LOCATION 's3a://{bucket}/{name}'")
+    spark.sql(f"ALTER TABLE {name} ADD PARTITION (p=1) LOCATION 's3a://{bucket}/custom/{name}-p1'")
+
+
+def test_custom_partition_location_is_written_without_rename(spark, committer, s3_client, s3_bucket):
+    # Given: a table whose partition p=1 has a custom location outside the table's directory.
+    custom_location_table(spark, s3_bucket, "abs_append")
+    try:
+        spark.sql("INSERT INTO abs_append VALUES (1, 1), (2, 2), (3, 1)")
+        # Then: p=1's file is at the custom location, p=2's under the table; no copy was made.
+        custom = [k for k in data_keys(s3_client, s3_bucket, "custom/abs_append-p1/") if k.endswith(".parquet")]
+        assert custom and all(re.search(r"/part-\d{5}-[0-9a-f-]{36}\.c000\.snappy\.parquet$", k) for k in custom)
+        assert [k for k in data_keys(s3_client, s3_bucket, "abs_append/") if "p=1" in k] == []
+        assert sorted(r.id for r in spark.sql("SELECT id FROM abs_append WHERE p = 1").collect()) == [1, 3]
+        assert spark.sql("SELECT * FROM abs_append").count() == 3
+        assert {f"/{k}" for k in custom} <= set(success(s3_client, s3_bucket, "abs_append")["filenames"])
+        check_clean(s3_client, s3_bucket, "")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS abs_append")
+
+
+def test_dynamic_overwrite_replaces_a_custom_partition_location(spark, committer, s3_client, s3_bucket):
+    custom_location_table(spark, s3_bucket, "abs_dpo")
+    try:
+        spark.sql("INSERT INTO abs_dpo VALUES (1, 1), (2, 2)")
+        old_custom = data_keys(s3_client, s3_bucket, "custom/abs_dpo-p1/")
+        spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+        spark.sql("INSERT OVERWRITE TABLE abs_dpo VALUES (10, 1), (11, 1)")
+        # The custom partition holds only the new rows; p=2 is untouched.
+        assert sorted(r.id for r in spark.sql("SELECT id FROM abs_dpo").collect()) == [2, 10, 11]
+        new_custom = data_keys(s3_client, s3_bucket, "custom/abs_dpo-p1/")
+        assert not set(old_custom) & set(new_custom)
+        check_clean(s3_client, s3_bucket, "")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS abs_dpo")
+
+
+@pytest.mark.parametrize("committer", ["directory"], indirect=True)
+def test_staging_committers_refuse_custom_partition_locations_by_name(spark, committer, s3_client, s3_bucket):
+    custom_location_table(spark, s3_bucket, "abs_staging")
+    try:
+        with pytest.raises(Exception, match="the directory committer writes only under its destination"):
+            spark.sql("INSERT INTO abs_staging VALUES (1, 1)")
+        # Nothing written (the custom location's directory marker, from ALTER TABLE, aside).
+        assert [k for k in list_keys(s3_client, s3_bucket) if not k.endswith("/")] == []
+        check_clean(s3_client, s3_bucket, "")
+    finally:
+        spark.sql("DROP TABLE IF EXISTS abs_staging")

@@ -6,6 +6,7 @@ from s3commit.errors import ConfigError
 from s3commit.paths import (
     JobLayout,
     TaskAttemptId,
+    absolute_relative,
     add_uuid,
     check_job_id,
     final_destination,
@@ -37,12 +38,17 @@ def test_split_elements_drops_empty_elements(path, elements):
     (["a", "__magic_job-u", "job-u", "00", "tasks", TA, "__base", "x=1", "f.txt"], ["a", "x=1", "f.txt"]),
     (["__base", "home", "__magic_job-", "2", "3.txt"], ["__base", "home", "3.txt"]),  # base before magic ignored
     (["no", "magic", "here"], ["no", "magic", "here"]),
+    # s3commit's absolute locations: __abs/<dir>/__base/<name> lands at <dir>/<name>, from the bucket's root.
+    (["t", "__magic_job-u", "job-u", "00", "tasks", TA, "__abs", "other", "p=1", "__base", "f.txt"],
+     ["other", "p=1", "f.txt"]),
 ])
 def test_final_destination_follows_hadoop_rules(elements, final):
     assert final_destination(elements) == final
 
 
-@pytest.mark.parametrize("elements", [["__magic_job-"], ["__magic_job-", "__base"]])
+@pytest.mark.parametrize("elements", [["__magic_job-"], ["__magic_job-", "__base"],
+                                      ["__magic_job-", "__abs", "__base", "f"],
+                                      ["__magic_job-", "__abs", "d", "__base", "e", "f"]])
 def test_final_destination_rejects_paths_with_nothing_below_magic_or_base(elements):
     with pytest.raises(ValueError):
         final_destination(elements)
@@ -111,13 +117,27 @@ def test_add_uuid_rejects_directories_and_empty_input(path, uuid):
         add_uuid(path, uuid)
 
 
+def test_absolute_relative_encodes_the_directory_between_abs_and_base():
+    relative = absolute_relative("custom/p=1/", "part-0.parquet")
+    assert relative == "__abs/custom/p=1/__base/part-0.parquet"
+    assert magic_key_to_final(f"t/__magic_job-u/job-u/00/tasks/{TA}/{relative}") == "custom/p=1/part-0.parquet"
+    assert is_magic_file_key(f"t/__magic_job-u/job-u/00/tasks/{TA}/{relative}")
+
+
+@pytest.mark.parametrize(("directory", "name"), [("a/../b", "f"), ("a/__base", "f"), ("", "f"), ("d", "x/y"),
+                                                  ("d", "__abs"), ("d/__abs", "f")])
+def test_absolute_relative_rejects_unsafe_parts(directory, name):
+    with pytest.raises(ConfigError):
+        absolute_relative(directory, name)
+
+
 def test_partition_of_is_the_parent_directory():
     assert partition_of("year=2017/month=10/part-0000.avro") == "year=2017/month=10"
     assert partition_of("part-0000.avro") is None
 
 
 @pytest.mark.parametrize("bad", ["", "/abs/file", "a/../b", "a/./b", "a//b", "x/\x00y", "__magic_job-1/f",
-                                 "d/__base/f", "é" * 600])
+                                 "d/__base/f", "d/__abs/f", "é" * 600])
 def test_relative_key_rejects_unsafe_paths(bad):
     with pytest.raises(ConfigError):
         relative_key(bad)

@@ -36,8 +36,9 @@ import java.util.Map;
  * {@code HadoopMapReduceCommitProtocol}'s do: a denied attempt is aborted and fails with
  * {@code CommitDeniedException}. {@link #deleteWithJob} under the destination is deferred to job commit and
  * applied after the new files are complete; dynamic partition overwrite replaces the partitions the job
- * wrote, also after completion, without any rename. The job UUID is Spark's job id for this write, which
- * Spark also puts into every file name.
+ * wrote, also after completion, without any rename. Files for custom partition locations outside the
+ * destination ({@link #newTaskTempFileAbsPath}) are uploads for their final keys too, completed with the job.
+ * The job UUID is Spark's job id for this write, which Spark also puts into every file name.
  *
  * <p>This class holds no S3 logic: every step is a request to this JVM's Python sidecar.
  */
@@ -136,10 +137,23 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     return newTaskTempFile(context, dir, new FileNameSpec("", ext));
   }
 
+  /**
+   * A file for a custom partition location outside the destination: the committer (magic) gives a path whose
+   * upload targets {@code absoluteDir/<file name>} and is completed with the rest of the job, no rename.
+   * The directory must be in the destination's bucket; the staging committers refuse it with a clear error.
+   */
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, FileNameSpec spec) {
-    throw new UnsupportedOperationException("S3CommitProtocol does not support output to absolute locations "
-        + "outside the destination (custom partition locations): " + absoluteDir);
+    try {
+      Map<String, Object> args = args(context.getConfiguration());
+      args.put("task_attempt_id", attemptId(context));
+      args.put("absolute_dir", absoluteDir);
+      args.put("name", fileName(context, spec));
+      return (String) Sidecar.get().call("task.absolute_path", args).get("path");
+    } catch (IOException e) {
+      throw new RuntimeException("s3commit cannot write to the absolute location " + absoluteDir + ": "
+          + e.getMessage(), e);
+    }
   }
 
   @Override
