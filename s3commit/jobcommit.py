@@ -339,7 +339,7 @@ class JobCommit:
         known = set(recorded)
         # Those bound for absolute directories are not under the destination: abort them by their record.
         self.stats.orphans_aborted += abort_recorded_outside(
-            self.store, recorded.values(), bucket, self.dest.prefix, set(self._committed.values()))
+            self.store, recorded.values(), bucket, self.dest.prefix, self.job_id, set(self._committed.values()))
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         if self.options.abort_orphans:
             try:

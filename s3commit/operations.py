@@ -101,14 +101,16 @@ def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
     return set(recorded_uploads(store, bucket, prefix))
 
 
-def abort_recorded_outside(store: S3Store, refs: Iterable[UploadRef], bucket: str, prefix: str,
+def abort_recorded_outside(store: S3Store, refs: Iterable[UploadRef], bucket: str, prefix: str, job_id: str,
                            committed: Collection[str] = ()) -> int:
-    """Abort recorded uploads in ``bucket`` whose keys lie outside ``prefix`` (files for absolute directories,
-    which a sweep of the destination does not list), except the ``committed`` upload ids; a record naming
-    another bucket is ignored. Returns how many were aborted."""
+    """Abort recorded uploads whose keys lie outside ``prefix`` (files for absolute directories, which a sweep
+    of the destination does not list), except the ``committed`` upload ids. Outside the destination a record
+    alone is not enough (a tampered manifest could name anyone's upload): the key must be in ``bucket`` and
+    carry the job id, as s3commit's and Spark's file names do. Returns how many were aborted."""
     aborted = 0
     for ref in refs:
-        if (ref.bucket == bucket and not ref.key.startswith(prefix) and ref.upload_id not in committed
+        if (ref.bucket == bucket and job_id in ref.key and not ref.key.startswith(prefix)
+                and ref.upload_id not in committed
                 and abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)):
             aborted += 1
     return aborted

@@ -270,7 +270,7 @@ class Committer(ABC):
                              for c in pendingset.commits if c.bucket == bucket})
         recorded.update(recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/"))
         sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=set(recorded))
-        abort_recorded_outside(self.store, recorded.values(), bucket, self.dest.prefix)
+        abort_recorded_outside(self.store, recorded.values(), bucket, self.dest.prefix, self.job_id)
         self._abort_local_state()
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
         self.close()
