@@ -617,7 +617,8 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
                 f"  written as   {u.uri}",
                 f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
     j: CommitJournal = m
-    plan = ", ".join(f"delete {p or '(all of dest)'}" for p in j.delete_paths)
+    plan = ", ".join([*(f"delete {p or '(all of dest)'}" for p in j.delete_paths),
+                      *(f"delete s3://{j.bucket}/{p}" for p in j.delete_outside)])
     if j.replace_partitions:
         plan = ", ".join(x for x in (plan, "replace written partitions") if x)
     return [f"commit journal {source}",

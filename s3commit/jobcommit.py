@@ -27,6 +27,7 @@ from typing import TypeVar
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
     CommitStateError,
+    ConfigError,
     JobCommitError,
     ManifestError,
     NotFoundError,
@@ -101,26 +102,63 @@ class OverwritePlan:
     """Old data to replace once the new data is complete.
 
     ``delete_paths``: prefixes (relative to the destination, ``""`` = all of it) whose old objects go.
+    ``delete_outside``: directories (keys in the destination's bucket, outside the destination: a custom
+    partition location) whose old objects go.
     ``replace_partitions``: also replace every partition directory a committed file landed in (for a file
     written to an absolute directory outside the destination, that directory).
     """
 
     delete_paths: tuple[str, ...] = ()
     replace_partitions: bool = False
+    delete_outside: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, dest: S3Uri, paths: Iterable[str], *, replace_partitions: bool = False) -> OverwritePlan:
+        """The plan deleting ``paths``: each relative to ``dest``, or an ``s3://``/``s3a://`` location in its
+        bucket (under ``dest`` or outside it).
+
+        Raises:
+            ConfigError: a location in another bucket (its deletion cannot wait for this job's commit).
+        """
+        relative: list[str] = []
+        outside: list[str] = []
+        for path in paths:
+            if "://" not in path:
+                relative.append(path.strip("/"))
+                continue
+            location = S3Uri.from_location(path)
+            if location.bucket != dest.bucket:
+                raise ConfigError(f"cannot delete {path} with the job: it is not in the bucket of the "
+                                  f"destination {dest}")
+            if location.key == dest.key:
+                relative.append("")
+            elif dest.contains_key(location.key):
+                relative.append(dest.relative(location.key))
+            else:
+                outside.append(location.key)
+        return cls(delete_paths=tuple(relative), replace_partitions=replace_partitions,
+                   delete_outside=tuple(outside))
+
+    @property
+    def deletes(self) -> bool:
+        """True if the plan deletes anything."""
+        return bool(self.delete_paths or self.delete_outside or self.replace_partitions)
 
     def prefixes(self, dest: S3Uri, committed_keys: Iterable[str]) -> list[str]:
+        """The key prefixes whose old objects go, none nested in another (deleting the parent covers it)."""
         keys = list(committed_keys)
         rels = {p.strip("/") for p in self.delete_paths}
-        outside: set[str] = set()
+        wanted = {f"{d}/" if d else "" for d in (p.strip("/") for p in self.delete_outside)}
         if self.replace_partitions:
             rels |= {part for k in keys if dest.contains_key(k) and (part := partition_of(dest.relative(k)))}
-            outside = {f"{k.rpartition('/')[0]}/" for k in keys if not dest.contains_key(k)}
-        if "" in rels:
-            return [dest.prefix, *sorted(outside)]
-        # Drop prefixes nested in another one: deleting the parent covers them.
-        ordered = sorted(rels)
-        kept = [r for r in ordered if not any(r != o and r.startswith(f"{o}/") for o in ordered)]
-        return [f"{dest.prefix}{r}/" for r in kept] + sorted(outside)
+            wanted |= {f"{k.rpartition('/')[0]}/" for k in keys if not dest.contains_key(k)}
+        wanted |= {dest.prefix if r == "" else f"{dest.prefix}{r}/" for r in rels}
+        # In sorted order, the prefixes under a kept one follow it directly.
+        kept: list[str] = []
+        for prefix in sorted(wanted):
+            if not kept or not prefix.startswith(kept[-1]):
+                kept.append(prefix)
+        return kept
 
 
 class JobCommit:
@@ -223,6 +261,7 @@ class JobCommit:
         journal = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
                                 dest_key=self.dest.key, pendingsets=tuple(keys),
                                 delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
+                                delete_outside=plan.delete_outside,
                                 success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs)
         body = journal.to_json()
         try:

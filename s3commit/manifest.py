@@ -350,6 +350,8 @@ class CommitJournal:
     created: int = field(default_factory=now_millis)
     absolute_dirs: tuple[str, ...] = ()
     """Directories outside the destination (same bucket) the job's tasks declared writing to."""
+    delete_outside: tuple[str, ...] = ()
+    """Directories outside the destination (same bucket) whose old objects the overwrite deletes."""
 
     def validate(self, source: str | None = None) -> CommitJournal:
         _check(bool(self.job_id), "Empty jobId", source)
@@ -366,7 +368,7 @@ class CommitJournal:
             "destKey": self.dest_key, "pendingsets": list(self.pendingsets),
             "deletePaths": list(self.delete_paths), "replacePartitions": self.replace_partitions,
             "successMarker": self.success_marker, "created": self.created,
-            "absoluteDirs": list(self.absolute_dirs),
+            "absoluteDirs": list(self.absolute_dirs), "deleteOutside": list(self.delete_outside),
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -376,9 +378,10 @@ class CommitJournal:
         pendingsets = obj.get("pendingsets") or []
         delete_paths = obj.get("deletePaths") or []
         absolute_dirs = obj.get("absoluteDirs") or []
-        _check(isinstance(pendingsets, list) and isinstance(delete_paths, list) and isinstance(absolute_dirs, list)
-               and all(isinstance(d, str) for d in absolute_dirs),
-               "pendingsets, deletePaths and absoluteDirs must be lists", source)
+        delete_outside = obj.get("deleteOutside") or []
+        _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside))
+               and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside)),
+               "pendingsets, deletePaths, absoluteDirs and deleteOutside must be lists of strings", source)
         return cls(
             job_id=_field(obj, "jobId", str, "", source),
             committer=_field(obj, "committer", str, "", source),
@@ -390,4 +393,5 @@ class CommitJournal:
             success_marker=_field(obj, "successMarker", bool, True, source),
             created=_field(obj, "created", int, 0, source),
             absolute_dirs=tuple(absolute_dirs),
+            delete_outside=tuple(delete_outside),
         ).validate(source)

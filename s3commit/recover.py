@@ -213,7 +213,8 @@ class _Recovery:
         self.journal = journal
         self.engine = engine
         self.keys = list(journal.pendingsets)
-        self.plan = OverwritePlan(delete_paths=journal.delete_paths, replace_partitions=journal.replace_partitions)
+        self.plan = OverwritePlan(delete_paths=journal.delete_paths, replace_partitions=journal.replace_partitions,
+                                  delete_outside=journal.delete_outside)
         self.age = max(0.0, time.time() - journal.created / 1000) if journal.created else None
 
     def report(self, action: RecoveryAction, message: str, **counts: Any) -> RecoveryReport:
@@ -314,8 +315,7 @@ class _Recovery:
                     else:
                         gone += 1
             total = completed + gone + waiting
-            if total and completed == total and (self.plan.delete_paths or self.plan.replace_partitions) \
-                    and not force:
+            if total and completed == total and self.plan.deletes and not force:
                 raise RecoveryError(
                     f"cannot roll back job {self.job_id} safely: all {total} uploads are complete and its "
                     f"overwrite plan may already have deleted the old data under {self.dest}; rolling back "

@@ -188,13 +188,15 @@ class Committer(ABC):
 
         Args:
             messages: the committed tasks' messages; ``None`` reads every pendingset in the job directory.
-            delete_paths: prefixes (relative to the destination; ``""`` for all of it) whose old objects are
+            delete_paths: prefixes (relative to the destination; ``""`` for all of it), or ``s3://`` locations
+                in the destination's bucket (a custom partition location outside it), whose old objects are
                 deleted after the new ones are complete; the keys just committed are kept.
             replace_partitions: replace each partition directory the job wrote (dynamic overwrite).
 
         Raises:
             JobCommitError: a completion failed; every upload was aborted or reverted.
             ManifestError: a pendingset is corrupt, foreign, or points outside the destination.
+            ConfigError: a ``delete_paths`` location is in another bucket (raised before anything changes).
             CommitStateError: the job was already committed or aborted.
         """
         if self._state in ("committed", "aborted"):
@@ -202,8 +204,8 @@ class Committer(ABC):
         keys = self._pendingset_keys(messages)
         absolute_dirs = sorted({d for m in messages or () if m is not None for d in m.absolute_dirs})
         committer_plan = self.job_overwrite_plan()
-        plan = OverwritePlan(delete_paths=tuple(delete_paths) + committer_plan.delete_paths,
-                             replace_partitions=replace_partitions or committer_plan.replace_partitions)
+        plan = OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
+                                replace_partitions=replace_partitions or committer_plan.replace_partitions)
         engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
                            committer=self.name, options=self.options, job_id_source=self.job_id_source,
                            absolute_dirs=absolute_dirs)

@@ -9,7 +9,7 @@ import pytest
 from s3commit import ConfigError, JobCommitError, ManifestError, create_committer
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.operations import commit_upload, load_pendingset
-from s3commit.recover import RecoveryAction, recover
+from s3commit.recover import RecoveryAction, RecoveryError, recover
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import store_options_for
 from tests.functional.test_job_commit import FailingStore, user_keys
@@ -49,6 +49,45 @@ def test_dynamic_overwrite_replaces_the_absolute_directory_it_wrote(store, s3_bu
     committer.commit_job([message], replace_partitions=True)
     assert list_keys(s3_client, s3_bucket, "elsewhere/") == [
         f"elsewhere/p=1/part-00000-{committer.job_id}.txt", "elsewhere/p=2/old.txt"]
+
+
+def test_a_deletion_of_an_absolute_location_waits_for_the_job_commit(store, s3_bucket, s3_client):
+    # Given: a static overwrite of a custom partition location (Spark's deleteWithJob on it).
+    s3_client.put_object(Bucket=s3_bucket, Key="elsewhere/p=1/old.txt", Body=b"old")
+    s3_client.put_object(Bucket=s3_bucket, Key="elsewhere/p=10/other.txt", Body=b"untouched")
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store)
+    message = committer.commit_task(write_job(committer, s3_bucket))
+    # Then: the old data is there until the job commit, and replaced by the new file after it.
+    assert list_keys(s3_client, s3_bucket, "elsewhere/p=1/") == ["elsewhere/p=1/old.txt"]
+    success = committer.commit_job([message], delete_paths=[f"s3a://{s3_bucket}/elsewhere/p=1"])
+    assert list_keys(s3_client, s3_bucket, "elsewhere/") == [
+        f"elsewhere/p=1/part-00000-{committer.job_id}.txt", "elsewhere/p=10/other.txt"]
+    assert success.metrics["committer_objects_deleted_by_overwrite"] == 1
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_failed_job_commit_keeps_the_old_data_of_an_absolute_location(s3_server, s3_bucket, s3_client):
+    s3_client.put_object(Bucket=s3_bucket, Key="elsewhere/p=1/old.txt", Body=b"old")
+    store = FailingStore(store_options_for(s3_server), fail_complete_at=2)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
+    message = committer.commit_task(write_job(committer, s3_bucket))
+    with pytest.raises(JobCommitError):
+        committer.commit_job([message], delete_paths=[f"s3://{s3_bucket}/elsewhere/p=1"])
+    assert list_keys(s3_client, s3_bucket, "elsewhere/") == ["elsewhere/p=1/old.txt"]
+    assert user_keys(s3_client, s3_bucket) == []
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_deletion_in_another_bucket_is_refused_before_anything_changes(store, s3_bucket, s3_client):
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store)
+    message = committer.commit_task(write_job(committer, s3_bucket))
+    with pytest.raises(ConfigError, match="s3://another-bucket/x with the job: it is not in the bucket"):
+        committer.commit_job([message], delete_paths=["s3://another-bucket/x"])
+    # Nothing completed or lost: the same job still commits.
+    assert user_keys(s3_client, s3_bucket) == [] and list_keys(s3_client, s3_bucket, "elsewhere/") == []
+    committer.commit_job([message])
+    assert len(list_keys(s3_client, s3_bucket, "elsewhere/")) == 1
+    assert_no_pending_uploads(s3_client, s3_bucket)
 
 
 def test_a_failed_job_commit_rolls_back_the_absolute_files_too(s3_server, s3_bucket, s3_client):
@@ -119,11 +158,11 @@ def test_staging_committers_refuse_absolute_locations_by_name(name, store, s3_bu
     committer.abort_job()
 
 
-def interrupted(store, committer, message, *, completed):
+def interrupted(store, committer, message, *, completed, plan=None):
     """What a job commit leaves when it dies after its journal and ``completed`` uploads."""
     engine = JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
                        committer=committer.name, options=committer.options, absolute_dirs=message.absolute_dirs)
-    engine.write_journal([message.pendingset_key], OverwritePlan())
+    engine.write_journal([message.pendingset_key], plan or OverwritePlan())
     uploads = load_pendingset(store, committer.dest.bucket, message.pendingset_key).commits
     for commit in uploads[:completed]:
         commit_upload(store, commit)
@@ -143,4 +182,18 @@ def test_recover_handles_absolute_files_from_the_journal(store, s3_bucket, s3_cl
         assert report.action is RecoveryAction.FINISHED and report.uploads == 2
         assert outside == [f"elsewhere/p=1/part-00000-{committer.job_id}.txt"]
     assert [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k] == []
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_recover_applies_a_deferred_deletion_outside_the_destination(store, s3_bucket, s3_client):
+    s3_client.put_object(Bucket=s3_bucket, Key="elsewhere/p=1/old.txt", Body=b"old")
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store)
+    message = committer.commit_task(write_job(committer, s3_bucket))
+    interrupted(store, committer, message, completed=2, plan=OverwritePlan(delete_outside=("elsewhere/p=1",)))
+    # All uploads are complete and the plan deletes old data: a roll back would lose both, so it is refused.
+    with pytest.raises(RecoveryError, match="cannot roll back"):
+        recover(store, committer.dest, committer.job_id, abort=True)
+    report = recover(store, committer.dest, committer.job_id)
+    assert report.action is RecoveryAction.FINISHED and report.deleted_by_overwrite == 1
+    assert list_keys(s3_client, s3_bucket, "elsewhere/") == [f"elsewhere/p=1/part-00000-{committer.job_id}.txt"]
     assert_no_pending_uploads(s3_client, s3_bucket)

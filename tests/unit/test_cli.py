@@ -136,12 +136,13 @@ def test_show_explains_a_zero_byte_success_marker(capsys, tmp_path):
 
 def test_show_of_a_commit_journal_says_how_to_recover(capsys, tmp_path):
     journal = CommitJournal(job_id="job-1", committer="magic", bucket="b", dest_key="out",
-                            pendingsets=("out/__magic_job-job-1/job-job-1/00/t.pendingset",), delete_paths=("",))
+                            pendingsets=("out/__magic_job-job-1/job-job-1/00/t.pendingset",), delete_paths=("",),
+                            delete_outside=("custom/p=1",))
     path = tmp_path / "_commit-journal.json"
     path.write_bytes(journal.to_json())
     code, out, _ = run(capsys, "show", str(path))
     assert code == 0
-    assert "overwrite    delete (all of dest)" in out
+    assert "overwrite    delete (all of dest), delete s3://b/custom/p=1" in out
     assert "s3commit recover s3://b/out --job job-1" in out
 
 

@@ -144,8 +144,15 @@ def test_success_data_lists_at_most_100_files():
 def test_journal_round_trip_and_rejects_non_pendingset_entries():
     journal = CommitJournal(job_id="j", committer="magic", bucket="bkt", dest_key="out",
                             pendingsets=("out/__magic_job-j/job-j/00/t.pendingset",), delete_paths=("",),
-                            replace_partitions=True, created=1, absolute_dirs=("custom/p=1",))
+                            replace_partitions=True, created=1, absolute_dirs=("custom/p=1",),
+                            delete_outside=("custom/p=2",))
     assert CommitJournal.from_json(journal.to_json()) == journal
+    # A journal written before deleteOutside existed reads as deleting nothing outside the destination.
+    older = json.loads(journal.to_json())
+    del older["deleteOutside"]
+    assert CommitJournal.from_json(json.dumps(older)).delete_outside == ()
+    with pytest.raises(ManifestError, match="deleteOutside must be lists of strings"):
+        CommitJournal.from_json(json.dumps({**older, "deleteOutside": "custom/p=2"}))
     with pytest.raises(ManifestError, match=r"not a \.pendingset"):
         CommitJournal(job_id="j", committer="m", bucket="b", dest_key="", pendingsets=("x",)).to_json()
 

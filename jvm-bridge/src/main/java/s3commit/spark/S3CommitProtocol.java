@@ -34,9 +34,9 @@ import java.util.Map;
  * to the committer's work path: a magic path in S3 (uploads completed only at job commit) or a local
  * directory (staging). Task commits go through Spark's OutputCommitCoordinator exactly as
  * {@code HadoopMapReduceCommitProtocol}'s do: a denied attempt is aborted and fails with
- * {@code CommitDeniedException}. {@link #deleteWithJob} under the destination is deferred to job commit and
- * applied after the new files are complete; dynamic partition overwrite replaces the partitions the job
- * wrote, also after completion, without any rename. Files for custom partition locations outside the
+ * {@code CommitDeniedException}. {@link #deleteWithJob} anywhere in the destination's bucket is deferred
+ * to job commit and applied after the new files are complete; dynamic partition overwrite replaces the
+ * partitions the job wrote, also after completion, without any rename. Files for custom partition locations outside the
  * destination ({@link #newTaskTempFileAbsPath}) are uploads for their final keys too, completed with the job.
  * The job UUID is Spark's job id for this write, which Spark also puts into every file name.
  *
@@ -247,10 +247,13 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
     URI uri = fs.makeQualified(target).toUri();
     String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
-    boolean sameBucket = bucket.equals(uri.getAuthority());
-    if (sameBucket && (key.equals(destKey) || destKey.isEmpty() || key.startsWith(destKey + "/"))) {
-      String relative = key.equals(destKey) ? "" : key.substring(destKey.isEmpty() ? 0 : destKey.length() + 1);
-      deletePaths.add(relative);
+    if (bucket.equals(uri.getAuthority())) {
+      // Under the destination: a path relative to it; elsewhere in the bucket (a custom partition
+      // location): the location itself. Either way the old objects go after the new ones are complete.
+      boolean under = key.equals(destKey) || destKey.isEmpty() || key.startsWith(destKey + "/");
+      deletePaths.add(under
+          ? (key.equals(destKey) ? "" : key.substring(destKey.isEmpty() ? 0 : destKey.length() + 1))
+          : "s3a://" + bucket + "/" + key);
       LOG.info("s3commit: deleting old data under {} after the job's files are complete", target);
       return true;
     }
