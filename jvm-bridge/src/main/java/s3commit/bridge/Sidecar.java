@@ -13,6 +13,7 @@ import java.io.OutputStream;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.channels.Channels;
+import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -179,7 +180,10 @@ public final class Sidecar {
       response = connection.receive();
     } catch (IOException e) {
       connection.close();
-      throw new IOException("s3commit sidecar request " + op + " failed: " + e.getMessage(), e);
+      String cause = e instanceof ClosedByInterruptException
+          ? "the calling thread was interrupted (Spark cancelled the task)"
+          : e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+      throw new IOException("s3commit sidecar request " + op + " failed: " + cause, e);
     }
     release(connection);
     if (!Boolean.TRUE.equals(response.header.get("ok"))) {
