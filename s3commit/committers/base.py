@@ -261,7 +261,9 @@ class Committer(ABC):
         from s3commit.operations import load_pendingset
 
         bucket = self.dest.bucket
-        recorded: dict[str, UploadRef] = {}
+        # The attempts' own records first, then the pendingsets: a task commit running concurrently (its task
+        # cancelled mid-commit) writes its pendingset before it deletes the records, so every upload is seen.
+        recorded: dict[str, UploadRef] = recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/")
         for key in pendingset_keys_under(self.store, bucket, self.layout.job_attempt_dir):
             try:
                 pendingset = load_pendingset(self.store, bucket, key)
@@ -270,7 +272,6 @@ class Committer(ABC):
                 continue
             recorded.update({c.upload_id: UploadRef(c.bucket, c.destination_key, c.upload_id)
                              for c in pendingset.commits if c.bucket == bucket})
-        recorded.update(recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/"))
         sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=set(recorded))
         abort_recorded_outside(self.store, recorded.values(), bucket, self.dest.prefix, self.job_id)
         self._abort_local_state()

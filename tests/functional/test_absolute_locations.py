@@ -10,6 +10,7 @@ from s3commit import ConfigError, JobCommitError, ManifestError, create_committe
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.operations import commit_upload, load_pendingset
 from s3commit.recover import RecoveryAction, RecoveryError, recover
+from s3commit.store import S3Store
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import store_options_for
 from tests.functional.test_job_commit import FailingStore, user_keys
@@ -106,6 +107,36 @@ def test_an_aborted_task_aborts_its_absolute_uploads(store, s3_bucket, s3_client
     committer.abort_task(attempt)
     committer.abort_job()
     assert list_keys(s3_client, s3_bucket) == []
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+class CommitDuringAbortStore(S3Store):
+    """Runs ``during`` right after the first listing of the job attempt directory: a task commit that a
+    cancelled task left running in its sidecar, landing while the driver aborts the job."""
+
+    def __init__(self, options, job_attempt_dir):
+        super().__init__(options)
+        self.prefix = f"{job_attempt_dir}/"
+        self.during = None
+
+    def list_objects(self, bucket, prefix, *, delimiter=None):
+        listing = list(super().list_objects(bucket, prefix, delimiter=delimiter))
+        if prefix == self.prefix and self.during is not None:
+            during, self.during = self.during, None
+            during()
+        return iter(listing)
+
+
+def test_a_job_abort_racing_a_task_commit_still_aborts_its_absolute_uploads(s3_server, s3_bucket, s3_client):
+    probe = create_committer("magic", f"s3://{s3_bucket}/out", store=S3Store(store_options_for(s3_server)))
+    store = CommitDuringAbortStore(store_options_for(s3_server), probe.layout.job_attempt_dir)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, job_id=probe.job_id)
+    attempt = write_job(committer, s3_bucket)
+    # The task commit (pendingset written, the attempt's records deleted) lands between the abort's readings.
+    store.during = lambda: committer.commit_task(attempt)
+    committer.abort_job()
+    assert store.during is None  # the commit did run during the abort
+    assert list_keys(s3_client, s3_bucket, "elsewhere/") == [] and user_keys(s3_client, s3_bucket) == []
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
