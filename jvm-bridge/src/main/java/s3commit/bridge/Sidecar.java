@@ -196,6 +196,21 @@ public final class Sidecar {
     return call(op, args, null);
   }
 
+  /**
+   * A clean-up request (an abort): sent even when the calling thread has been interrupted, as Spark does to
+   * the tasks it cancels, which must still abort their uploads. The interrupt status is restored after.
+   */
+  public Response cleanup(String op, Map<String, Object> args) throws IOException {
+    boolean interrupted = Thread.interrupted();
+    try {
+      return call(op, args, null);
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
   private void release(Connection connection) {
     idle.offerFirst(connection);
   }

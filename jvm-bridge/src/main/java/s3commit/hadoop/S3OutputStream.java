@@ -82,14 +82,14 @@ class S3OutputStream extends OutputStream {
     Map<String, Object> args = new HashMap<>();
     args.put("handle", handle);
     if (failed) {
-      fs.sidecar().call("fs.abort_write", args);
+      fs.sidecar().cleanup("fs.abort_write", args);
       return;
     }
     try {
       ship();
       fs.sidecar().call("fs.close_write", args);
     } catch (IOException e) {
-      fs.sidecar().call("fs.abort_write", args);
+      fs.sidecar().cleanup("fs.abort_write", args);
       throw e;
     }
     if (magic) {

@@ -36,8 +36,9 @@ import java.util.Map;
  * {@code HadoopMapReduceCommitProtocol}'s do: a denied attempt is aborted and fails with
  * {@code CommitDeniedException}. {@link #deleteWithJob} anywhere in the destination's bucket is deferred
  * to job commit and applied after the new files are complete; dynamic partition overwrite replaces the
- * partitions the job wrote, also after completion, without any rename. Files for custom partition locations outside the
- * destination ({@link #newTaskTempFileAbsPath}) are uploads for their final keys too, completed with the job.
+ * partitions the job wrote, also after completion, without any rename. Files for custom partition
+ * locations outside the destination ({@link #newTaskTempFileAbsPath}) are uploads for their final keys
+ * too, completed with the job.
  * The job UUID is Spark's job id for this write, which Spark also puts into every file name.
  *
  * <p>This class holds no S3 logic: every step is a request to this JVM's Python sidecar.
@@ -52,7 +53,6 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   private final boolean dynamicPartitionOverwrite;
   private final String dest;
   private final String bucket;
-  private final String destKey;
   private final ArrayList<String> deletePaths = new ArrayList<>();
   private transient String workPath;
 
@@ -76,7 +76,6 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     while (key.endsWith("/")) {
       key = key.substring(0, key.length() - 1);
     }
-    this.destKey = key;
     this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
   }
 
@@ -206,7 +205,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
-      Sidecar.get().call("task.abort", args);
+      Sidecar.get().cleanup("task.abort", args);
     } catch (IOException e) {
       LOG.warn("s3commit task abort of {} failed: {}", attemptId(context), e.getMessage());
     }
@@ -236,24 +235,21 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   @Override
   public void abortJob(JobContext context) {
     try {
-      Sidecar.get().call("job.abort", args(context.getConfiguration()));
+      Sidecar.get().cleanup("job.abort", args(context.getConfiguration()));
     } catch (IOException e) {
       LOG.warn("s3commit job abort for {} failed: {}", path, e.getMessage());
     }
   }
 
-  /** Deletions under the destination wait for the job commit (after the new files are complete). */
+  /** Deletions in the destination's bucket wait for the job commit (after the new files are complete). */
   @Override
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
     URI uri = fs.makeQualified(target).toUri();
     String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
     if (bucket.equals(uri.getAuthority())) {
-      // Under the destination: a path relative to it; elsewhere in the bucket (a custom partition
-      // location): the location itself. Either way the old objects go after the new ones are complete.
-      boolean under = key.equals(destKey) || destKey.isEmpty() || key.startsWith(destKey + "/");
-      deletePaths.add(under
-          ? (key.equals(destKey) ? "" : key.substring(destKey.isEmpty() ? 0 : destKey.length() + 1))
-          : "s3a://" + bucket + "/" + key);
+      // Deferred, under the destination or elsewhere in its bucket (a custom partition location): the job
+      // commit deletes the old objects after the new ones are complete (OverwritePlan.of sorts the location).
+      deletePaths.add("s3a://" + bucket + "/" + key);
       LOG.info("s3commit: deleting old data under {} after the job's files are complete", target);
       return true;
     }
