@@ -32,7 +32,7 @@ from s3commit.errors import (
     error_class_for_code,
     translate_client_error,
 )
-from s3commit.retry import build_retrying
+from s3commit.retry import build_retrying, is_retryable
 
 T = TypeVar("T")
 
@@ -234,8 +234,11 @@ class S3Store:
         return str(response["UploadId"])
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                    body: bytes | memoryview) -> str:
-        """Upload one part; returns its ETag. Idempotent (a part number can be re-sent)."""
+                    body: bytes | bytearray | memoryview) -> str:
+        """Upload one part; returns its ETag. Idempotent (a part number can be re-sent).
+
+        A ``bytes`` or ``bytearray`` body is hashed and sent as it is (botocore sends a bytes-like body with
+        one ``sendall``); a ``memoryview`` is copied once, because botocore accepts only the former."""
         data = bytes(body) if isinstance(body, memoryview) else body
         response = self._call(
             "UploadPart",
@@ -319,7 +322,7 @@ class S3Store:
 
     # --- objects --------------------------------------------------------------------------------
 
-    def put_object(self, bucket: str, key: str, body: bytes, *, if_none_match: bool = False,
+    def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
         """Write a whole object; returns its ETag. Idempotent (same bytes), except with
         ``if_none_match``, where a retry after a lost response reports the key as existing."""
@@ -346,6 +349,44 @@ class S3Store:
             return bytes(self.client.get_object(**args)["Body"].read())
 
         return self._call("GetObject", read, bucket=bucket, key=key)
+
+    def stream_object(self, bucket: str, key: str, *, start: int, end: int,
+                      chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+        """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
+        streamed, never the whole range in memory. Idempotent: a transient failure part way (a reset, a
+        timeout, a short body) resumes from the next byte with a new GET, within the retry policy's attempts.
+        """
+        position = start
+        failures = 0
+        while position < end:
+            response = self._call(
+                "GetObject",
+                lambda p=position: self.client.get_object(  # type: ignore[misc]
+                    Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
+                bucket=bucket, key=key)
+            body = response["Body"]
+            try:
+                while position < end:
+                    data = body.read(min(chunk_size, end - position))
+                    if not data:
+                        raise TransientError(f"s3://{bucket}/{key}: the body ended at byte {position} of "
+                                             f"{start}..{end}", operation="GetObject", bucket=bucket, key=key)
+                    position += len(data)
+                    yield data
+            except Exception as err:
+                error = err if isinstance(err, StoreError) else translate_client_error(
+                    err, operation="GetObject", bucket=bucket, key=key)
+                failures += 1
+                if not is_retryable(error) or failures >= self.options.retry.max_attempts:
+                    error.attempts = failures
+                    self.counters.add("failures", "GetObject")
+                    if error is err:
+                        raise
+                    raise error from err
+                self.counters.add("retries", "GetObject")
+                self._sleep(min(self.options.retry.max_delay, self.options.retry.initial_delay * 2 ** failures))
+            finally:
+                body.close()
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo:
         """Metadata of an object; raises :class:`NotFoundError`. Idempotent."""

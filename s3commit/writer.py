@@ -1,14 +1,18 @@
 """MultipartWriter: a binary file object that streams to S3 as a multipart upload.
 
-Parts are uploaded in the background while the caller keeps writing. Memory is bounded: at most
-``max_in_flight`` parts are being uploaded at once, plus the one being filled, so a writer holds at most
-``(max_in_flight + 1) × part_size`` bytes; ``write()`` blocks when that many parts are in flight.
+Parts upload in the background, on the executor the writer is given, while the caller keeps writing.
+At most ``max_in_flight`` parts are queued or uploading at once; the call that would add one more blocks
+until a part finishes (S3A's ``fs.s3a.fast.upload.active.blocks``). A part is loaded into memory only when
+its upload starts (:mod:`s3commit.parts`), so the memory a writer holds is bounded by
+``max_in_flight × part_size`` for parts being uploaded, plus the part being filled by :meth:`write`.
+Parts can also be handed over whole (:meth:`MultipartWriter.write_part`): the JVM bridge passes block
+files that way, and they are deleted as soon as their upload ends.
 
 On ``close()`` the writer asks its :class:`CompletionPolicy` what to do with the finished upload: complete it
 now (a plain write) or defer it (the magic committer records a ``.pending`` and completes at job commit).
 This is Hadoop's ``PutTracker`` seam: the writer knows nothing of committers. Any error, and any
-exception inside ``with``, aborts the upload; a file that would need more than 10,000 parts fails on the
-write that crosses the limit, before anything is published.
+exception inside ``with``, aborts the upload and releases every queued part; a file that would need more
+than 10,000 parts fails on the write that crosses the limit, before anything is published.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
+from s3commit.parts import BufferPart, Part
 from s3commit.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -40,6 +45,10 @@ class CompletionPolicy:
     The default completes on close (a normal S3 write).
     """
 
+    may_defer = True
+    """False only for a policy that always completes on close: then a small file may be one PUT instead
+    of an upload (a deferred file must be an upload, to be completed later)."""
+
     def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
         """Called right after the upload is created (before any part)."""
 
@@ -53,6 +62,8 @@ class CompletionPolicy:
 
 class CompleteOnClose(CompletionPolicy):
     """A plain write: complete on close."""
+
+    may_defer = False
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ class MultipartWriter(io.RawIOBase):
         store: the S3 store.
         bucket, key: the object the upload creates.
         part_size: bytes per part (>= 5 MiB; the last part may be smaller).
-        max_in_flight: parts uploading at once (memory bound, see module docstring).
+        max_in_flight: parts queued or uploading at once (the memory bound, see module docstring).
         executor: runs part uploads; ``None`` uploads in the calling thread.
         policy: complete now or defer on close.
         uri: recorded in the pending upload (the magic path for magic writes).
@@ -107,19 +118,22 @@ class MultipartWriter(io.RawIOBase):
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise ConfigError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
+        if max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1, got {max_in_flight}")
         super().__init__()
         self.store = store
         self.bucket = bucket
         self.key = key
         self.part_size = part_size
+        self.max_in_flight = max_in_flight
         self.policy = policy or CompleteOnClose()
         self.uri = uri or f"s3://{bucket}/{key}"
         self._content_type = content_type
-        self._single_put = single_put_below and isinstance(self.policy, CompleteOnClose)
+        self._single_put = single_put_below and not self.policy.may_defer
         self._executor: Executor = executor or _SerialExecutor()
         self._slots = threading.Semaphore(max_in_flight)
         self._buffer = bytearray()
-        self._futures: list[Future[str]] = []
+        self._parts: list[tuple[Future[str], Part]] = []
         self._error: BaseException | None = None
         self._length = 0
         self._created = now_millis()
@@ -141,26 +155,58 @@ class MultipartWriter(io.RawIOBase):
     def tell(self) -> int:
         return self._length
 
+    @property
+    def parts_submitted(self) -> int:
+        return len(self._parts)
+
     def write(self, data: Any) -> int:
-        if self.closed:
-            raise ValueError(f"write to closed writer for s3://{self.bucket}/{self.key}")
-        self._raise_part_failure()
+        self._check_writable()
         view = memoryview(data).cast("B")
         size = view.nbytes
-        self._buffer += view
-        self._length += size
-        while len(self._buffer) >= self.part_size:
-            part = bytes(self._buffer[: self.part_size])
-            del self._buffer[: self.part_size]
-            self._submit_part(part)
+        start = 0
+        while start < size:
+            take = min(size - start, self.part_size - len(self._buffer))
+            self._buffer += view[start:start + take]
+            start += take
+            self._length += take
+            if len(self._buffer) == self.part_size:
+                part, self._buffer = BufferPart(self._buffer), bytearray()
+                self._submit_part(part)
         return size
 
-    def close(self) -> None:
-        """Upload what is left, then complete or defer (as the policy says). Idempotent."""
+    def write_part(self, part: Part) -> None:
+        """Queue a whole part (exactly ``part_size`` bytes; the last part goes to :meth:`close`).
+
+        Blocks while ``max_in_flight`` parts are queued or uploading. The writer owns ``part`` from here on:
+        it is released (an owned block file deleted) when its upload ends, or when the writer is aborted.
+        """
+        try:
+            self._check_writable()
+            if self._buffer:
+                raise S3CommitError(f"s3://{self.bucket}/{self.key}: write_part() after write() of a partial part")
+            if part.size != self.part_size:
+                raise S3CommitError(f"s3://{self.bucket}/{self.key}: a part of {part.size} bytes where every part "
+                                    f"but the last must be {self.part_size} bytes (fs.s3a.multipart.size)")
+        except BaseException:
+            part.release()
+            raise
+        self._length += part.size
+        self._submit_part(part)
+
+    def close(self, last: Part | None = None) -> None:
+        """Upload what is left (and ``last``, the final part, if given), then complete or defer as the
+        policy says. Idempotent."""
         if self.closed:
+            if last is not None:
+                last.release()
             return
         try:
-            self.result = self._finish()
+            if last is not None:
+                if self._buffer:
+                    last.release()
+                    raise S3CommitError(f"s3://{self.bucket}/{self.key}: a last part after write() of a partial part")
+                self._length += last.size
+            self.result = self._finish(last)
         except BaseException:
             self._abort_quietly()
             raise
@@ -168,7 +214,7 @@ class MultipartWriter(io.RawIOBase):
             super().close()
 
     def abort(self) -> None:
-        """Abandon the file: abort the upload (if any). Nothing becomes visible."""
+        """Abandon the file: abort the upload (if any) and release queued parts. Nothing becomes visible."""
         if self.closed:
             return
         try:
@@ -191,6 +237,11 @@ class MultipartWriter(io.RawIOBase):
 
     # --- internals ------------------------------------------------------------------------------
 
+    def _check_writable(self) -> None:
+        if self.closed:
+            raise ValueError(f"write to closed writer for s3://{self.bucket}/{self.key}")
+        self._raise_part_failure()
+
     def _ensure_upload(self) -> str:
         if self.upload_id is None:
             self.upload_id = self.store.create_multipart_upload(self.bucket, self.key,
@@ -198,49 +249,62 @@ class MultipartWriter(io.RawIOBase):
             self.policy.upload_started(bucket=self.bucket, key=self.key, upload_id=self.upload_id)
         return self.upload_id
 
-    def _submit_part(self, part: bytes) -> None:
-        part_number = len(self._futures) + 1
-        if part_number > MAX_PARTS:
-            error = TooManyPartsError(
-                f"s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts at part size "
-                f"{self.part_size} bytes (written so far: {self._length}); raise the part size "
-                f"(fs.s3a.multipart.size). The upload was aborted; nothing was published."
-            )
-            self._abort_quietly()
-            self._error = error
-            raise error
-        upload_id = self._ensure_upload()
-        self._slots.acquire()
+    def _upload(self, upload_id: str, part_number: int, part: Part) -> str:
         try:
-            future = self._executor.submit(self.store.upload_part, self.bucket, self.key, upload_id,
-                                           part_number, part)
+            return self.store.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
+        finally:
+            part.release()
+            self._slots.release()
+
+    def _submit_part(self, part: Part) -> None:
+        part_number = len(self._parts) + 1
+        try:
+            if part_number > MAX_PARTS:
+                error = TooManyPartsError(
+                    f"s3://{self.bucket}/{self.key} needs more than {MAX_PARTS} parts at part size "
+                    f"{self.part_size} bytes (written so far: {self._length}); raise the part size "
+                    f"(fs.s3a.multipart.size). The upload was aborted; nothing was published."
+                )
+                self._abort_quietly()
+                self._error = error
+                raise error
+            upload_id = self._ensure_upload()
+            self._slots.acquire()
         except BaseException:
+            part.release()
+            raise
+        try:
+            future = self._executor.submit(self._upload, upload_id, part_number, part)
+        except BaseException:
+            part.release()
             self._slots.release()
             raise
-        future.add_done_callback(lambda _f: self._slots.release())
-        self._futures.append(future)
+        self._parts.append((future, part))
 
     def _raise_part_failure(self) -> None:
         if self._error is not None:
             raise self._error
-        for future in self._futures:
+        for future, _ in self._parts:
             if future.done() and future.exception() is not None:
                 self._error = future.exception()
                 raise self._error  # type: ignore[misc]
 
-    def _finish(self) -> WriteResult:
+    def _finish(self, last: Part | None) -> WriteResult:
         self._raise_part_failure()
-        if self._single_put and self.upload_id is None:
-            # Small plain write: one PUT is cheaper than Create + Part + Complete.
-            self.store.put_object(self.bucket, self.key, bytes(self._buffer), content_type=self._content_type)
-            self._buffer.clear()
-            return WriteResult(None, True, self._length)
-        if self._buffer or not self._futures:
+        if last is None and (self._buffer or not self._parts):
             # The last part may be short; an empty file is one empty part.
-            part = bytes(self._buffer)
-            self._buffer.clear()
-            self._submit_part(part)
-        etags = tuple(f.result() for f in self._futures)
+            last, self._buffer = BufferPart(self._buffer), bytearray()
+        if self._single_put and self.upload_id is None and last is not None and not self._parts:
+            # Small plain write: one PUT is cheaper than Create + Part + Complete.
+            try:
+                self.store.put_object(self.bucket, self.key, last.load(), content_type=self._content_type)
+            finally:
+                last.release()
+            return WriteResult(None, True, self._length)
+        if last is not None:
+            self._submit_part(last)
+        etags = tuple(future.result() for future, _ in self._parts)
+        self._parts = [(future, _DONE) for future, _ in self._parts]  # the parts are released
         assert self.upload_id is not None
         pending = PendingUpload(
             bucket=self.bucket, destination_key=self.key, upload_id=self.upload_id, etags=etags,
@@ -254,11 +318,14 @@ class MultipartWriter(io.RawIOBase):
         return WriteResult(pending, False, self._length)
 
     def _abort_quietly(self) -> None:
-        for future in self._futures:
-            future.cancel()
-        for future in self._futures:
+        for future, part in self._parts:
+            if future.cancel():  # never started: its upload will not release it
+                part.release()
+                self._slots.release()
+        for future, _ in self._parts:
             with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting
+        self._buffer = bytearray()
         if self.upload_id is None or self._aborted:
             return
         upload_id = self.upload_id
@@ -269,3 +336,7 @@ class MultipartWriter(io.RawIOBase):
         except Exception as err:  # cleanup must not hide the original error
             log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id),
                         self.bucket, self.key, err)
+
+
+_DONE = BufferPart(bytearray(), 0)
+"""Stands in for a part whose upload finished (and which was released)."""

@@ -179,7 +179,7 @@ class InMemoryStore(S3Store):
         self.counters.add("requests", "GetObject")
         return self.objects[key]
 
-    def put_object(self, bucket: str, key: str, body: bytes, *, if_none_match: bool = False,
+    def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
         self.counters.add("requests", "PutObject")
         return '"put"'

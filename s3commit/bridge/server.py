@@ -2,8 +2,10 @@
 
 The JVM (``s3commit.bridge.Sidecar`` in the jar) starts ``python -m s3commit.bridge`` with a random token in
 the environment (``S3COMMIT_BRIDGE_TOKEN``, never on the command line). The sidecar makes a private (0700)
-directory, listens on a socket inside it, prints one JSON line (socket path, version) and serves until its
-stdin closes, which happens when the JVM exits for any reason. Every connection must open with a
+directory (``s3commit-sidecar-<pid>-*``), listens on a socket inside it, prints one JSON line (socket path,
+block directory, version, pid) and serves until its stdin closes, which happens when the JVM exits for any
+reason. Block files the JVM hands over live in that directory too; a starting sidecar deletes the
+directories of sidecars that are gone (:mod:`s3commit.bridge.blocks`). Every connection must open with a
 ``hello`` carrying the token and the jar's version; a mismatch is refused with a message naming both
 versions. Each connection is served by its own thread, so many task threads can call at once.
 """
@@ -11,19 +13,21 @@ versions. Each connection is served by its own thread, so many task threads can 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
 import logging
 import os
 import socket
 import sys
-import tempfile
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from s3commit import __version__
-from s3commit.bridge.handlers import BridgeHandlers, error_type
-from s3commit.bridge.protocol import ProtocolError, read_message, write_message
+from s3commit.bridge.blocks import BlockDirectories, BlockDirectory
+from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
+from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
 
 log = logging.getLogger("s3commit.bridge")
 
@@ -58,44 +62,81 @@ class SidecarServer:
         finally:
             if os.path.exists(self.socket_path):
                 os.unlink(self.socket_path)
+        self.handlers.close()
 
-    def _hello(self, conn: socket.socket) -> bool:
-        header, _ = read_message(conn)
+    def _hello(self, channel: Channel) -> bool:
+        header = channel.read_header()
         if header.get("op") != "hello" or not hmac.compare_digest(str(header.get("token", "")), self.token):
-            write_message(conn, {"ok": False, "error": {"type": "Security", "message": "bad token"}})
+            channel.write_header({"ok": False, "error": {"type": "Security", "message": "bad token"}})
             return False
         jar_version = header.get("version")
         if jar_version != __version__:
             message = (f"s3commit version mismatch: the bridge jar is {jar_version} but the sidecar's Python "
                        f"package is {__version__} ({sys.executable}); install matching versions")
-            write_message(conn, {"ok": False, "error": {"type": "IllegalState", "message": message}})
+            channel.write_header({"ok": False, "error": {"type": "IllegalState", "message": message}})
             return False
-        write_message(conn, {"ok": True, "version": __version__, "pid": os.getpid()})
+        channel.write_header({"ok": True, "version": __version__, "pid": os.getpid(),
+                              "blocks_dir": self.handlers.blocks.path})
         return True
 
     def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                if not self._hello(conn):
-                    return
-                while True:
-                    header, payload = read_message(conn)
-                    handler = self.handlers.ops.get(str(header.get("op")))
-                    if handler is None:
-                        write_message(conn, {"ok": False, "error": {
-                            "type": "IllegalArgument", "message": f"unknown operation {header.get('op')!r}"}})
-                        continue
-                    try:
-                        result, data = handler(header, payload)
-                    except Exception as err:  # every failure goes back to the JVM as an exception
-                        log.debug("%s failed", header.get("op"), exc_info=True)
-                        write_message(conn, {"ok": False, "error": {"type": error_type(err), "message": str(err)}})
-                        continue
-                    write_message(conn, {"ok": True, **result}, data)
-            except (EOFError, ConnectionError):
+        channel = Channel(conn)
+        try:
+            if not self._hello(channel):
                 return
-            except ProtocolError as err:
-                log.warning("dropping a connection: %s", err)
+            while True:
+                header, body = channel.read_message()
+                self._answer(channel, header, body)
+        except (EOFError, ConnectionError):
+            return
+        except FrameTooLarge as err:
+            # The stream cannot be trusted past an oversized frame: say why, then hang up.
+            log.warning("refusing a request: %s", err)
+            with contextlib.suppress(OSError, ProtocolError):
+                channel.write_header(error_header(err))
+        except ProtocolError as err:
+            log.warning("dropping a connection: %s", err)
+        finally:
+            channel.close()
+
+    def _answer(self, channel: Channel, header: dict[str, Any], body: Body | None) -> None:
+        op = str(header.get("op"))
+        handler = self.handlers.ops.get(op)
+        try:
+            if handler is None:
+                raise _UnknownOperation(f"unknown operation {op!r}")
+            reply = handler(header, body)
+        except (EOFError, ConnectionError, FrameTooLarge):
+            raise
+        except BodyError as err:  # the JVM cut its own request short: it knows why
+            log.debug("%s: the request body was cut short: %s", op, err)
+            channel.write_header(error_header(err))
+            return
+        except Exception as err:  # every other failure goes back to the JVM as an exception
+            log.debug("%s failed", op, exc_info=True)
+            if body is not None and not body.done:
+                body.drain()
+            channel.write_header(error_header(err))
+            return
+        if body is not None and not body.done:
+            body.drain()
+        self._send(channel, op, reply)
+
+    @staticmethod
+    def _send(channel: Channel, op: str, reply: Reply) -> None:
+        header = {"ok": True, **reply.header}
+        try:
+            if reply.stream is not None:
+                channel.write_stream(header, reply.stream, error_header=error_header)
+            else:
+                channel.write_message(header, reply.body)
+        except FrameTooLarge as err:  # nothing was sent yet: answer with the reason instead
+            log.warning("%s: %s", op, err)
+            channel.write_header(error_header(err))
+
+
+class _UnknownOperation(ValueError):
+    pass
 
 
 def _watch_stdin(server: SidecarServer) -> None:
@@ -118,14 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=os.environ.get("S3COMMIT_BRIDGE_LOG", "WARNING"), stream=sys.stderr,
                         format="s3commit-sidecar %(levelname)s %(name)s: %(message)s")
-    directory = tempfile.mkdtemp(prefix="s3commit-sidecar-")  # mkdtemp makes it 0700
-    server = SidecarServer(os.path.join(directory, "sock"), token)
-    print(json.dumps({"socket": server.socket_path, "version": __version__, "pid": os.getpid()}), flush=True)
+    blocks = BlockDirectories(BlockDirectory.create())  # 0700; sweeps the directories of sidecars that are gone
+    server = SidecarServer(os.path.join(blocks.path, "sock"), token, BridgeHandlers(blocks=blocks))
+    print(json.dumps({"socket": server.socket_path, "blocks_dir": blocks.path, "version": __version__,
+                      "pid": os.getpid()}), flush=True)
     if not args.no_stdin_watch:
         threading.Thread(target=_watch_stdin, args=(server,), daemon=True).start()
     try:
         server.serve_forever()
     finally:
         server.stop()
-        os.rmdir(directory) if os.path.isdir(directory) and not os.listdir(directory) else None
+        blocks.remove()
     return 0

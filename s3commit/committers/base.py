@@ -287,6 +287,11 @@ class Committer(ABC):
     def setup_task(self, task_attempt_id: str) -> TaskAttempt:
         """Prepare a task attempt (``attempt_<jt>_<job>_m_<task>_<n>``)."""
 
+    def attach_task(self, task_attempt_id: str) -> TaskAttempt:
+        """The attempt :meth:`setup_task` prepared, possibly in another process on this host, rebuilt
+        without side effects (its output is kept). A committer with no local task state just sets it up."""
+        return self.setup_task(task_attempt_id)
+
     @abstractmethod
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         """Make the attempt's output part of the job (not yet visible); returns the message for the driver."""

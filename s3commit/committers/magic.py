@@ -84,6 +84,17 @@ class MagicTaskRegistry:
             still_open = list(self._open.pop((job_id, attempt), {}).values())
         return pending, still_open
 
+    def forget_job(self, job_id: str) -> None:
+        """Drop what is left of a job's attempts (those that never committed or aborted in this process)."""
+        with self._lock:
+            for table in (self._pending, self._open):
+                for key in [k for k in table if k[0] == job_id]:
+                    del table[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending) + len(self._open)
+
 
 REGISTRY = MagicTaskRegistry()
 """The registry of this process (one per Python process, like Hadoop's static maps)."""
@@ -91,6 +102,8 @@ REGISTRY = MagicTaskRegistry()
 
 class MagicCompletion(CompletionPolicy):
     """Defer completion: on close save ``<magic path>.pending``; optionally record the upload at start."""
+
+    may_defer = True
 
     def __init__(self, store: S3Store, *, bucket: str, magic_key: str, job_id: str, task_attempt_id: str,
                  track: bool, registry: MagicTaskRegistry) -> None:

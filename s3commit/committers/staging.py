@@ -30,6 +30,7 @@ from s3commit.errors import CommitConflictError
 from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
 from s3commit.operations import abort_upload_quietly, is_scratch_key, save_task_pendingset
+from s3commit.parts import file_parts
 from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
 from s3commit.writer import TooManyPartsError
 
@@ -46,11 +47,12 @@ class StagingTaskAttempt(TaskAttempt):
 
     committer: StagingCommitter
 
-    def __init__(self, committer: StagingCommitter, task_attempt_id: str) -> None:
+    def __init__(self, committer: StagingCommitter, task_attempt_id: str, *, fresh: bool = True) -> None:
         super().__init__(committer, task_attempt_id)
         self.local_dir = os.path.join(committer.local_job_dir, self.task_attempt_id)
-        shutil.rmtree(self.local_dir, ignore_errors=True)
-        os.makedirs(self.local_dir, mode=0o700)
+        if fresh:
+            shutil.rmtree(self.local_dir, ignore_errors=True)
+        os.makedirs(self.local_dir, mode=0o700, exist_ok=True)
 
     @property
     def work_path(self) -> str:
@@ -91,6 +93,10 @@ class StagingCommitter(Committer):
     def setup_task(self, task_attempt_id: str) -> StagingTaskAttempt:
         self._check_job_open()
         return StagingTaskAttempt(self, task_attempt_id)
+
+    def attach_task(self, task_attempt_id: str) -> StagingTaskAttempt:
+        """The attempt set up earlier on this host (its local directory and files are kept)."""
+        return StagingTaskAttempt(self, task_attempt_id, fresh=False)
 
     def needs_task_commit(self, attempt: TaskAttempt) -> bool:
         assert isinstance(attempt, StagingTaskAttempt)
@@ -151,12 +157,15 @@ class StagingCommitter(Committer):
         upload_id = self.store.create_multipart_upload(bucket, key)
         started.append((key, upload_id))  # registered at creation: any later failure aborts it
         etags: list[str | None] = [None] * parts
+        pieces = file_parts(path, part_size)
 
         def send(number: int) -> None:
-            # Each part re-reads its own byte range, so a retried part has a fresh body.
-            with open(path, "rb") as f:
-                f.seek((number - 1) * part_size)
-                etags[number - 1] = self.store.upload_part(bucket, key, upload_id, number, f.read(part_size))
+            # Each part is read when its upload starts (one part in memory per upload at a time).
+            piece = pieces[number - 1]
+            try:
+                etags[number - 1] = self.store.upload_part(bucket, key, upload_id, number, piece.load())
+            finally:
+                piece.release()
 
         # Parts go to the inner pool: files run on the outer pool, so waiting on parts cannot deadlock it.
         futures: list[Future[None]] = [self.part_pool.submit(send, n) for n in range(2, parts + 1)]

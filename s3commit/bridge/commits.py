@@ -1,0 +1,153 @@
+"""The sidecar's committer calls: job and task setup, commit and abort, for the JVM's commit protocols.
+
+Every call builds its committer from the request (configuration id, destination, job id; the committer
+from ``fs.s3a.committer.name``) and releases its threads when it returns: the sidecar keeps no committer or
+task attempt between calls. A task attempt is rebuilt from its id (a magic attempt has no local state; a
+staging attempt's files are in its local directory on this host), so a sidecar started after another died
+serves the next call of the same job as if nothing had happened.
+
+``job.commit`` takes the committed tasks' messages as its request body, one JSON record per line, read as a
+stream: a job of 100,000 tasks is no larger a message than one of ten. Messages of tasks that wrote nothing
+carry no pendingset and cost nothing to keep.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import Any
+
+from s3commit.bridge.protocol import Body
+from s3commit.bridge.registry import Configurations, Registered
+from s3commit.bridge.reply import Reply
+from s3commit.bridge.streams import Streams
+from s3commit.committers import Committer, TaskCommitMessage, create_committer
+from s3commit.committers.magic import REGISTRY
+from s3commit.config import committer_name_from_conf
+from s3commit.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def messages_of(lines: Iterator[bytes]) -> Iterator[tuple[int, TaskCommitMessage]]:
+    """Numbered task commit messages from NDJSON records (what ``TaskCommitMessage`` holds, as JSON)."""
+    for number, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            message = TaskCommitMessage(**{**record, "absolute_dirs": tuple(record.get("absolute_dirs") or ())})
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"task commit message {number} is not valid: {err}") from err
+        yield number, message
+
+
+class CommitOps:
+    """``job.setup``, ``job.commit``, ``job.abort``, ``task.setup``, ``task.commit``, ``task.abort``,
+    ``task.absolute_path``."""
+
+    def __init__(self, confs: Configurations, streams: Streams, *,
+                 factory: Callable[..., Committer] = create_committer) -> None:
+        self.confs = confs
+        self.streams = streams
+        self.factory = factory
+
+    def ops(self) -> dict[str, Any]:
+        return {"job.setup": self.job_setup, "job.commit": self.job_commit, "job.abort": self.job_abort,
+                "task.setup": self.task_setup, "task.commit": self.task_commit, "task.abort": self.task_abort,
+                "task.absolute_path": self.task_absolute_path}
+
+    def _committer(self, req: dict[str, Any]) -> Committer:
+        registered: Registered = self.confs.get(req.get("conf_id"))
+        name = committer_name_from_conf(registered.conf)
+        return self.factory(name, req["dest"], job_id=req["job_id"], store=registered.store,
+                            options=registered.options)
+
+    # --- job ---------------------------------------------------------------------------------------
+
+    def job_setup(self, req: dict[str, Any], _: Body | None) -> Reply:
+        committer = self._committer(req)
+        try:
+            committer.setup_job()
+        finally:
+            committer.close()
+        return Reply({"committer": committer.name})
+
+    def job_commit(self, req: dict[str, Any], body: Body | None) -> Reply:
+        committer = self._committer(req)
+        if body is not None:
+            # Only messages with a pendingset matter; the rest are counted, not kept.
+            kept: list[TaskCommitMessage] = []
+            received = 0
+            for number, message in messages_of(body.lines()):
+                received = number
+                if message.job_id != committer.job_id:
+                    raise ConfigError(f"task commit message {number} is of job {message.job_id}, not of job "
+                                      f"{committer.job_id}")
+                if message.pendingset_key is not None or message.absolute_dirs:
+                    kept.append(message)
+        else:  # no messages at all: read every pendingset in the job directory (Hadoop's OutputCommitter)
+            kept, received = None, -1  # type: ignore[assignment]
+        try:
+            success = committer.commit_job(kept, delete_paths=req.get("delete_paths") or (),
+                                           replace_partitions=bool(req.get("replace_partitions")))
+        finally:
+            self._forget_job(committer.job_id)
+        return Reply({"success": success.to_dict(), "messages": received})
+
+    def job_abort(self, req: dict[str, Any], _: Body | None) -> Reply:
+        committer = self._committer(req)
+        try:
+            committer.abort_job()
+        finally:
+            self._forget_job(committer.job_id)
+        return Reply({})
+
+    def _forget_job(self, job_id: str) -> None:
+        self.streams.forget_job(job_id)
+        REGISTRY.forget_job(job_id)
+
+    # --- task --------------------------------------------------------------------------------------
+
+    def task_setup(self, req: dict[str, Any], _: Body | None) -> Reply:
+        committer = self._committer(req)
+        try:
+            attempt = committer.setup_task(req["task_attempt_id"])
+        finally:
+            committer.close()
+        return Reply({"work_path": engine_path(attempt.work_path)})
+
+    def task_absolute_path(self, req: dict[str, Any], _: Body | None) -> Reply:
+        """Where the engine writes a file bound for ``absolute_dir/name``, outside the destination."""
+        committer = self._committer(req)
+        attempt = committer.attach_task(req["task_attempt_id"])
+        return Reply({"path": engine_path(attempt.absolute_work_path(req["absolute_dir"], req["name"]))})
+
+    def task_commit(self, req: dict[str, Any], _: Body | None) -> Reply:
+        committer = self._committer(req)
+        attempt_id = str(req["task_attempt_id"])
+        self.streams.forget_attempt(committer.job_id, attempt_id)
+        try:
+            message = committer.commit_task(committer.attach_task(attempt_id))
+        finally:
+            committer.close()
+        return Reply({"message": asdict(message)})
+
+    def task_abort(self, req: dict[str, Any], _: Body | None) -> Reply:
+        committer = self._committer(req)
+        attempt_id = str(req["task_attempt_id"])
+        self.streams.forget_attempt(committer.job_id, attempt_id)
+        try:
+            committer.abort_task(committer.attach_task(attempt_id))
+        finally:
+            committer.close()
+        return Reply({})
+
+
+def engine_path(path: str) -> str:
+    """A committer's path as Hadoop names it: ``s3a://`` for S3, ``file://`` for a local directory."""
+    if path.startswith("s3://"):
+        return "s3a://" + path[len("s3://"):]
+    if path.startswith("/"):
+        return "file://" + path
+    return path
