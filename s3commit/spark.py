@@ -50,6 +50,27 @@ def _sources() -> Path:
         "to a prebuilt jar")
 
 
+def _source_sets(main: Path, jars: Path) -> list[Path]:
+    """The Java source directories to compile: the common one, plus those the installed jars support
+    (``hadoop-vectored``: Hadoop 3.3.5+, which has ``FileRange`` and ``PositionedReadable.readVectored``)."""
+    sets = [main]
+    vectored = main.parent.parent / "hadoop-vectored" / "java"
+    if vectored.is_dir() and _jars_have_class(jars, "org/apache/hadoop/fs/FileRange.class"):
+        sets.append(vectored)
+    return sets
+
+
+def _jars_have_class(jars: Path, entry: str) -> bool:
+    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+        with zipfile.ZipFile(jar) as archive:
+            try:
+                archive.getinfo(entry)
+                return True
+            except KeyError:
+                continue
+    return False
+
+
 def _spark_jars() -> Path:
     import pyspark
 
@@ -74,10 +95,11 @@ def jar_path() -> str:
     import pyspark
 
     sources = _sources()
-    files = sorted(sources.rglob("*.java"))
+    source_sets = _source_sets(sources, _spark_jars())
+    files = sorted(f for directory in source_sets for f in directory.rglob("*.java"))
     digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}".encode())
     for file in files:
-        digest.update(file.relative_to(sources).as_posix().encode())
+        digest.update(file.relative_to(sources.parent.parent).as_posix().encode())
         digest.update(file.read_bytes())
     jar = _cache_dir() / f"s3commit-bridge-{__version__}-{digest.hexdigest()[:12]}.jar"
     if jar.is_file():

@@ -27,6 +27,7 @@ from s3commit.errors import (
     NoSuchBucketError,
     NoSuchUploadError,
     NotFoundError,
+    PreconditionFailedError,
     StoreError,
     TransientError,
     error_class_for_code,
@@ -250,24 +251,30 @@ class S3Store:
         return str(response["ETag"])
 
     def complete_multipart_upload(
-        self, bucket: str, key: str, upload_id: str, etags: Sequence[str], *, expected_length: int | None = None
+        self, bucket: str, key: str, upload_id: str, etags: Sequence[str], *, expected_length: int | None = None,
+        if_none_match: bool = False,
     ) -> str:
         """Complete an upload from its ordered part ETags; returns the object's ETag.
 
         Idempotent: if S3 says the upload is unknown (or keeps failing) but the object already holds
         exactly this upload's content (same multipart ETag, or same length when the ETag cannot be
         predicted), the completion already happened (a lost response, or an earlier commit) and counts
-        as done.
+        as done. With ``if_none_match`` the object must not exist yet (``If-None-Match: *``): a key that
+        exists with other content raises :class:`PreconditionFailedError`.
         """
         parts = [{"PartNumber": i + 1, "ETag": etag} for i, etag in enumerate(etags)]
+        extra = {"IfNoneMatch": "*"} if if_none_match else {}
         try:
             response = self._call(
                 "CompleteMultipartUpload",
                 lambda: self.client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}),
+                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra),
                 bucket=bucket, key=key, upload_id=upload_id,
             )
-        except (NoSuchUploadError, TransientError) as err:
+        except (NoSuchUploadError, TransientError, PreconditionFailedError) as err:
+            if isinstance(err, PreconditionFailedError) and err.attempts <= 1:
+                raise  # the first attempt met someone else's object
+            # A 412 on a retry may be our own earlier attempt, whose answer was lost: look at the object.
             done = self._already_completed(bucket, key, etags, expected_length)
             if done is None:
                 raise
@@ -324,19 +331,37 @@ class S3Store:
 
     def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
-        """Write a whole object; returns its ETag. Idempotent (same bytes), except with
-        ``if_none_match``, where a retry after a lost response reports the key as existing."""
+        """Write a whole object; returns its ETag. Idempotent (same bytes).
+
+        With ``if_none_match`` the key must not exist (``If-None-Match: *``), so retrying is safe only with
+        a check: when an attempt's answer was lost and a retry then meets an object, the object is read back
+        and, if it holds exactly ``body``, it is ours and the PUT succeeded; otherwise
+        :class:`PreconditionFailedError` (someone else's object is there).
+        """
         args: dict[str, Any] = dict(self.options.write_args())
         if if_none_match:
             args["IfNoneMatch"] = "*"
         if content_type:
             args["ContentType"] = content_type
-        response = self._call(
-            "PutObject", lambda: self.client.put_object(Bucket=bucket, Key=key, Body=body, **args),
-            bucket=bucket, key=key,
-        )
+        try:
+            response = self._call(
+                "PutObject", lambda: self.client.put_object(Bucket=bucket, Key=key, Body=body, **args),
+                bucket=bucket, key=key,
+            )
+        except PreconditionFailedError as err:
+            if err.attempts <= 1 or not self._holds(bucket, key, body):
+                raise
+            err.__suppress_context__ = True
+            return self.head_object(bucket, key).etag
         self.counters.add_bytes(uploaded=len(body))
         return str(response.get("ETag", ""))
+
+    def _holds(self, bucket: str, key: str, body: bytes | bytearray) -> bool:
+        """True if the object exists with exactly these bytes."""
+        try:
+            return self.get_object(bucket, key) == bytes(body)
+        except NotFoundError:
+            return False
 
     def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         """Read an object, or the byte range ``[start, end)``. Idempotent."""

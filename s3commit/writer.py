@@ -100,6 +100,9 @@ class MultipartWriter(io.RawIOBase):
         uri: recorded in the pending upload (the magic path for magic writes).
         single_put_below: with a policy that completes, a file smaller than one part is sent as one PUT
             instead of Create + Part + Complete.
+        if_none_match: publish only if the key does not exist yet (``If-None-Match: *`` on the PUT or the
+            Complete): a writer that loses the race gets :class:`~s3commit.errors.PreconditionFailedError`
+            and nothing is overwritten.
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class MultipartWriter(io.RawIOBase):
         uri: str | None = None,
         content_type: str | None = None,
         single_put_below: bool = True,
+        if_none_match: bool = False,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise ConfigError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -130,6 +134,7 @@ class MultipartWriter(io.RawIOBase):
         self.uri = uri or f"s3://{bucket}/{key}"
         self._content_type = content_type
         self._single_put = single_put_below and not self.policy.may_defer
+        self._if_none_match = if_none_match
         self._executor: Executor = executor or _SerialExecutor()
         self._slots = threading.Semaphore(max_in_flight)
         self._buffer = bytearray()
@@ -297,7 +302,8 @@ class MultipartWriter(io.RawIOBase):
         if self._single_put and self.upload_id is None and last is not None and not self._parts:
             # Small plain write: one PUT is cheaper than Create + Part + Complete.
             try:
-                self.store.put_object(self.bucket, self.key, last.load(), content_type=self._content_type)
+                self.store.put_object(self.bucket, self.key, last.load(), content_type=self._content_type,
+                                      if_none_match=self._if_none_match)
             finally:
                 last.release()
             return WriteResult(None, True, self._length)
@@ -311,8 +317,9 @@ class MultipartWriter(io.RawIOBase):
             length=self._length, uri=self.uri, created=self._created, saved=now_millis(),
         )
         if self.policy.upload_ready(pending):
+            conditional = {"if_none_match": True} if self._if_none_match else {}
             self.store.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
-                                                 expected_length=self._length)
+                                                 expected_length=self._length, **conditional)
             return WriteResult(pending, True, self._length)
         log.debug("s3://%s/%s will be visible when the job is committed", self.bucket, self.key)
         return WriteResult(pending, False, self._length)

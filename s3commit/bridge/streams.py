@@ -90,7 +90,8 @@ class Streams:
             owner: tuple[str, str] | None = (job_id_of_magic_key(uri.key), task_attempt_id_of_magic_key(uri.key))
         else:
             writer = MultipartWriter(registered.store, uri.bucket, uri.key, part_size=options.part_size,
-                                     max_in_flight=options.max_in_flight, executor=registered.upload_pool)
+                                     max_in_flight=options.max_in_flight, executor=registered.upload_pool,
+                                     if_none_match=bool(req.get("if_none_match")))
             owner = None
         buffer_dir = registered.conf.get("fs.s3a.buffer.dir", "").strip()
         directory = self.blocks.for_buffer_dir(buffer_dir) if buffer_dir else self.blocks.default

@@ -305,8 +305,16 @@ class _Exchange:
         self.operation = self.target.operation
 
     def run(self) -> None:
+        stats = self.simulator.stats
+        stats.request(self.operation)
+        stats.begin(self.operation)
+        try:
+            self._run()
+        finally:
+            stats.end(self.operation)
+
+    def _run(self) -> None:
         stats, operation, profile = self.simulator.stats, self.operation, self.config.profile
-        stats.request(operation)
         try:
             body = wire.read_body(self.handler.rfile, self.handler.headers.items())
         except wire.BadRequestBody:

@@ -48,6 +48,8 @@ class StatsSnapshot:
         copy_bytes: bytes copied server-side by CopyObject / UploadPartCopy.
         copy_seconds: delay injected for those copies (included in ``delay_seconds``).
         translated: upstream errors rewritten to what AWS answers, by S3 error code (``NoSuchUpload``).
+        max_in_flight: the most requests of each operation the simulator was serving at one time, since the
+            last reset (not a count: :meth:`minus` keeps the later value).
     """
 
     requests: Mapping[str, int] = field(default_factory=dict)
@@ -60,6 +62,7 @@ class StatsSnapshot:
     copy_bytes: int = 0
     copy_seconds: float = 0.0
     translated: Mapping[str, int] = field(default_factory=dict)
+    max_in_flight: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def total_requests(self) -> int:
@@ -96,6 +99,7 @@ class StatsSnapshot:
             copy_bytes=self.copy_bytes - earlier.copy_bytes,
             copy_seconds=self.copy_seconds - earlier.copy_seconds,
             translated=_minus_counts(self.translated, earlier.translated),
+            max_in_flight=dict(self.max_in_flight),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,6 +115,7 @@ class StatsSnapshot:
             "copy_bytes": self.copy_bytes,
             "copy_seconds": self.copy_seconds,
             "translated": dict(self.translated),
+            "max_in_flight": dict(self.max_in_flight),
         }
 
     @classmethod
@@ -127,6 +132,7 @@ class StatsSnapshot:
             copy_bytes=int(data.get("copy_bytes", 0)),
             copy_seconds=float(data.get("copy_seconds", 0.0)),
             translated=dict(data.get("translated", {})),
+            max_in_flight=dict(data.get("max_in_flight", {})),
         )
 
 
@@ -148,16 +154,34 @@ class StatsRecorder:
         self._copy_bytes = 0
         self._copy_seconds = 0.0
         self._translated: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
+        self._max_in_flight: Counter[str] = Counter()
 
     def reset(self) -> None:
-        """Zero every counter."""
+        """Zero every counter (requests being served stay counted as in flight)."""
         with self._lock:
+            in_flight = self._in_flight
             self._reset_unlocked()
+            self._in_flight = in_flight
 
     def request(self, operation: S3Operation) -> None:
         """Count one request received."""
         with self._lock:
             self._requests[operation.value] += 1
+
+    def begin(self, operation: S3Operation) -> None:
+        """A request of ``operation`` is being served (until :meth:`end`)."""
+        with self._lock:
+            self._in_flight[operation.value] += 1
+            now = self._in_flight[operation.value]
+            if now > self._max_in_flight[operation.value]:
+                self._max_in_flight[operation.value] = now
+
+    def end(self, operation: S3Operation) -> None:
+        """A request of ``operation`` was answered (or dropped)."""
+        with self._lock:
+            if self._in_flight[operation.value] > 0:
+                self._in_flight[operation.value] -= 1
 
     def body_in(self, operation: S3Operation, nbytes: int) -> None:
         """Count request body bytes received."""
@@ -214,4 +238,5 @@ class StatsRecorder:
                 copy_bytes=self._copy_bytes,
                 copy_seconds=self._copy_seconds,
                 translated=dict(sorted(self._translated.items())),
+                max_in_flight=dict(sorted(self._max_in_flight.items())),
             )

@@ -3,10 +3,11 @@ package s3commit.bridge;
 import org.apache.hadoop.conf.Configuration;
 
 import java.io.IOException;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * Forwards the relevant part of a Hadoop configuration to the sidecar and remembers the id it gets back.
@@ -15,11 +16,28 @@ import java.util.concurrent.ConcurrentHashMap;
  * {@code mapreduce.fileoutputcommitter.marksuccessfuljobs}. Per-bucket keys
  * ({@code fs.s3a.bucket.<bucket>.<key>}) override the plain key for that bucket, as in S3A. Parsing and
  * validation are the Python side's ({@code s3commit.config}).
+ *
+ * <p>An id is a hash of the keys, the same in every sidecar; this class keeps the keys of each id it has seen
+ * (a bounded table, least recently used out) so that it can register them again with a sidecar that does
+ * not know them: one started after the last died, or one that dropped the id from its own bounded table.
  */
 public final class BridgeConf {
-  private static final Map<Map<String, String>, String> IDS = new ConcurrentHashMap<>();
+  static final int LIMIT = 1024;
+  private static final Map<Map<String, String>, String> IDS = lru();
+  private static final Map<String, Map<String, String>> KEYS = lru();
 
   private BridgeConf() {
+  }
+
+  private static <K, V> Map<K, V> lru() {
+    return Collections.synchronizedMap(new LinkedHashMap<K, V>(16, 0.75f, true) {
+      private static final long serialVersionUID = 1L;
+
+      @Override
+      protected boolean removeEldestEntry(Map.Entry<K, V> eldest) {
+        return size() > LIMIT;
+      }
+    });
   }
 
   /** The keys of {@code conf} that s3commit reads, resolved for {@code bucket}. */
@@ -42,16 +60,48 @@ public final class BridgeConf {
     return keys;
   }
 
-  /** Register the configuration with the sidecar (once per distinct set of keys); returns its id. */
+  /** Register the configuration (once per distinct set of keys); returns its id. */
+  public static String register(Configuration conf, String bucket) throws IOException {
+    return register(relevant(conf, bucket));
+  }
+
+  /** Kept for callers that name a sidecar: registration always goes to the current one. */
   public static String register(Sidecar sidecar, Configuration conf, String bucket) throws IOException {
-    Map<String, String> keys = relevant(conf, bucket);
+    return register(conf, bucket);
+  }
+
+  static String register(Map<String, String> keys) throws IOException {
     String id = IDS.get(keys);
     if (id == null) {
-      Map<String, Object> args = new HashMap<>();
-      args.put("conf", keys);
-      id = (String) sidecar.call("conf.register", args).get("conf_id");
+      id = send(keys);
       IDS.put(keys, id);
+      KEYS.put(id, keys);
     }
     return id;
+  }
+
+  private static String send(Map<String, String> keys) throws IOException {
+    Map<String, Object> args = new HashMap<>();
+    args.put("conf", keys);
+    return (String) Sidecar.run("conf.register", args).get("conf_id");
+  }
+
+  /** Register the keys of {@code id} again (with a sidecar that forgot them); false if they are unknown. */
+  static boolean reregister(String id) throws IOException {
+    Map<String, String> keys = KEYS.get(id);
+    if (keys == null) {
+      return false;
+    }
+    String again = send(keys);
+    if (!again.equals(id)) {
+      throw new IOException("the sidecar gave configuration id " + again + " for the keys of " + id
+          + ": the jar and the Python package disagree on how ids are made");
+    }
+    return true;
+  }
+
+  /** How many configurations this JVM remembers (bounded by {@link #LIMIT}). */
+  public static int size() {
+    return KEYS.size();
   }
 }

@@ -1,10 +1,9 @@
 package s3commit.bridge;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.BufferedReader;
-import java.io.DataInputStream;
-import java.io.DataOutputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
@@ -12,7 +11,7 @@ import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
-import java.nio.channels.Channels;
+import java.nio.ByteBuffer;
 import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.SocketChannel;
 import java.nio.charset.StandardCharsets;
@@ -23,31 +22,46 @@ import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
+import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.TimeUnit;
 
 /**
  * The JVM's handle on its Python sidecar ({@code python -m s3commit.bridge}): starts it lazily, once per
- * JVM, and sends it requests over a Unix domain socket.
+ * JVM, sends it requests over a Unix domain socket, and starts a new one if it dies.
  *
- * <p>Each request is a length-prefixed JSON header plus an optional binary payload (part data, file
- * ranges); see {@code s3commit/bridge/protocol.py}. Connections are pooled so that many task threads can call
- * at once. This class holds no S3 logic and no retry policy: the sidecar's store owns both. Errors come
- * back as {@link IOException}s (a {@link FileNotFoundException} for a missing object) carrying the Python
- * message.
+ * <p>Requests and responses are a JSON header plus an optional body streamed in bounded frames
+ * ({@link FrameChannel}). Connections are pooled so that many task threads can call at once. This class
+ * holds no S3 logic and no retry policy for S3: the sidecar's store owns both.
+ *
+ * <p><b>When the sidecar dies</b> (killed by the OOM killer, say), the next request finds it gone and starts
+ * a new one. The new sidecar knows nothing: {@link #run} registers the caller's configuration again when
+ * the sidecar answers {@code UnknownConfiguration}, and sends a request again on the new sidecar when
+ * repeating it is safe ({@link #RESTARTABLE}: stateless reads and metadata, setups, aborts, and the job
+ * commit, which resumes from its journal). A request that depended on the dead sidecar's state (writing a
+ * file, committing a task) fails with a {@link SidecarDiedException} naming the operation and the exit
+ * status, and Spark retries the task. Streams pin the sidecar that opened them ({@link #exchange}), so a
+ * handle of a dead sidecar is never sent to its successor.
  */
 public final class Sidecar {
-  private static final ObjectMapper JSON = new ObjectMapper();
+  private static final Logger LOG = LoggerFactory.getLogger(Sidecar.class);
   private static final String TOKEN_ENV = "S3COMMIT_BRIDGE_TOKEN";
+  /** Operations a new sidecar can serve again after the one they were sent to died. */
+  public static final Set<String> RESTARTABLE = Set.of("conf.register", "stats", "health", "fs.stat",
+      "fs.list", "fs.read", "fs.delete", "fs.mkdirs", "fs.rename", "fs.open_write", "job.setup", "job.commit",
+      "job.abort", "task.setup", "task.absolute_path", "task.abort");
   private static Sidecar instance;
+  private static int generations;
 
   private final Process process;
   private final Path socket;
   private final String token;
   private final String pythonVersion;
-  private final ConcurrentLinkedDeque<Connection> idle = new ConcurrentLinkedDeque<>();
+  private final String blocksDir;
+  private final int generation;
+  private final ConcurrentLinkedDeque<FrameChannel> idle = new ConcurrentLinkedDeque<>();
 
-  /** A response: the JSON header and the payload bytes (empty if none). */
+  /** A response: the JSON header and the body bytes (empty if none). */
   public static final class Response {
     public final Map<String, Object> header;
     public final byte[] payload;
@@ -62,11 +76,42 @@ public final class Sidecar {
     }
   }
 
-  private Sidecar(Process process, Path socket, String token, String pythonVersion) {
+  /** Writes a request's body (it may be asked to write it again, on a new sidecar). */
+  public interface RequestBody {
+    void write(FrameChannel channel) throws IOException;
+  }
+
+  /** Reads a response (its header, and its body, if any, as a stream of frames). */
+  public interface ResponseHandler<T> {
+    T handle(Map<String, Object> header, FrameChannel.Body body) throws IOException;
+  }
+
+  /** The sidecar this request went to died before answering. */
+  public static final class SidecarDiedException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    SidecarDiedException(String message, Throwable cause) {
+      super(message, cause);
+    }
+  }
+
+  /** The sidecar does not know the configuration id (it is new, or it forgot): register it again. */
+  public static final class UnknownConfigurationException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    UnknownConfigurationException(String message) {
+      super(message);
+    }
+  }
+
+  private Sidecar(Process process, Path socket, String token, String pythonVersion, String blocksDir,
+      int generation) {
     this.process = process;
     this.socket = socket;
     this.token = token;
     this.pythonVersion = pythonVersion;
+    this.blocksDir = blocksDir;
+    this.generation = generation;
   }
 
   /** The version of this jar (written into the jar when it is built). */
@@ -82,12 +127,22 @@ public final class Sidecar {
     return properties.getProperty("version", "unknown");
   }
 
-  /** The sidecar of this JVM, started on first use (and again if it died). */
+  /** The sidecar of this JVM, started on first use and again whenever the last one died. */
   public static synchronized Sidecar get() throws IOException {
     if (instance == null || !instance.process.isAlive()) {
-      instance = start();
+      if (instance != null) {
+        LOG.warn("the s3commit sidecar (pid {}) is gone ({}); starting a new one", instance.pid(),
+            instance.exitDescription());
+        instance.closeAll();
+      }
+      instance = start(++generations);
     }
     return instance;
+  }
+
+  /** How many sidecars this JVM has started (a restart after a crash makes it 2). */
+  public static synchronized int generations() {
+    return generations;
   }
 
   private static String python() {
@@ -101,7 +156,8 @@ public final class Sidecar {
     return property != null && !property.isEmpty() ? property : "python3";
   }
 
-  private static Sidecar start() throws IOException {
+  @SuppressWarnings("unchecked")
+  private static Sidecar start(int generation) throws IOException {
     String python = python();
     byte[] secret = new byte[32];
     new SecureRandom().nextBytes(secret);
@@ -125,16 +181,24 @@ public final class Sidecar {
       throw new IOException("the s3commit sidecar (" + python + " -m s3commit.bridge) exited with code " + code
           + " before it was ready; is s3commit installed for that Python? (its error is in the log above)");
     }
-    Map<String, Object> ready = JSON.readValue(line, Map.class);
+    Map<String, Object> ready = FrameChannel.JSON.readValue(line, Map.class);
     if (ready.containsKey("error")) {
       throw new IOException("the s3commit sidecar refused to start: " + ready.get("error"));
     }
     Sidecar sidecar = new Sidecar(process, Path.of((String) ready.get("socket")), token,
-        String.valueOf(ready.get("version")));
-    Runtime.getRuntime().addShutdownHook(new Thread(process::destroy, "s3commit-sidecar-stop"));
+        String.valueOf(ready.get("version")), String.valueOf(ready.get("blocks_dir")), generation);
+    if (generation == 1) {
+      Runtime.getRuntime().addShutdownHook(new Thread(Sidecar::stopCurrent, "s3commit-sidecar-stop"));
+    }
     // Fail now, with both versions named, rather than on the first task.
     sidecar.release(sidecar.connect());
     return sidecar;
+  }
+
+  private static synchronized void stopCurrent() {
+    if (instance != null) {
+      instance.process.destroy();
+    }
   }
 
   private static int waitFor(Process process) {
@@ -147,13 +211,26 @@ public final class Sidecar {
     }
   }
 
+  private String exitDescription() {
+    if (process.isAlive()) {
+      return "still running";
+    }
+    int code = process.exitValue();
+    return code > 128 ? "killed by signal " + (code - 128) : "exit code " + code;
+  }
+
   /**
    * The S3 requests this JVM's sidecar has made so far, by operation, with the bytes uploaded and copied
    * server-side, as JSON (counted at the client; a retried request counts once per attempt). For tools
    * and demos reading the cost of a write from Python, e.g. through py4j.
    */
   public static String countersJson() throws IOException {
-    return JSON.writeValueAsString(get().call("stats", Map.of()).header);
+    return FrameChannel.JSON.writeValueAsString(run("stats", Map.of()).header);
+  }
+
+  /** What the sidecar holds now (configurations, write handles, threads, RSS), as JSON. */
+  public static String healthJson() throws IOException {
+    return FrameChannel.JSON.writeValueAsString(run("health", Map.of()).header);
   }
 
   /** The sidecar's process id, for diagnostics. */
@@ -161,49 +238,113 @@ public final class Sidecar {
     return process.pid();
   }
 
+  /** The process of the current sidecar (for tests and tools that measure or stop it). */
+  public Process process() {
+    return process;
+  }
+
+  public boolean isAlive() {
+    return process.isAlive();
+  }
+
+  public int generation() {
+    return generation;
+  }
+
   /** The Python package version the sidecar reported. */
   public String pythonVersion() {
     return pythonVersion;
   }
 
-  /** Send one request; wait for its response. */
-  public Response call(String op, Map<String, Object> args, byte[] payload) throws IOException {
-    Map<String, Object> header = new LinkedHashMap<>(args);
-    header.put("op", op);
-    Connection connection = idle.pollFirst();
-    if (connection == null) {
-      connection = connect();
-    }
-    Response response;
-    try {
-      connection.send(header, payload);
-      response = connection.receive();
-    } catch (IOException e) {
-      connection.close();
-      String cause = e instanceof ClosedByInterruptException
-          ? "the calling thread was interrupted (Spark cancelled the task)"
-          : e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
-      throw new IOException("s3commit sidecar request " + op + " failed: " + cause, e);
-    }
-    release(connection);
-    if (!Boolean.TRUE.equals(response.header.get("ok"))) {
-      throw toException(op, response.header);
-    }
-    return response;
+  /** The private directory where this sidecar accepts block files by default. */
+  public String blocksDir() {
+    return blocksDir;
   }
 
-  public Response call(String op, Map<String, Object> args) throws IOException {
-    return call(op, args, null);
+  // --- requests -------------------------------------------------------------------------------------
+
+  /**
+   * Send a request to whichever sidecar is current, registering its configuration again or moving to a new
+   * sidecar as the class comment describes; the body (if any) is written again for a new sidecar.
+   */
+  public static <T> T run(String op, Map<String, Object> args, RequestBody body, ResponseHandler<T> handler)
+      throws IOException {
+    boolean reregistered = false;
+    boolean restarted = false;
+    while (true) {
+      Sidecar sidecar = get();
+      try {
+        return sidecar.exchange(op, args, body, handler);
+      } catch (UnknownConfigurationException e) {
+        if (reregistered || !BridgeConf.reregister(String.valueOf(args.get("conf_id")))) {
+          throw e;
+        }
+        reregistered = true;
+      } catch (SidecarDiedException e) {
+        if (restarted || !RESTARTABLE.contains(op)) {
+          throw e;
+        }
+        restarted = true;
+        LOG.warn("{}; sending {} again to a new sidecar", e.getMessage(), op);
+      }
+    }
+  }
+
+  /** {@link #run} for a request without a body; a response body is collected into the payload. */
+  public static Response run(String op, Map<String, Object> args) throws IOException {
+    return run(op, args, null, Sidecar::collect);
+  }
+
+  /** {@link #run} with a request body from memory. */
+  public static Response run(String op, Map<String, Object> args, byte[] body) throws IOException {
+    return run(op, args, body == null ? null : channel -> {
+      channel.writeData(ByteBuffer.wrap(body));
+      channel.endBody();
+    }, Sidecar::collect);
   }
 
   /**
-   * A clean-up request (an abort): sent even when the calling thread has been interrupted, as Spark does to
-   * the tasks it cancels, which must still abort their uploads. The interrupt status is restored after.
+   * {@link #exchange} on this sidecar, registering the request's configuration again if the sidecar does not
+   * know it (for requests that must reach this sidecar: those naming one of its write handles follow).
+   */
+  public <T> T request(String op, Map<String, Object> args, RequestBody body, ResponseHandler<T> handler)
+      throws IOException {
+    try {
+      return exchange(op, args, body, handler);
+    } catch (UnknownConfigurationException e) {
+      if (!BridgeConf.reregister(String.valueOf(args.get("conf_id")))) {
+        throw e;
+      }
+      return exchange(op, args, body, handler);
+    }
+  }
+
+  /** Send one request to this sidecar; wait for its response. */
+  public Response call(String op, Map<String, Object> args, byte[] payload) throws IOException {
+    return exchange(op, args, payload == null ? null : channel -> {
+      channel.writeData(ByteBuffer.wrap(payload));
+      channel.endBody();
+    }, Sidecar::collect);
+  }
+
+  public Response call(String op, Map<String, Object> args) throws IOException {
+    return exchange(op, args, null, Sidecar::collect);
+  }
+
+  /**
+   * A clean-up request (an abort) to the current sidecar, through {@link #run}: sent even when the calling
+   * thread has been interrupted, as Spark does to the tasks it cancels, which must still abort their
+   * uploads. The interrupt status is restored after.
    */
   public Response cleanup(String op, Map<String, Object> args) throws IOException {
+    return uninterruptibly(() -> run(op, args));
+  }
+
+  /** Run {@code action} with the thread's interrupt status cleared (restored after). */
+  public static <T> T uninterruptibly(IOAction<T> action) throws IOException {
     boolean interrupted = Thread.interrupted();
     try {
-      return call(op, args, null);
+      return action.run();
     } finally {
       if (interrupted) {
         Thread.currentThread().interrupt();
@@ -211,91 +352,197 @@ public final class Sidecar {
     }
   }
 
-  private void release(Connection connection) {
-    idle.offerFirst(connection);
+  /** An action that may throw an IOException. */
+  public interface IOAction<T> {
+    T run() throws IOException;
+  }
+
+  /** A handler that reads the whole response (its body, if any, into {@link Response#payload}). */
+  public static Response collect(Map<String, Object> header, FrameChannel.Body body) throws IOException {
+    if (body == null) {
+      return new Response(header, new byte[0]);
+    }
+    java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+    body.transferTo(out);
+    return new Response(header, out.toByteArray());
+  }
+
+  /**
+   * Send one request to this sidecar and hand its response to {@code handler} (the body must be read
+   * there; what the handler leaves is skipped). Errors: the mapped exception of an error response; a
+   * {@link SidecarDiedException} if this sidecar is gone.
+   */
+  public <T> T exchange(String op, Map<String, Object> args, RequestBody body, ResponseHandler<T> handler)
+      throws IOException {
+    Map<String, Object> header = new LinkedHashMap<>(args);
+    header.put("op", op);
+    FrameChannel.encode(header);  // an oversized header fails here, before any connection is touched
+    FrameChannel channel = idle.pollFirst();
+    if (channel == null) {
+      channel = connectOrDied(op);
+    }
+    Map<String, Object> reply;
+    T result;
+    try {
+      if (body == null) {
+        channel.writeHeader(header);
+      } else {
+        channel.writeBodyHeader(header);
+        body.write(channel);
+      }
+      reply = channel.readHeader();
+      FrameChannel.Body replyBody = Boolean.TRUE.equals(reply.get("body")) ? channel.body(Sidecar::toException)
+          : null;
+      if (!Boolean.TRUE.equals(reply.get("ok"))) {
+        if (replyBody != null) {
+          replyBody.drain();
+        }
+        throw toException(reply);
+      }
+      try {
+        result = handler.handle(reply, replyBody);
+      } finally {
+        if (replyBody != null && !replyBody.isDone()) {
+          replyBody.drain();
+        }
+      }
+    } catch (FrameChannel.FrameTooLargeException e) {
+      discard(channel);
+      throw e;
+    } catch (SidecarException e) {
+      // An error the sidecar reported (in a header or a cut-short body): the connection is in step.
+      release(channel);
+      throw e.unwrap();
+    } catch (IOException e) {
+      discard(channel);
+      throw failure(op, e);
+    }
+    release(channel);
+    return result;
+  }
+
+  private IOException failure(String op, IOException e) {
+    if (e instanceof ClosedByInterruptException) {
+      return new IOException("s3commit sidecar request " + op + " failed: the calling thread was interrupted "
+          + "(Spark cancelled the task)", e);
+    }
+    if (!aliveAfter(200)) {
+      return new SidecarDiedException("the s3commit sidecar (pid " + pid() + ") died during " + op + " ("
+          + exitDescription() + "); what it held for this request is lost", e);
+    }
+    String cause = e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
+    return new IOException("s3commit sidecar request " + op + " failed: " + cause, e);
+  }
+
+  private boolean aliveAfter(long millis) {
+    try {
+      return !process.waitFor(millis, TimeUnit.MILLISECONDS);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return process.isAlive();
+    }
+  }
+
+  private FrameChannel connectOrDied(String op) throws IOException {
+    try {
+      return connect();
+    } catch (IOException e) {
+      throw failure(op, e);
+    }
+  }
+
+  private void release(FrameChannel channel) {
+    idle.offerFirst(channel);
+  }
+
+  private void discard(FrameChannel channel) {
+    // The connection may be mid-message: never reuse it.
+    channel.close();
+  }
+
+  private void closeAll() {
+    FrameChannel channel;
+    while ((channel = idle.pollFirst()) != null) {
+      channel.close();
+    }
+  }
+
+  /** An error response, carried through the handler as an unchecked exception so the channel is kept. */
+  private static final class SidecarException extends IOException {
+    private static final long serialVersionUID = 1L;
+    private final IOException mapped;
+
+    SidecarException(IOException mapped) {
+      super(mapped.getMessage(), mapped);
+      this.mapped = mapped;
+    }
+
+    IOException unwrap() {
+      return mapped;
+    }
   }
 
   @SuppressWarnings("unchecked")
-  private static IOException toException(String op, Map<String, Object> header) {
+  static IOException toException(Map<String, Object> header) {
     Map<String, Object> error = (Map<String, Object>) header.getOrDefault("error", new HashMap<>());
     String type = String.valueOf(error.get("type"));
     String message = String.valueOf(error.get("message"));
+    IOException mapped;
     switch (type) {
       case "FileNotFound":
-        return new FileNotFoundException(message);
+        mapped = new FileNotFoundException(message);
+        break;
       case "FileAlreadyExists":
-        return new org.apache.hadoop.fs.FileAlreadyExistsException(message);
+        mapped = new org.apache.hadoop.fs.FileAlreadyExistsException(message);
+        break;
       case "IllegalArgument":
-        return new IOException(new IllegalArgumentException(message).getMessage(),
-            new IllegalArgumentException(message));
+        mapped = new IOException(message, new IllegalArgumentException(message));
+        break;
+      case "UnknownConfiguration":
+        mapped = new UnknownConfigurationException(message);
+        break;
+      case "FrameTooLarge":
+        mapped = new FrameChannel.FrameTooLargeException(message);
+        break;
       default:
-        return new IOException(message);
+        mapped = new IOException(message);
     }
+    return new SidecarException(mapped);
   }
 
-  private Connection connect() throws IOException {
-    SocketChannel channel = SocketChannel.open(StandardProtocolFamily.UNIX);
-    channel.connect(UnixDomainSocketAddress.of(socket));
-    Connection connection = new Connection(channel);
-    Map<String, Object> hello = new LinkedHashMap<>();
-    hello.put("op", "hello");
-    hello.put("token", token);
-    hello.put("version", jarVersion());
-    connection.send(hello, null);
-    Response response = connection.receive();
-    if (!Boolean.TRUE.equals(response.header.get("ok"))) {
-      connection.close();
-      throw toException("hello", response.header);
-    }
-    return connection;
-  }
-
-  /** One socket to the sidecar; used by one thread at a time. */
-  private static final class Connection {
-    private final SocketChannel channel;
-    private final DataInputStream in;
-    private final DataOutputStream out;
-
-    Connection(SocketChannel channel) {
-      this.channel = channel;
-      this.in = new DataInputStream(new java.io.BufferedInputStream(Channels.newInputStream(channel), 1 << 16));
-      OutputStream raw = Channels.newOutputStream(channel);
-      this.out = new DataOutputStream(new java.io.BufferedOutputStream(raw, 1 << 16));
-    }
-
-    void send(Map<String, Object> header, byte[] payload) throws IOException {
-      Map<String, Object> h = header;
-      if (payload != null && payload.length > 0) {
-        h = new LinkedHashMap<>(header);
-        h.put("payload", payload.length);
-      }
-      byte[] body = JSON.writeValueAsBytes(h);
-      out.writeInt(body.length);
-      out.write(body);
-      if (payload != null && payload.length > 0) {
-        out.write(payload);
-      }
-      out.flush();
-    }
-
-    @SuppressWarnings("unchecked")
-    Response receive() throws IOException {
-      int length = in.readInt();
-      byte[] body = new byte[length];
-      in.readFully(body);
-      Map<String, Object> header = JSON.readValue(body, Map.class);
-      Object size = header.get("payload");
-      byte[] payload = new byte[size == null ? 0 : ((Number) size).intValue()];
-      in.readFully(payload);
-      return new Response(header, payload);
-    }
-
-    void close() {
-      try {
+  private FrameChannel connect() throws IOException {
+    SocketChannel socketChannel = SocketChannel.open(StandardProtocolFamily.UNIX);
+    try {
+      socketChannel.connect(UnixDomainSocketAddress.of(socket));
+      FrameChannel channel = new FrameChannel(socketChannel);
+      Map<String, Object> hello = new LinkedHashMap<>();
+      hello.put("op", "hello");
+      hello.put("token", token);
+      hello.put("version", jarVersion());
+      channel.writeHeader(hello);
+      Map<String, Object> response = channel.readHeader();
+      if (!Boolean.TRUE.equals(response.get("ok"))) {
         channel.close();
-      } catch (IOException e) {
-        // already broken
+        throw ((SidecarException) toException(response)).unwrap();
       }
+      return channel;
+    } catch (IOException | RuntimeException e) {
+      socketChannel.close();
+      throw e;
     }
+  }
+
+  /** Helper for callers that stream a request body from an output stream. */
+  public static RequestBody streamed(StreamWriter writer) {
+    return channel -> {
+      try (OutputStream out = channel.bodyStream()) {
+        writer.write(out);
+      }
+    };
+  }
+
+  /** Writes a request body to a stream. */
+  public interface StreamWriter {
+    void write(OutputStream out) throws IOException;
   }
 }

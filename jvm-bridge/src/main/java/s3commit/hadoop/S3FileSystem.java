@@ -7,44 +7,81 @@ import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.impl.AbstractFSBuilderImpl;
+import org.apache.hadoop.fs.impl.OpenFileParameters;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
 
 import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Sidecar;
 
+import java.io.BufferedReader;
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InputStreamReader;
+import java.lang.reflect.Constructor;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
 
 /**
  * A Hadoop {@link FileSystem} for {@code s3a://} served by the s3commit sidecar, so that a pip-installed
  * PySpark reads and writes S3 with no hadoop-aws jars.
  *
- * <p>Directories are implicit (key prefixes) plus empty {@code dir/} markers from {@link #mkdirs}. Writes
- * to a magic path ({@code .../__magic_job-<id>/...}) are deferred: the sidecar starts an upload for the
- * final key and records a {@code .pending} on close instead of completing; this JVM remembers each such
- * file's real length for {@link #getFileStatus} and the {@code header.x-hadoop-s3a-magic-data-length}
- * XAttr that Spark's write statistics read. {@link #rename} is copy + delete, file by file: it exists so
- * that Spark's default rename-based commit protocol can run here (it is the baseline s3commit replaces).
- * This class holds no S3 logic, retries or error translation: the sidecar owns them.
+ * <p>Directories are implicit (key prefixes) plus empty {@code dir/} markers from {@link #mkdirs}. Reads go
+ * through {@link S3InputStream} (S3A's input policies, prefetching, vectored reads where Hadoop has them);
+ * writes through {@link S3OutputStream} (parts uploaded in the background by the sidecar). Writes to a
+ * magic path ({@code .../__magic_job-<id>/...}) are deferred: the sidecar starts an upload for the final key
+ * and records a {@code .pending} on close instead of completing; this JVM remembers each such file's real
+ * length for {@link #getFileStatus} and the {@code header.x-hadoop-s3a-magic-data-length} XAttr that
+ * Spark's write statistics read, until its task commits or aborts ({@link #forgetMagic}; at most
+ * {@link #MAGIC_LIMIT} entries in any case). {@link #rename} is copy + delete, file by file: it exists so that
+ * Spark's default rename-based commit protocol can run here (the baseline s3commit replaces). This class
+ * holds no S3 logic, retries or error translation: the sidecar owns them. Every request goes to the JVM's
+ * current sidecar, so a sidecar that died is replaced without the FileSystem noticing.
  */
 public class S3FileSystem extends FileSystem {
   public static final String MAGIC_LENGTH_XATTR = "header.x-hadoop-s3a-magic-data-length";
-  private static final Map<String, Long> MAGIC_LENGTHS = new ConcurrentHashMap<>();
-  private static final int WRITE_CHUNK = 4 * 1024 * 1024;
+  static final int MAGIC_LIMIT = 100_000;
+  private static final Map<String, Long> MAGIC_LENGTHS = Collections.synchronizedMap(
+      new LinkedHashMap<String, Long>(16, 0.75f, false) {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Long> eldest) {
+          return size() > MAGIC_LIMIT;
+        }
+      });
+  private static final Set<String> OPEN_OPTIONS = Set.of("fs.option.openfile.read.policy",
+      "fs.option.openfile.length", "fs.option.openfile.split.start", "fs.option.openfile.split.end",
+      "fs.option.openfile.buffer.size", "fs.option.openfile.footer.cache", "fs.s3a.experimental.input.fadvise",
+      "fs.s3a.readahead.range");
+  private static final Constructor<?> VECTORED = vectoredStream();
 
   private URI uri;
   private Path workingDir;
   private String bucket;
   private String confId;
-  private Sidecar sidecar;
+  private S3InputStream.Options readOptions;
+  private S3OutputStream.Buffer buffer;
+  private int minSeek;
+  private int maxMerged;
+
+  private static Constructor<?> vectoredStream() {
+    try {
+      return Class.forName("s3commit.hadoop.S3VectoredInputStream").getDeclaredConstructor(S3FileSystem.class,
+          String.class, long.class, FileSystem.Statistics.class, S3InputStream.Options.class, int.class, int.class);
+    } catch (ReflectiveOperationException | LinkageError e) {
+      return null;  // built against a Hadoop without vectored reads
+    }
+  }
 
   @Override
   public void initialize(URI name, Configuration conf) throws IOException {
@@ -56,8 +93,16 @@ public class S3FileSystem extends FileSystem {
     }
     uri = URI.create(name.getScheme() + "://" + bucket);
     workingDir = new Path(uri.toString() + "/");
-    sidecar = Sidecar.get();
-    confId = BridgeConf.register(sidecar, conf, bucket);
+    S3InputStream.Policy policy = S3InputStream.Policy.parse(conf.get("fs.s3a.experimental.input.fadvise"),
+        S3InputStream.Policy.NORMAL);
+    readOptions = new S3InputStream.Options(policy,
+        (int) conf.getLongBytes("fs.s3a.readahead.range", 64 * 1024),
+        (int) conf.getLongBytes("fs.s3a.prefetch.block.size", 8 * 1024 * 1024),
+        conf.getInt("fs.s3a.prefetch.block.count", 4), -1);
+    buffer = S3OutputStream.Buffer.parse(conf.get("fs.s3a.fast.upload.buffer", "disk"));
+    minSeek = (int) conf.getLongBytes("fs.s3a.vectored.read.min.seek.size", 4 * 1024);
+    maxMerged = (int) conf.getLongBytes("fs.s3a.vectored.read.max.merged.size", 1024 * 1024);
+    confId = BridgeConf.register(conf, bucket);
   }
 
   @Override
@@ -81,15 +126,15 @@ public class S3FileSystem extends FileSystem {
     return getScheme() + "://" + u.getAuthority() + "/" + key;
   }
 
-  Map<String, Object> args(Path path) {
+  Map<String, Object> args(String location) {
     Map<String, Object> args = new HashMap<>();
     args.put("conf_id", confId);
-    args.put("path", location(path));
+    args.put("path", location);
     return args;
   }
 
-  Sidecar sidecar() {
-    return sidecar;
+  Map<String, Object> args(Path path) {
+    return args(location(path));
   }
 
   String confId() {
@@ -105,29 +150,91 @@ public class S3FileSystem extends FileSystem {
     MAGIC_LENGTHS.put(location, length);
   }
 
+  /** Forget the lengths of magic files under {@code prefix} (a task attempt's work path, at its end). */
+  public static int forgetMagic(String prefix) {
+    String p = prefix.endsWith("/") ? prefix : prefix + "/";
+    synchronized (MAGIC_LENGTHS) {
+      int before = MAGIC_LENGTHS.size();
+      MAGIC_LENGTHS.keySet().removeIf(k -> k.startsWith(p));
+      return before - MAGIC_LENGTHS.size();
+    }
+  }
+
+  /** How many magic file lengths this JVM remembers (bounded by {@link #MAGIC_LIMIT}). */
+  public static int magicLengthsRemembered() {
+    return MAGIC_LENGTHS.size();
+  }
+
+  // --- reads --------------------------------------------------------------------------------------
+
   @Override
   public FSDataInputStream open(Path path, int bufferSize) throws IOException {
     FileStatus status = getFileStatus(path);
     if (status.isDirectory()) {
       throw new FileNotFoundException("cannot open a directory: " + path);
     }
-    return new FSDataInputStream(new S3InputStream(this, path, status.getLen(), statistics));
+    return new FSDataInputStream(newStream(location(path), status.getLen(), readOptions));
   }
+
+  private S3InputStream newStream(String location, long length, S3InputStream.Options options) throws IOException {
+    if (VECTORED != null) {
+      try {
+        return (S3InputStream) VECTORED.newInstance(this, location, length, statistics, options, minSeek,
+            maxMerged);
+      } catch (ReflectiveOperationException e) {
+        throw new IOException("could not open " + location + ": " + e, e);
+      }
+    }
+    return new S3InputStream(this, location, length, statistics, options);
+  }
+
+  /**
+   * {@code openFile()}: the read policy ({@code fs.option.openfile.read.policy}), the length or status
+   * (which saves the HEAD) and the split's end come from the builder's options.
+   */
+  @Override
+  protected CompletableFuture<FSDataInputStream> openFileWithOptions(Path path, OpenFileParameters parameters)
+      throws IOException {
+    AbstractFSBuilderImpl.rejectUnknownMandatoryKeys(parameters.getMandatoryKeys(), OPEN_OPTIONS,
+        "for " + path + " (s3commit's s3a:// FileSystem)");
+    Configuration options = parameters.getOptions();
+    String policies = options.get("fs.option.openfile.read.policy",
+        options.get("fs.s3a.experimental.input.fadvise"));
+    long splitEnd = options.getLong("fs.option.openfile.split.end", -1);
+    S3InputStream.Options read = readOptions.withPolicy(S3InputStream.Policy.parse(policies, readOptions.policy),
+        splitEnd);
+    long length = options.getLong("fs.option.openfile.length", -1);
+    FileStatus status = parameters.getStatus();
+    if (status != null) {
+      length = status.getLen();
+    }
+    if (length < 0) {
+      FileStatus found = getFileStatus(path);
+      if (found.isDirectory()) {
+        throw new FileNotFoundException("cannot open a directory: " + path);
+      }
+      length = found.getLen();
+    }
+    return CompletableFuture.completedFuture(new FSDataInputStream(newStream(location(path), length, read)));
+  }
+
+  // --- writes -------------------------------------------------------------------------------------
 
   @Override
   public FSDataOutputStream create(Path path, FsPermission permission, boolean overwrite, int bufferSize,
       short replication, long blockSize, Progressable progress) throws IOException {
     String location = location(path);
-    if (!overwrite && !isMagic(location)) {
+    boolean magic = isMagic(location);
+    if (!overwrite && !magic) {
       try {
         if (getFileStatus(path).isFile()) {
           throw new FileAlreadyExistsException(path + " already exists");
         }
       } catch (FileNotFoundException e) {
-        // free to create
+        // free to create; the upload completes with If-None-Match: * so a racing writer cannot be overwritten
       }
     }
-    return new FSDataOutputStream(new S3OutputStream(this, location, WRITE_CHUNK), statistics);
+    return new FSDataOutputStream(new S3OutputStream(this, location, buffer, !overwrite && !magic), statistics);
   }
 
   @Override
@@ -135,35 +242,42 @@ public class S3FileSystem extends FileSystem {
     throw new UnsupportedOperationException("append is not supported on S3: " + path);
   }
 
+  // --- metadata -----------------------------------------------------------------------------------
+
   @Override
   public boolean rename(Path src, Path dst) throws IOException {
     Map<String, Object> args = new HashMap<>();
     args.put("conf_id", confId);
     args.put("src", location(src));
     args.put("dst", location(dst));
-    return Boolean.TRUE.equals(sidecar.call("fs.rename", args).get("renamed"));
+    return Boolean.TRUE.equals(Sidecar.run("fs.rename", args).get("renamed"));
   }
 
   @Override
   public boolean delete(Path path, boolean recursive) throws IOException {
     Map<String, Object> args = args(path);
     args.put("recursive", recursive);
-    return Boolean.TRUE.equals(sidecar.call("fs.delete", args).get("deleted"));
+    return Boolean.TRUE.equals(Sidecar.run("fs.delete", args).get("deleted"));
   }
 
+  /** The entries of a directory, streamed by the sidecar page by page (one record per line). */
   @Override
   @SuppressWarnings("unchecked")
   public FileStatus[] listStatus(Path path) throws IOException {
-    List<Map<String, Object>> entries =
-        (List<Map<String, Object>>) sidecar.call("fs.list", args(path)).get("entries");
-    if (entries.isEmpty()) {
-      FileStatus status = getFileStatus(path);
-      return status.isFile() ? new FileStatus[] {status} : new FileStatus[0];
-    }
-    List<FileStatus> result = new ArrayList<>(entries.size());
-    for (Map<String, Object> entry : entries) {
-      result.add(toStatus(entry));
-    }
+    List<FileStatus> result = Sidecar.run("fs.list", args(path), null, (header, body) -> {
+      List<FileStatus> statuses = new ArrayList<>();
+      if (body == null) {
+        return statuses;
+      }
+      BufferedReader lines = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8));
+      String line;
+      while ((line = lines.readLine()) != null) {
+        if (!line.isEmpty()) {
+          statuses.add(toStatus(s3commit.bridge.FrameChannel.JSON.readValue(line, Map.class)));
+        }
+      }
+      return statuses;
+    });
     return result.toArray(new FileStatus[0]);
   }
 
@@ -193,7 +307,7 @@ public class S3FileSystem extends FileSystem {
     if (location(path).contains("/__magic_job-")) {
       return true;  // nothing to create under a magic path: its "directories" are key prefixes
     }
-    sidecar.call("fs.mkdirs", args(path));
+    Sidecar.run("fs.mkdirs", args(path));
     return true;
   }
 
@@ -204,7 +318,7 @@ public class S3FileSystem extends FileSystem {
     if (magic != null) {
       return new FileStatus(magic, false, 1, getDefaultBlockSize(path), 0, makeQualified(path));
     }
-    return toStatus(sidecar.call("fs.stat", args(path)).header);
+    return toStatus(Sidecar.run("fs.stat", args(path)).header);
   }
 
   @Override

@@ -1,43 +1,173 @@
 package s3commit.hadoop;
 
+import org.apache.hadoop.fs.CanUnbuffer;
+import org.apache.hadoop.fs.FSExceptionMessages;
 import org.apache.hadoop.fs.FSInputStream;
 import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.StreamCapabilities;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.nio.ByteBuffer;
+import java.util.ArrayDeque;
+import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
- * A seekable stream over one S3 object: ranged GETs through the sidecar, with read-ahead.
+ * A seekable stream over one S3 object, read through the sidecar with S3A's input policies.
  *
- * <p>Each fetch reads at least {@code READ_AHEAD} bytes (or to the end of the object), so sequential reads
- * cost one request per block while columnar readers that seek (Parquet, ORC footers) fetch only what they
- * touch.
+ * <ul>
+ *   <li>{@code sequential}: the object is read in blocks of {@code fs.s3a.prefetch.block.size}, with
+ *   {@code fs.s3a.prefetch.block.count} blocks fetched ahead in parallel while the caller consumes the
+ *   current one, so a reader never waits on one small round trip after another. A seek outside the blocks in
+ *   hand starts again from there.</li>
+ *   <li>{@code random}: each read fetches what it asks for, rounded up to {@code fs.s3a.readahead.range},
+ *   and nothing ahead (columnar formats jump between footers and column chunks).</li>
+ *   <li>{@code normal} (adaptive, the default): sequential until the first backward seek, random after.</li>
+ * </ul>
+ *
+ * <p>The policy comes from {@code fs.s3a.experimental.input.fadvise}, or per file from {@code openFile()}'s
+ * {@code fs.option.openfile.read.policy} (a list: the first known name wins; {@code parquet}, {@code orc},
+ * {@code columnar}, {@code vector} mean random, {@code whole-file} sequential, {@code adaptive} normal).
+ * {@code fs.option.openfile.split.end} stops sequential prefetching at the end of the split (plus one
+ * block, for the record that crosses it). Positioned reads ({@code read(position, ...)}, {@code readFully})
+ * fetch exactly what they ask for and never move the stream. Every fetch is a stateless ranged GET in the
+ * sidecar, streamed straight into the block's buffer; a fetch that finds its sidecar gone is sent to the next
+ * one.
  */
-class S3InputStream extends FSInputStream {
-  static final int READ_AHEAD = 1024 * 1024;
+class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabilities {
+  /** Read policies. */
+  enum Policy {
+    SEQUENTIAL, RANDOM, NORMAL;
 
-  private final S3FileSystem fs;
-  private final Path path;
-  private final long length;
-  private final FileSystem.Statistics statistics;
+    /** The first policy named in a comma-separated list that this stream knows; {@code fallback} if none. */
+    static Policy parse(String names, Policy fallback) {
+      if (names == null) {
+        return fallback;
+      }
+      for (String raw : names.split(",")) {
+        switch (raw.trim().toLowerCase(Locale.ROOT)) {
+          case "sequential":
+          case "whole-file":
+            return SEQUENTIAL;
+          case "random":
+          case "parquet":
+          case "orc":
+          case "columnar":
+          case "vector":
+            return RANDOM;
+          case "normal":
+          case "adaptive":
+          case "default":
+            return NORMAL;
+          default:
+            // not ours: try the next name
+        }
+      }
+      return fallback;
+    }
+  }
+
+  /** How a stream reads: its policy and sizes. */
+  static final class Options {
+    final Policy policy;
+    final int readahead;
+    final int blockSize;
+    final int prefetchBlocks;
+    final long splitEnd;
+
+    Options(Policy policy, int readahead, int blockSize, int prefetchBlocks, long splitEnd) {
+      this.policy = policy;
+      this.readahead = Math.max(1, readahead);
+      this.blockSize = Math.max(64 * 1024, blockSize);
+      this.prefetchBlocks = Math.max(1, prefetchBlocks);
+      this.splitEnd = splitEnd;
+    }
+
+    Options withPolicy(Policy p, long end) {
+      return new Options(p, readahead, blockSize, prefetchBlocks, end);
+    }
+  }
+
+  private static final AtomicInteger THREADS = new AtomicInteger();
+  /** Threads for prefetching and vectored reads, shared by every stream of this JVM (idle ones exit). */
+  static final ExecutorService FETCHERS = Executors.newCachedThreadPool(runnable -> {
+    Thread thread = new Thread(runnable, "s3commit-fetch-" + THREADS.incrementAndGet());
+    thread.setDaemon(true);
+    return thread;
+  });
+
+  /** A block fetched ahead. */
+  private static final class Block {
+    final long start;
+    final int length;
+    final Future<byte[]> data;
+
+    Block(long start, int length, Future<byte[]> data) {
+      this.start = start;
+      this.length = length;
+      this.data = data;
+    }
+
+    long end() {
+      return start + length;
+    }
+  }
+
+  protected final S3FileSystem fs;
+  protected final String location;
+  protected final long length;
+  protected final FileSystem.Statistics statistics;
+  protected final Options options;
+  private boolean random;
   private long pos;
   private byte[] buffer = new byte[0];
   private long bufferStart;
+  private final ArrayDeque<Block> ahead = new ArrayDeque<>();
+  private long nextFetch;
   private boolean closed;
 
-  S3InputStream(S3FileSystem fs, Path path, long length, FileSystem.Statistics statistics) {
+  S3InputStream(S3FileSystem fs, String location, long length, FileSystem.Statistics statistics,
+      Options options) {
     this.fs = fs;
-    this.path = path;
+    this.location = location;
     this.length = length;
     this.statistics = statistics;
+    this.options = options;
+    this.random = options.policy == Policy.RANDOM;
+  }
+
+  /** The policy in force now (normal turns random at its first backward seek). */
+  synchronized Policy policyNow() {
+    return random ? Policy.RANDOM : Policy.SEQUENTIAL;
+  }
+
+  protected void checkOpen() throws IOException {
+    if (closed) {
+      throw new IOException(FSExceptionMessages.STREAM_IS_CLOSED + " " + location);
+    }
   }
 
   @Override
   public synchronized void seek(long target) throws IOException {
-    if (target < 0 || target > length) {
-      throw new EOFException("seek to " + target + " outside 0.." + length + " of " + path);
+    checkOpen();
+    if (target < 0) {
+      throw new EOFException(FSExceptionMessages.NEGATIVE_SEEK + " " + target + ": " + location);
+    }
+    if (target > length) {
+      throw new EOFException(FSExceptionMessages.CANNOT_SEEK_PAST_EOF + " " + target + " > " + length + ": "
+          + location);
+    }
+    if (target < pos && options.policy == Policy.NORMAL && !random) {
+      random = true;  // adaptive: the first backward seek means random IO
+      ahead.clear();
     }
     pos = target;
   }
@@ -53,7 +183,8 @@ class S3InputStream extends FSInputStream {
   }
 
   @Override
-  public synchronized int available() {
+  public synchronized int available() throws IOException {
+    checkOpen();
     return (int) Math.min(Integer.MAX_VALUE, length - pos);
   }
 
@@ -66,9 +197,8 @@ class S3InputStream extends FSInputStream {
 
   @Override
   public synchronized int read(byte[] b, int off, int len) throws IOException {
-    if (closed) {
-      throw new IOException("stream is closed: " + path);
-    }
+    checkOpen();
+    java.util.Objects.checkFromIndexSize(off, len, b.length);
     if (len == 0) {
       return 0;
     }
@@ -82,28 +212,177 @@ class S3InputStream extends FSInputStream {
     int n = Math.min(len, buffer.length - offset);
     System.arraycopy(buffer, offset, b, off, n);
     pos += n;
+    if (statistics != null) {
+      statistics.incrementBytesRead(n);
+    }
     return n;
   }
 
+  /** Make {@link #buffer} hold {@link #pos}: the next prefetched block, or a fetch of what is asked. */
   private void fill(int wanted) throws IOException {
-    long size = Math.min(length - pos, Math.max(wanted, READ_AHEAD));
-    Map<String, Object> args = fs.args(path);
-    args.put("offset", pos);
-    args.put("length", size);
-    buffer = fs.sidecar().call("fs.read", args).payload;
-    bufferStart = pos;
+    if (random) {
+      int size = (int) Math.min(length - pos, Math.max(wanted, options.readahead));
+      setBuffer(pos, fetch(pos, size));
+      return;
+    }
+    while (!ahead.isEmpty() && ahead.peekFirst().end() <= pos) {
+      ahead.pollFirst();  // passed over by a forward seek
+    }
+    if (ahead.isEmpty() || ahead.peekFirst().start > pos) {
+      ahead.clear();
+      nextFetch = pos;
+    }
+    topUp();
+    Block block = ahead.pollFirst();
+    setBuffer(block.start, await(block));
+    topUp();
+  }
+
+  private void setBuffer(long start, byte[] data) {
+    buffer = data;
+    bufferStart = start;
+  }
+
+  /** Keep {@code fs.s3a.prefetch.block.count} blocks in flight ahead (within the split, plus one block). */
+  private void topUp() {
+    long limit = options.splitEnd > 0 ? Math.min(length, options.splitEnd + options.blockSize) : length;
+    while (ahead.size() < options.prefetchBlocks && nextFetch < limit) {
+      final long start = nextFetch;
+      final int size = (int) Math.min(options.blockSize, length - start);
+      ahead.addLast(new Block(start, size, FETCHERS.submit(() -> fetch(start, size))));
+      nextFetch += size;
+    }
+    if (ahead.isEmpty() && nextFetch < length) {
+      // Past the split's end: small reads of what the record reader still needs.
+      final long start = nextFetch;
+      final int size = (int) Math.min(options.readahead, length - start);
+      ahead.addLast(new Block(start, size, FETCHERS.submit(() -> fetch(start, size))));
+      nextFetch += size;
+    }
+  }
+
+  private byte[] await(Block block) throws IOException {
+    try {
+      return block.data.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted while reading " + location);
+    } catch (CancellationException e) {
+      throw new IOException("a read of " + location + " was cancelled", e);
+    } catch (ExecutionException e) {
+      ahead.clear();
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException) {
+        throw (IOException) cause;
+      }
+      throw new IOException("reading " + location + " at " + block.start + " failed: " + cause, cause);
+    }
+  }
+
+  /** Bytes {@code [offset, offset + size)} of the object, from one ranged GET streamed through the sidecar. */
+  protected byte[] fetch(long offset, int size) throws IOException {
+    byte[] data = new byte[size];
+    if (size > 0) {
+      fetchInto(offset, ByteBuffer.wrap(data));
+    }
+    return data;
+  }
+
+  /** Fill {@code target} with the object's bytes from {@code offset}. */
+  protected void fetchInto(long offset, ByteBuffer target) throws IOException {
+    Map<String, Object> args = fs.args(location);
+    args.put("offset", offset);
+    args.put("length", target.remaining());
+    int size = target.remaining();
+    s3commit.bridge.Sidecar.run("fs.read", args, null, (header, body) -> {
+      if (body == null) {
+        throw new EOFException("no data for " + location + " at " + offset);
+      }
+      body.readFully(target.duplicate());
+      return null;
+    });
+    target.position(target.position() + size);
     if (statistics != null) {
-      statistics.incrementBytesRead(buffer.length);
       statistics.incrementReadOps(1);
     }
-    if (buffer.length == 0) {
-      throw new EOFException("unexpected end of " + path + " at " + pos);
+  }
+
+  // --- positioned reads: never move the stream -------------------------------------------------
+
+  @Override
+  public int read(long position, byte[] b, int off, int len) throws IOException {
+    validatePositionedReadArgs(position, b, off, len);
+    if (len == 0) {
+      return 0;
+    }
+    synchronized (this) {
+      checkOpen();
+      if (position >= length) {
+        return -1;
+      }
+      if (position >= bufferStart && position < bufferStart + buffer.length) {
+        int offset = (int) (position - bufferStart);
+        int n = Math.min(len, buffer.length - offset);
+        System.arraycopy(buffer, offset, b, off, n);
+        return n;
+      }
+    }
+    int n = (int) Math.min(len, length - position);
+    fetchInto(position, ByteBuffer.wrap(b, off, n));
+    if (statistics != null) {
+      statistics.incrementBytesRead(n);
+    }
+    return n;
+  }
+
+  @Override
+  public void readFully(long position, byte[] b, int off, int len) throws IOException {
+    validatePositionedReadArgs(position, b, off, len);
+    if (len == 0) {
+      return;
+    }
+    checkOpen();
+    if (position + len > length) {
+      throw new EOFException(FSExceptionMessages.EOF_IN_READ_FULLY + " " + len + " bytes at " + position
+          + " of " + length + ": " + location);
+    }
+    int done = 0;
+    while (done < len) {
+      int n = read(position + done, b, off + done, len - done);
+      if (n < 0) {
+        throw new EOFException(FSExceptionMessages.EOF_IN_READ_FULLY + " " + location);
+      }
+      done += n;
+    }
+  }
+
+  @Override
+  public synchronized void unbuffer() {
+    buffer = new byte[0];
+    bufferStart = 0;
+    ahead.clear();
+  }
+
+  @Override
+  public boolean hasCapability(String capability) {
+    switch (capability.toLowerCase(Locale.ROOT)) {
+      case "in:unbuffer":
+      case "in:readahead":
+        return true;
+      default:
+        return false;
     }
   }
 
   @Override
   public synchronized void close() {
     closed = true;
-    buffer = new byte[0];
+    unbuffer();
+  }
+
+  @Override
+  public String toString() {
+    return "S3InputStream{" + location + ", length=" + length + ", policy=" + options.policy
+        + (random && options.policy == Policy.NORMAL ? "(now random)" : "") + ", pos=" + pos + "}";
   }
 }

@@ -16,10 +16,12 @@ import org.slf4j.LoggerFactory;
 
 import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Sidecar;
+import s3commit.hadoop.S3FileSystem;
 
 import java.io.IOException;
 import java.io.Serializable;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -85,7 +87,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
 
   private Map<String, Object> args(Configuration conf) throws IOException {
     Map<String, Object> args = new HashMap<>();
-    args.put("conf_id", BridgeConf.register(Sidecar.get(), conf, bucket));
+    args.put("conf_id", BridgeConf.register(conf, bucket));
     args.put("dest", dest);
     args.put("job_id", jobId);
     return args;
@@ -98,7 +100,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   @Override
   public void setupJob(JobContext context) {
     try {
-      Sidecar.get().call("job.setup", args(context.getConfiguration()));
+      Sidecar.run("job.setup", args(context.getConfiguration()));
     } catch (IOException e) {
       throw new RuntimeException("s3commit job setup for " + path + " failed: " + e.getMessage(), e);
     }
@@ -109,7 +111,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
-      workPath = (String) Sidecar.get().call("task.setup", args).get("work_path");
+      workPath = (String) Sidecar.run("task.setup", args).get("work_path");
     } catch (IOException e) {
       throw new RuntimeException("s3commit task setup failed: " + e.getMessage(), e);
     }
@@ -148,7 +150,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
       args.put("task_attempt_id", attemptId(context));
       args.put("absolute_dir", absoluteDir);
       args.put("name", fileName(context, spec));
-      return (String) Sidecar.get().call("task.absolute_path", args).get("path");
+      return (String) Sidecar.run("task.absolute_path", args).get("path");
     } catch (IOException e) {
       throw new RuntimeException("s3commit cannot write to the absolute location " + absoluteDir + ": "
           + e.getMessage(), e);
@@ -158,6 +160,13 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, String ext) {
     return newTaskTempFileAbsPath(context, absoluteDir, new FileNameSpec("", ext));
+  }
+
+  /** This task's magic files are committed or aborted: the FileSystem need not remember their lengths. */
+  private void forgetMagicLengths() {
+    if (workPath != null && workPath.endsWith("/__base")) {
+      S3FileSystem.forgetMagic(workPath.substring(0, workPath.length() - "/__base".length()));
+    }
   }
 
   /** Adapts the sidecar's task calls to Hadoop's OutputCommitter, for Spark's commit coordination. */
@@ -181,7 +190,11 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     public void commitTask(TaskAttemptContext taskContext) throws IOException {
       Map<String, Object> args = args(taskContext.getConfiguration());
       args.put("task_attempt_id", attemptId(taskContext));
-      message = JSON.writeValueAsString(Sidecar.get().call("task.commit", args).get("message"));
+      try {
+        message = JSON.writeValueAsString(Sidecar.run("task.commit", args).get("message"));
+      } finally {
+        forgetMagicLengths();
+      }
     }
 
     @Override
@@ -205,28 +218,35 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
-      Sidecar.get().cleanup("task.abort", args);
+      Sidecar.uninterruptibly(() -> Sidecar.run("task.abort", args));
     } catch (IOException e) {
       LOG.warn("s3commit task abort of {} failed: {}", attemptId(context), e.getMessage());
+    } finally {
+      forgetMagicLengths();
     }
   }
 
   @Override
   public void commitJob(JobContext context, scala.collection.immutable.Seq<TaskCommitMessage> taskCommits) {
     try {
-      List<Object> messages = new ArrayList<>();
+      List<String> messages = new ArrayList<>();
       scala.collection.Iterator<TaskCommitMessage> it = taskCommits.iterator();
       while (it.hasNext()) {
         Object obj = it.next().obj();
         if (obj instanceof String) {
-          messages.add(JSON.readValue((String) obj, Map.class));
+          messages.add((String) obj);
         }
       }
       Map<String, Object> args = args(context.getConfiguration());
-      args.put("messages", messages);
       args.put("delete_paths", deletePaths);
       args.put("replace_partitions", dynamicPartitionOverwrite);
-      Sidecar.get().call("job.commit", args);
+      // The messages stream as the request's body, one JSON record per line: no frame grows with the job.
+      Sidecar.run("job.commit", args, Sidecar.streamed(out -> {
+        for (String message : messages) {
+          out.write(message.getBytes(StandardCharsets.UTF_8));
+          out.write('\n');
+        }
+      }), Sidecar::collect);
     } catch (IOException e) {
       throw new RuntimeException("s3commit job commit to " + path + " failed: " + e.getMessage(), e);
     }
@@ -235,7 +255,8 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   @Override
   public void abortJob(JobContext context) {
     try {
-      Sidecar.get().cleanup("job.abort", args(context.getConfiguration()));
+      Map<String, Object> args = args(context.getConfiguration());
+      Sidecar.uninterruptibly(() -> Sidecar.run("job.abort", args));
     } catch (IOException e) {
       LOG.warn("s3commit job abort for {} failed: {}", path, e.getMessage());
     }
