@@ -131,7 +131,7 @@ class BlockDirectories:
             for base in candidates:
                 try:
                     made = BlockDirectory.create(base)
-                except OSError as err:
+                except (OSError, ValueError) as err:
                     log.warning("fs.s3a.buffer.dir %s is not usable: %s", base, err)
                     continue
                 self._by_base[base] = made

@@ -139,13 +139,14 @@ class _UnknownOperation(ValueError):
     pass
 
 
-def _watch_stdin(server: SidecarServer) -> None:
-    """The JVM holds our stdin: end of file means it is gone, so we go too."""
+def _watch_stdin(server: SidecarServer, blocks: BlockDirectories) -> None:
+    """The JVM holds our stdin: end of file means it is gone, so we go too (and our block files with us)."""
     try:
         while sys.stdin.buffer.read(4096):
             pass
     finally:
         server.stop()
+        blocks.remove()
         os._exit(0)
 
 
@@ -164,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"socket": server.socket_path, "blocks_dir": blocks.path, "version": __version__,
                       "pid": os.getpid()}), flush=True)
     if not args.no_stdin_watch:
-        threading.Thread(target=_watch_stdin, args=(server,), daemon=True).start()
+        threading.Thread(target=_watch_stdin, args=(server, blocks), daemon=True).start()
     try:
         server.serve_forever()
     finally:
