@@ -28,6 +28,7 @@ from s3commit import __version__
 from s3commit.bridge.blocks import BlockDirectories, BlockDirectory
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
 from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
+from s3commit.errors import S3CommitError
 
 log = logging.getLogger("s3commit.bridge")
 
@@ -106,21 +107,28 @@ class SidecarServer:
             if handler is None:
                 raise _UnknownOperation(f"unknown operation {op!r}")
             reply = handler(header, body)
+        except S3CommitError as err:  # S3 or committer trouble (an unreachable endpoint included): an answer
+            self._refuse(channel, op, body, err)
+            return
         except (EOFError, ConnectionError, FrameTooLarge):
-            raise
+            raise  # the connection itself broke while the request's body was read
         except BodyError as err:  # the JVM cut its own request short: it knows why
             log.debug("%s: the request body was cut short: %s", op, err)
             channel.write_header(error_header(err))
             return
         except Exception as err:  # every other failure goes back to the JVM as an exception
-            log.debug("%s failed", op, exc_info=True)
-            if body is not None and not body.done:
-                body.drain()
-            channel.write_header(error_header(err))
+            self._refuse(channel, op, body, err)
             return
         if body is not None and not body.done:
             body.drain()
         self._send(channel, op, reply)
+
+    @staticmethod
+    def _refuse(channel: Channel, op: str, body: Body | None, err: BaseException) -> None:
+        log.debug("%s failed", op, exc_info=True)
+        if body is not None and not body.done:
+            body.drain()
+        channel.write_header(error_header(err))
 
     @staticmethod
     def _send(channel: Channel, op: str, reply: Reply) -> None:
