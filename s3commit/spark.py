@@ -38,11 +38,16 @@ class BridgeBuildError(RuntimeError):
     """The bridge jar could not be found or built."""
 
 
-def _sources() -> Path:
-    """The Java sources: ``jvm-bridge/`` beside the package (a source checkout or editable install)."""
+SCALA_VERSIONS = ("2.12", "2.13")
+"""The Scala versions the bridge has sources for: 2.12 (PySpark 3.5), 2.13 (PySpark 4.x)."""
+
+
+def _source_root() -> Path:
+    """The Java sources: ``jvm-bridge/src/`` beside the package (a source checkout or editable install), with
+    ``main/java`` (every Spark version) and ``scala-<version>/java`` (the classes whose signatures differ)."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "jvm-bridge" / "src" / "main" / "java", here / "java"):
-        if candidate.is_dir():
+    for candidate in (here.parent / "jvm-bridge" / "src", here / "java"):
+        if (candidate / "main" / "java").is_dir():
             return candidate
     raise BridgeBuildError(
         "the bridge's Java sources were not found (expected jvm-bridge/src/main/java beside the s3commit "
@@ -59,6 +64,33 @@ def _spark_jars() -> Path:
     return jars
 
 
+def scala_version(jars: Path) -> str:
+    """The Scala binary version (``2.12``, ``2.13``) of the Spark in ``jars``, from its ``scala-library`` jar.
+
+    Raises:
+        BridgeBuildError: no scala-library jar, or a Scala version the bridge has no sources for.
+    """
+    found = sorted(jars.glob("scala-library-*.jar"))
+    if not found:
+        raise BridgeBuildError(f"no scala-library-*.jar in {jars}: cannot tell which Scala this Spark is built for")
+    full = found[-1].name[len("scala-library-"):-len(".jar")]
+    version = ".".join(full.split(".")[:2])
+    if version not in SCALA_VERSIONS:
+        raise BridgeBuildError(
+            f"PySpark at {jars.parent} is built for Scala {full}; the s3commit bridge supports Scala "
+            f"{' and '.join(SCALA_VERSIONS)} (PySpark 3.5 and 4.x)")
+    return version
+
+
+def bridge_sources(root: Path, scala: str) -> list[Path]:
+    """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-<scala>/java``."""
+    files = sorted((root / "main" / "java").rglob("*.java"))
+    specific = root / f"scala-{scala}" / "java"
+    if not specific.is_dir():
+        raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (expected {specific})")
+    return files + sorted(specific.rglob("*.java"))
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "s3commit"
@@ -73,13 +105,16 @@ def jar_path() -> str:
         return prebuilt
     import pyspark
 
-    sources = _sources()
-    files = sorted(sources.rglob("*.java"))
-    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}".encode())
+    root, jars = _source_root(), _spark_jars()
+    scala = scala_version(jars)
+    files = bridge_sources(root, scala)
+    # The key covers the version, the Spark and Scala it is built against, and every source (path and bytes).
+    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|scala-{scala}".encode())
     for file in files:
-        digest.update(file.relative_to(sources).as_posix().encode())
+        digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
-    jar = _cache_dir() / f"s3commit-bridge-{__version__}-{digest.hexdigest()[:12]}.jar"
+    name = f"s3commit-bridge-{__version__}-spark{pyspark.__version__}-scala{scala}-{digest.hexdigest()[:12]}.jar"
+    jar = _cache_dir() / name
     if jar.is_file():
         return str(jar)
     javac = shutil.which("javac")
@@ -92,7 +127,7 @@ def jar_path() -> str:
         classes = Path(tmp) / "classes"
         classes.mkdir()
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),
-                   "-cp", str(_spark_jars() / "*"), *map(str, files)]
+                   "-cp", str(jars / "*"), *map(str, files)]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BridgeBuildError(f"javac failed to build the bridge jar:\n{result.stderr[-4000:]}")

@@ -37,3 +37,35 @@ def test_s3commit_python_wins(clean_env):
     clean_env.setenv("S3COMMIT_PYTHON", "/mine/python")
     clean_env.setenv("PYSPARK_PYTHON", "/opt/env/bin/python")
     assert sidecar_python({"spark.pyspark.python": "/cluster/python"}) == "/mine/python"
+
+
+def test_scala_version_is_read_from_the_scala_library_jar(tmp_path):
+    from s3commit.spark import scala_version
+
+    (tmp_path / "scala-library-2.12.18.jar").write_bytes(b"")
+    assert scala_version(tmp_path) == "2.12"
+    (tmp_path / "scala-library-2.12.18.jar").rename(tmp_path / "scala-library-2.13.16.jar")
+    assert scala_version(tmp_path) == "2.13"
+
+
+def test_unsupported_or_missing_scala_is_named(tmp_path):
+    from s3commit.spark import BridgeBuildError, scala_version
+
+    with pytest.raises(BridgeBuildError, match="no scala-library"):
+        scala_version(tmp_path)
+    (tmp_path / "scala-library-2.11.12.jar").write_bytes(b"")
+    with pytest.raises(BridgeBuildError, match=r"Scala 2\.11\.12.*supports Scala 2\.12 and 2\.13"):
+        scala_version(tmp_path)
+
+
+@pytest.mark.parametrize("scala", ["2.12", "2.13"])
+def test_each_scala_build_has_one_commit_protocol_class(scala):
+    # The common sources plus exactly one S3CommitProtocol, the one whose commitJob matches that Scala's Seq.
+    from s3commit.spark import _source_root, bridge_sources
+
+    root = _source_root()
+    files = [f.relative_to(root).as_posix() for f in bridge_sources(root, scala)]
+    protocols = [f for f in files if f.endswith("/S3CommitProtocol.java")]
+    assert protocols == [f"scala-{scala}/java/s3commit/spark/S3CommitProtocol.java"]
+    assert "main/java/s3commit/spark/S3CommitProtocolBase.java" in files
+    assert not [f for f in files if f.startswith("scala-") and not f.startswith(f"scala-{scala}/")]
