@@ -4,7 +4,10 @@ The only module that imports pyspark. ``configure(builder)`` sets:
 
 - ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
   then cached; Maven is never needed);
-- ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol``;
+- ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol`` (DataFrame and SQL writes);
+- Hadoop's committer bindings for RDD and Hadoop OutputFormat writes (``saveAsTextFile``,
+  ``saveAsNewAPIHadoopFile``, ``saveAsHadoopFile``...), which never consult the SQL key:
+  ``mapreduce.outputcommitter.factory.scheme.s3a`` (new API) and ``mapred.output.committer.class`` (old API);
 - ``spark.hadoop.fs.s3a.impl=s3commit.hadoop.S3FileSystem`` (unless you keep hadoop-aws's S3A), so
   ``s3a://`` works on a plain ``pip install pyspark``;
 - the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
@@ -30,6 +33,14 @@ from s3commit.errors import ConfigError
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
+COMMITTER_FACTORY_CLASS = "s3commit.hadoop.S3CommitterFactory"
+"""Hadoop's committer factory for ``s3a://`` (new ``mapreduce`` API): ``saveAsNewAPIHadoopFile``/``Dataset``."""
+MAPRED_COMMITTER_CLASS = "s3commit.hadoop.S3MapRedCommitter"
+"""The old ``mapred`` API's committer (every destination; Hadoop's FileOutputCommitter for non-S3 ones)."""
+HADOOP_COMMITTER_KEYS = {
+    "mapreduce.outputcommitter.factory.scheme.s3a": COMMITTER_FACTORY_CLASS,
+    "mapred.output.committer.class": MAPRED_COMMITTER_CLASS,
+}
 JAR_ENV = "S3COMMIT_JAR"
 """Path of a prebuilt bridge jar; skips the build (for machines with a JRE but no javac)."""
 
@@ -181,7 +192,7 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
               region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
               secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
               threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
-              extra: Mapping[str, Any] | None = None) -> Any:
+              rdd_writes: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
     """Configure a ``SparkSession.builder`` to write through s3commit; returns the builder.
 
     Args:
@@ -192,6 +203,10 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
         conflict_mode, threads, part_size: committer options (S3A's keys).
         use_s3a_filesystem: serve ``s3a://`` with s3commit's FileSystem (False keeps hadoop-aws's S3A for
             reads; s3commit's committers still do the writes' S3 work).
+        rdd_writes: also commit RDD and Hadoop OutputFormat writes to ``s3a://`` through s3commit
+            (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``...) by setting
+            ``mapreduce.outputcommitter.factory.scheme.s3a`` and ``mapred.output.committer.class``; False
+            leaves them to Hadoop's FileOutputCommitter (renames).
         extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
     """
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
@@ -203,6 +218,9 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
     builder = builder.config("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
     if use_s3a_filesystem:
         builder = builder.config("spark.hadoop.fs.s3a.impl", FILESYSTEM_CLASS)
+    if rdd_writes:
+        for key, value in HADOOP_COMMITTER_KEYS.items():
+            builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in options.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     # Every JVM starts its sidecar with this Python (the driver inherits the environment at launch).

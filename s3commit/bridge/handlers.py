@@ -295,8 +295,10 @@ class BridgeHandlers:
 
     def job_commit(self, req: dict[str, Any], _: bytes) -> tuple[dict[str, Any], bytes]:
         committer = self._committer(req)
-        messages = [TaskCommitMessage(**{**m, "absolute_dirs": tuple(m.get("absolute_dirs") or ())})
-                    for m in req.get("messages") or []]
+        # No "messages" (Hadoop's commitJob(JobContext) has none): every pendingset in the job directory.
+        messages = None if req.get("messages") is None else [
+            TaskCommitMessage(**{**m, "absolute_dirs": tuple(m.get("absolute_dirs") or ())})
+            for m in req["messages"]]
         success = committer.commit_job(messages, delete_paths=req.get("delete_paths") or (),
                                        replace_partitions=bool(req.get("replace_partitions")))
         return {"success": success.to_dict()}, b""
