@@ -271,3 +271,34 @@ def test_a_task_failing_on_its_first_attempt_leaves_exactly_one_copy(s3_server, 
                        for line in s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read().decode().splitlines())
         assert lines == sorted(f"row {i:03d}" for i in range(out["rows"])), dest  # every row exactly once
         check_clean(s3_client, s3_bucket, f"{dest}/")
+
+
+CLUSTER = """
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    rows = [f"row {i:03d}" for i in range(400)]
+    for committer in ("magic", "directory"):
+        conf.set("fs.s3a.committer.name", committer)
+        data = spark.sparkContext.parallelize(rows, 4)
+        data.saveAsTextFile(f"s3a://{bucket}/cluster-{committer}-old")
+        data.map(lambda r: (r, 1)).saveAsNewAPIHadoopDataset({
+            "mapreduce.output.fileoutputformat.outputdir": f"s3a://{bucket}/cluster-{committer}-new",
+            "mapreduce.job.outputformat.class": "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat",
+            "mapreduce.job.output.key.class": "org.apache.hadoop.io.Text",
+            "mapreduce.job.output.value.class": "org.apache.hadoop.io.IntWritable"})
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1
+    print(json.dumps({"rows": len(rows), "executors": executors}))
+    spark.stop()
+"""
+
+
+def test_rdd_writes_from_two_executor_jvms_each_with_a_sidecar(s3_server, s3_bucket, s3_client):
+    # The committer classes load in executor JVMs from spark.jars; staging task files stay on each executor.
+    out = run(CLUSTER, s3_server, s3_bucket, "local-cluster[2,1,1024]", timeout=400)
+    assert out["executors"] == 2
+    for dest in ("cluster-magic-old", "cluster-magic-new", "cluster-directory-old", "cluster-directory-new"):
+        keys = data_keys(s3_client, s3_bucket, f"{dest}/")
+        assert len(keys) == 4, keys
+        lines = sorted(line.split("\t")[0] for key in keys
+                       for line in s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read().decode().splitlines())
+        assert lines == sorted(f"row {i:03d}" for i in range(out["rows"])), dest
+        check_clean(s3_client, s3_bucket, f"{dest}/")
