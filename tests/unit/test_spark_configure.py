@@ -69,3 +69,29 @@ def test_each_scala_build_has_one_commit_protocol_class(scala):
     assert protocols == [f"scala-{scala}/java/s3commit/spark/S3CommitProtocol.java"]
     assert "main/java/s3commit/spark/S3CommitProtocolBase.java" in files
     assert not [f for f in files if f.startswith("scala-") and not f.startswith(f"scala-{scala}/")]
+
+
+class FakeBuilder:
+    def __init__(self):
+        self._options = {}
+
+    def config(self, key, value):
+        self._options[key] = value
+        return self
+
+
+@pytest.mark.parametrize("rdd_writes", [True, False])
+def test_configure_binds_hadoop_committers_for_rdd_writes_unless_told_not_to(clean_env, monkeypatch, rdd_writes):
+    import s3commit.spark as spark_module
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)  # configure() sets it; restored after the test
+    options = spark_module.configure(FakeBuilder(), rdd_writes=rdd_writes)._options
+    assert options["spark.sql.sources.commitProtocolClass"] == "s3commit.spark.S3CommitProtocol"
+    bound = {k: options.get(f"spark.hadoop.{k}") for k in ("mapreduce.outputcommitter.factory.scheme.s3a",
+                                                            "mapred.output.committer.class")}
+    if rdd_writes:
+        assert bound == {"mapreduce.outputcommitter.factory.scheme.s3a": "s3commit.hadoop.S3CommitterFactory",
+                         "mapred.output.committer.class": "s3commit.hadoop.S3MapRedCommitter"}
+    else:
+        assert bound == dict.fromkeys(bound)
