@@ -94,6 +94,15 @@ KEYS: dict[str, Key] = {
             "Parts of one file in flight at once; memory per open file is this × part size."),
         Key("mapreduce.fileoutputcommitter.marksuccessfuljobs", "true",
             "Write the _SUCCESS JSON summary at job commit."),
+        Key("mapreduce.outputcommitter.factory.scheme.s3a", "s3commit.hadoop.S3CommitterFactory",
+            "Set by configure(): Hadoop's new-API OutputFormats (RDD saveAsNewAPIHadoopFile/Dataset) commit "
+            "s3a:// output through s3commit. Hadoop's FileOutputCommitterFactory restores renames."),
+        Key("mapred.output.committer.class", "s3commit.hadoop.S3MapRedCommitter",
+            "Set by configure(): the old mapred API's committer (RDD saveAsTextFile, saveAsHadoopFile, "
+            "saveAsSequenceFile). One class for every destination: non-S3 output gets FileOutputCommitter."),
+        Key("fs.s3a.committer.uuid", "",
+            "Hadoop committers only: the job id of this write (S3A's key). Empty: the Hadoop job's tracker "
+            "id, unique per Spark RDD write. Set it per write, never for a session: jobs sharing it collide."),
         Key("fs.s3a.encryption.algorithm", "", "Server-side encryption: SSE-S3 (AES256) or SSE-KMS."),
         Key("fs.s3a.encryption.key", "", "KMS key id for SSE-KMS."),
         Key("fs.s3a.create.storage.class", "", "Storage class of every object written (e.g. STANDARD_IA)."),

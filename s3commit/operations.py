@@ -54,10 +54,15 @@ def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSe
     store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
 
 
-def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> int:
+def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> str | None:
     """Save a task's pendingset; if an earlier attempt of the task had committed one, abort the uploads of
-    that superseded attempt (they would otherwise be orphans nobody can attribute). Returns how many were
-    aborted. Costs one GET per task commit (a 404 in the usual case)."""
+    that superseded attempt (they would otherwise be orphans nobody can attribute). Costs one GET per task
+    commit (a 404 in the usual case).
+
+    A task that wrote nothing saves nothing (an earlier attempt's pendingset is deleted): returns ``None``,
+    and its commit message names no pendingset, so the job commit reads nothing for it. Otherwise returns
+    ``key``.
+    """
     superseded = 0
     try:
         previous = load_pendingset(store, bucket, key)
@@ -66,7 +71,10 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     except S3CommitError as err:  # a corrupt earlier pendingset is replaced; its uploads go to the sweep
         log.warning("replacing unreadable pendingset s3://%s/%s: %s", bucket, key, err)
         previous = None
-    save_pendingset(store, bucket, key, pendingset)
+    if pendingset.commits:
+        save_pendingset(store, bucket, key, pendingset)
+    elif previous is not None:
+        store.delete_object(bucket, key)
     if previous is not None:
         keep = {c.upload_id for c in pendingset.commits}
         for commit in previous.commits:
@@ -75,7 +83,7 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
                 superseded += 1
         log.info("s3://%s/%s: aborted %d uploads of superseded task attempt %s", bucket, key, superseded,
                  previous.task_attempt_id or "?")
-    return superseded
+    return key if pendingset.commits else None
 
 
 def recorded_uploads(store: S3Store, bucket: str, prefix: str) -> dict[str, UploadRef]:

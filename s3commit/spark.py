@@ -4,7 +4,10 @@ The only module that imports pyspark. ``configure(builder)`` sets:
 
 - ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
   then cached; Maven is never needed);
-- ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol``;
+- ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol`` (DataFrame and SQL writes);
+- Hadoop's committer bindings for RDD and Hadoop OutputFormat writes (``saveAsTextFile``,
+  ``saveAsNewAPIHadoopFile``, ``saveAsHadoopFile``...), which never consult the SQL key:
+  ``mapreduce.outputcommitter.factory.scheme.s3a`` (new API) and ``mapred.output.committer.class`` (old API);
 - ``spark.hadoop.fs.s3a.impl=s3commit.hadoop.S3FileSystem`` (unless you keep hadoop-aws's S3A), so
   ``s3a://`` works on a plain ``pip install pyspark``;
 - the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
@@ -30,6 +33,14 @@ from s3commit.errors import ConfigError
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
+COMMITTER_FACTORY_CLASS = "s3commit.hadoop.S3CommitterFactory"
+"""Hadoop's committer factory for ``s3a://`` (new ``mapreduce`` API): ``saveAsNewAPIHadoopFile``/``Dataset``."""
+MAPRED_COMMITTER_CLASS = "s3commit.hadoop.S3MapRedCommitter"
+"""The old ``mapred`` API's committer (every destination; Hadoop's FileOutputCommitter for non-S3 ones)."""
+HADOOP_COMMITTER_KEYS = {
+    "mapreduce.outputcommitter.factory.scheme.s3a": COMMITTER_FACTORY_CLASS,
+    "mapred.output.committer.class": MAPRED_COMMITTER_CLASS,
+}
 JAR_ENV = "S3COMMIT_JAR"
 """Path of a prebuilt bridge jar; skips the build (for machines with a JRE but no javac)."""
 
@@ -38,26 +49,21 @@ class BridgeBuildError(RuntimeError):
     """The bridge jar could not be found or built."""
 
 
-def _sources() -> Path:
-    """The Java sources: ``jvm-bridge/`` beside the package (a source checkout or editable install)."""
+SCALA_VERSIONS = ("2.12", "2.13")
+"""The Scala versions the bridge has sources for: 2.12 (PySpark 3.5), 2.13 (PySpark 4.x)."""
+
+
+def _source_root() -> Path:
+    """The Java sources: ``jvm-bridge/src/`` beside the package (a source checkout or editable install), with
+    ``main/java`` (every Spark version) and ``scala-<version>/java`` (the classes whose signatures differ)."""
     here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "jvm-bridge" / "src" / "main" / "java", here / "java"):
-        if candidate.is_dir():
+    for candidate in (here.parent / "jvm-bridge" / "src", here / "java"):
+        if (candidate / "main" / "java").is_dir():
             return candidate
     raise BridgeBuildError(
         "the bridge's Java sources were not found (expected jvm-bridge/src/main/java beside the s3commit "
         f"package at {here}); install s3commit from a source checkout (pip install -e .) or set {JAR_ENV} "
         "to a prebuilt jar")
-
-
-def _source_sets(main: Path, jars: Path) -> list[Path]:
-    """The Java source directories to compile: the common one, plus those the installed jars support
-    (``hadoop-vectored``: Hadoop 3.3.5+, which has ``FileRange`` and ``PositionedReadable.readVectored``)."""
-    sets = [main]
-    vectored = main.parent.parent / "hadoop-vectored" / "java"
-    if vectored.is_dir() and _jars_have_class(jars, "org/apache/hadoop/fs/FileRange.class"):
-        sets.append(vectored)
-    return sets
 
 
 def _jars_have_class(jars: Path, entry: str) -> bool:
@@ -80,6 +86,38 @@ def _spark_jars() -> Path:
     return jars
 
 
+def scala_version(jars: Path) -> str:
+    """The Scala binary version (``2.12``, ``2.13``) of the Spark in ``jars``, from its ``scala-library`` jar.
+
+    Raises:
+        BridgeBuildError: no scala-library jar, or a Scala version the bridge has no sources for.
+    """
+    found = sorted(jars.glob("scala-library-*.jar"))
+    if not found:
+        raise BridgeBuildError(f"no scala-library-*.jar in {jars}: cannot tell which Scala this Spark is built for")
+    full = found[-1].name[len("scala-library-"):-len(".jar")]
+    version = ".".join(full.split(".")[:2])
+    if version not in SCALA_VERSIONS:
+        raise BridgeBuildError(
+            f"PySpark at {jars.parent} is built for Scala {full}; the s3commit bridge supports Scala "
+            f"{' and '.join(SCALA_VERSIONS)} (PySpark 3.5 and 4.x)")
+    return version
+
+
+def bridge_sources(root: Path, scala: str, jars: Path | None = None) -> list[Path]:
+    """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-<scala>/java``, plus
+    ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``)."""
+    files = sorted((root / "main" / "java").rglob("*.java"))
+    specific = root / f"scala-{scala}" / "java"
+    if not specific.is_dir():
+        raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (expected {specific})")
+    files += sorted(specific.rglob("*.java"))
+    vectored = root / "hadoop-vectored" / "java"
+    if jars is not None and vectored.is_dir() and _jars_have_class(jars, "org/apache/hadoop/fs/FileRange.class"):
+        files += sorted(vectored.rglob("*.java"))
+    return files
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "s3commit"
@@ -94,14 +132,16 @@ def jar_path() -> str:
         return prebuilt
     import pyspark
 
-    sources = _sources()
-    source_sets = _source_sets(sources, _spark_jars())
-    files = sorted(f for directory in source_sets for f in directory.rglob("*.java"))
-    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}".encode())
+    root, jars = _source_root(), _spark_jars()
+    scala = scala_version(jars)
+    files = bridge_sources(root, scala, jars)
+    # The key covers the version, the Spark and Scala it is built against, and every source (path and bytes).
+    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|scala-{scala}".encode())
     for file in files:
-        digest.update(file.relative_to(sources.parent.parent).as_posix().encode())
+        digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
-    jar = _cache_dir() / f"s3commit-bridge-{__version__}-{digest.hexdigest()[:12]}.jar"
+    name = f"s3commit-bridge-{__version__}-spark{pyspark.__version__}-scala{scala}-{digest.hexdigest()[:12]}.jar"
+    jar = _cache_dir() / name
     if jar.is_file():
         return str(jar)
     javac = shutil.which("javac")
@@ -114,7 +154,7 @@ def jar_path() -> str:
         classes = Path(tmp) / "classes"
         classes.mkdir()
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),
-                   "-cp", str(_spark_jars() / "*"), *map(str, files)]
+                   "-cp", str(jars / "*"), *map(str, files)]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BridgeBuildError(f"javac failed to build the bridge jar:\n{result.stderr[-4000:]}")
@@ -168,7 +208,7 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
               region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
               secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
               threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
-              extra: Mapping[str, Any] | None = None) -> Any:
+              rdd_writes: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
     """Configure a ``SparkSession.builder`` to write through s3commit; returns the builder.
 
     Args:
@@ -179,6 +219,10 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
         conflict_mode, threads, part_size: committer options (S3A's keys).
         use_s3a_filesystem: serve ``s3a://`` with s3commit's FileSystem (False keeps hadoop-aws's S3A for
             reads; s3commit's committers still do the writes' S3 work).
+        rdd_writes: also commit RDD and Hadoop OutputFormat writes to ``s3a://`` through s3commit
+            (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``...) by setting
+            ``mapreduce.outputcommitter.factory.scheme.s3a`` and ``mapred.output.committer.class``; False
+            leaves them to Hadoop's FileOutputCommitter (renames).
         extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
     """
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
@@ -190,6 +234,9 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
     builder = builder.config("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
     if use_s3a_filesystem:
         builder = builder.config("spark.hadoop.fs.s3a.impl", FILESYSTEM_CLASS)
+    if rdd_writes:
+        for key, value in HADOOP_COMMITTER_KEYS.items():
+            builder = builder.config(f"spark.hadoop.{key}", value)
     for key, value in options.items():
         builder = builder.config(f"spark.hadoop.{key}", value)
     # Every JVM starts its sidecar with this Python (the driver inherits the environment at launch).

@@ -266,7 +266,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
             raise failures[0]
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(job_id, task_attempt_id)
-        save_task_pendingset(store, bucket, pendingset_key, pendingset)
+        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset)
     except BaseException:
         for pending in loaded:
             abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
@@ -278,7 +278,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
     absolute_dirs = sorted({c.destination_key.rpartition("/")[0] for c in pendingset.commits
                             if not c.destination_key.startswith(dest_prefix)})
     return TaskCommitMessage(job_id=job_id, task_id=task_id, task_attempt_id=task_attempt_id,
-                             pendingset_key=pendingset_key, files=len(pendingset.commits),
+                             pendingset_key=saved_key, files=len(pendingset.commits),
                              bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs))
 
 

@@ -130,8 +130,8 @@ class StagingCommitter(Committer):
             if errors:
                 raise errors[0]
             pendingset = PendingSet(commits=tuple(uploads)).with_job(self.job_id, attempt.task_attempt_id)
-            key = self.layout.pendingset_key(attempt.task_id)
-            save_task_pendingset(self.store, self.dest.bucket, key, pendingset)
+            saved = save_task_pendingset(self.store, self.dest.bucket, self.layout.pendingset_key(attempt.task_id),
+                                         pendingset)
         except BaseException:
             for key, upload_id in started:
                 abort_upload_quietly(self.store, self.dest.bucket, key, upload_id)
@@ -140,7 +140,7 @@ class StagingCommitter(Committer):
             shutil.rmtree(attempt.local_dir, ignore_errors=True)
         attempt.committed = True
         return TaskCommitMessage(job_id=self.job_id, task_id=attempt.task_id,
-                                 task_attempt_id=attempt.task_attempt_id, pendingset_key=key,
+                                 task_attempt_id=attempt.task_attempt_id, pendingset_key=saved,
                                  files=len(uploads), bytes=pendingset.total_length)
 
     def _upload_file(self, attempt: StagingTaskAttempt, relative: str,

@@ -37,3 +37,61 @@ def test_s3commit_python_wins(clean_env):
     clean_env.setenv("S3COMMIT_PYTHON", "/mine/python")
     clean_env.setenv("PYSPARK_PYTHON", "/opt/env/bin/python")
     assert sidecar_python({"spark.pyspark.python": "/cluster/python"}) == "/mine/python"
+
+
+def test_scala_version_is_read_from_the_scala_library_jar(tmp_path):
+    from s3commit.spark import scala_version
+
+    (tmp_path / "scala-library-2.12.18.jar").write_bytes(b"")
+    assert scala_version(tmp_path) == "2.12"
+    (tmp_path / "scala-library-2.12.18.jar").rename(tmp_path / "scala-library-2.13.16.jar")
+    assert scala_version(tmp_path) == "2.13"
+
+
+def test_unsupported_or_missing_scala_is_named(tmp_path):
+    from s3commit.spark import BridgeBuildError, scala_version
+
+    with pytest.raises(BridgeBuildError, match="no scala-library"):
+        scala_version(tmp_path)
+    (tmp_path / "scala-library-2.11.12.jar").write_bytes(b"")
+    with pytest.raises(BridgeBuildError, match=r"Scala 2\.11\.12.*supports Scala 2\.12 and 2\.13"):
+        scala_version(tmp_path)
+
+
+@pytest.mark.parametrize("scala", ["2.12", "2.13"])
+def test_each_scala_build_has_one_commit_protocol_class(scala):
+    # The common sources plus exactly one S3CommitProtocol, the one whose commitJob matches that Scala's Seq.
+    from s3commit.spark import _source_root, bridge_sources
+
+    root = _source_root()
+    files = [f.relative_to(root).as_posix() for f in bridge_sources(root, scala)]
+    protocols = [f for f in files if f.endswith("/S3CommitProtocol.java")]
+    assert protocols == [f"scala-{scala}/java/s3commit/spark/S3CommitProtocol.java"]
+    assert "main/java/s3commit/spark/S3CommitProtocolBase.java" in files
+    assert not [f for f in files if f.startswith("scala-") and not f.startswith(f"scala-{scala}/")]
+
+
+class FakeBuilder:
+    def __init__(self):
+        self._options = {}
+
+    def config(self, key, value):
+        self._options[key] = value
+        return self
+
+
+@pytest.mark.parametrize("rdd_writes", [True, False])
+def test_configure_binds_hadoop_committers_for_rdd_writes_unless_told_not_to(clean_env, monkeypatch, rdd_writes):
+    import s3commit.spark as spark_module
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)  # configure() sets it; restored after the test
+    options = spark_module.configure(FakeBuilder(), rdd_writes=rdd_writes)._options
+    assert options["spark.sql.sources.commitProtocolClass"] == "s3commit.spark.S3CommitProtocol"
+    bound = {k: options.get(f"spark.hadoop.{k}") for k in ("mapreduce.outputcommitter.factory.scheme.s3a",
+                                                            "mapred.output.committer.class")}
+    if rdd_writes:
+        assert bound == {"mapreduce.outputcommitter.factory.scheme.s3a": "s3commit.hadoop.S3CommitterFactory",
+                         "mapred.output.committer.class": "s3commit.hadoop.S3MapRedCommitter"}
+    else:
+        assert bound == dict.fromkeys(bound)

@@ -44,10 +44,18 @@ import java.util.Map;
  * The job UUID is Spark's job id for this write, which Spark also puts into every file name.
  *
  * <p>This class holds no S3 logic: every step is a request to this JVM's Python sidecar.
+ *
+ * <p>The body of {@code s3commit.spark.S3CommitProtocol}, common to every Spark version. The only
+ * signature that differs between Spark 3.5 (Scala 2.12) and 4.x (Scala 2.13) is
+ * {@code commitJob(JobContext, Seq<TaskCommitMessage>)}: {@code scala.collection.Seq} against
+ * {@code scala.collection.immutable.Seq}. The public class, one per Scala version
+ * ({@code jvm-bridge/src/scala-2.12}, {@code scala-2.13}), overrides it and hands the messages to
+ * {@link #commitJobWithMessages}; the build compiles the one matching the
+ * installed PySpark ({@code s3commit.spark.jar_path()}).
  */
-public class S3CommitProtocol extends FileCommitProtocol implements Serializable {
+public abstract class S3CommitProtocolBase extends FileCommitProtocol implements Serializable {
   private static final long serialVersionUID = 1L;
-  private static final Logger LOG = LoggerFactory.getLogger(S3CommitProtocol.class);
+  private static final Logger LOG = LoggerFactory.getLogger(S3CommitProtocolBase.class);
   private static final ObjectMapper JSON = new ObjectMapper();
 
   private final String jobId;
@@ -58,7 +66,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
   private final ArrayList<String> deletePaths = new ArrayList<>();
   private transient String workPath;
 
-  public S3CommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+  protected S3CommitProtocolBase(String jobId, String path, boolean dynamicPartitionOverwrite) {
     if (path == null) {
       throw new IllegalArgumentException("Null destination specified");
     }
@@ -79,10 +87,6 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
       key = key.substring(0, key.length() - 1);
     }
     this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
-  }
-
-  public S3CommitProtocol(String jobId, String path) {
-    this(jobId, path, false);
   }
 
   private Map<String, Object> args(Configuration conf) throws IOException {
@@ -199,7 +203,7 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
 
     @Override
     public void abortTask(TaskAttemptContext taskContext) throws IOException {
-      S3CommitProtocol.this.abortTask(taskContext);
+      S3CommitProtocolBase.this.abortTask(taskContext);
     }
   }
 
@@ -226,11 +230,10 @@ public class S3CommitProtocol extends FileCommitProtocol implements Serializable
     }
   }
 
-  @Override
-  public void commitJob(JobContext context, scala.collection.immutable.Seq<TaskCommitMessage> taskCommits) {
+  /** The job commit, given the committed tasks' messages (the per-Scala-version class passes its Seq's). */
+  protected final void commitJobWithMessages(JobContext context, scala.collection.Iterator<TaskCommitMessage> it) {
     try {
       List<String> messages = new ArrayList<>();
-      scala.collection.Iterator<TaskCommitMessage> it = taskCommits.iterator();
       while (it.hasNext()) {
         Object obj = it.next().obj();
         if (obj instanceof String) {

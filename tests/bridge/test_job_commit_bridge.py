@@ -1,0 +1,143 @@
+"""``job.commit`` through the sidecar: messages streamed as the request's body (a 100,000-task job is no
+bigger a frame than a 1-task job), or none at all (Hadoop's committers: every pendingset in the job
+directory), against the test server."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import uuid
+
+import pytest
+
+from s3commit.bridge.blocks import BlockDirectories, BlockDirectory
+from s3commit.bridge.client import BridgeClient
+from s3commit.bridge.handlers import BridgeHandlers
+from s3commit.bridge.protocol import FRAME_LIMIT, ndjson
+from s3commit.bridge.server import SidecarServer
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+
+
+@pytest.fixture
+def client(tmp_path):
+    blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
+    server = SidecarServer(os.path.join(blocks.path, "sock"), "t", BridgeHandlers(blocks=blocks))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    with BridgeClient(server.socket_path, "t") as connection:
+        yield connection
+    server.stop()
+    blocks.remove()
+
+
+def register(client, server) -> str:
+    conf = {"fs.s3a.endpoint": server.endpoint_url, "fs.s3a.path.style.access": "true",
+            "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.endpoint.region": "us-east-1",
+            "fs.s3a.committer.name": "magic"}
+    return str(client.call("conf.register", conf=conf)[0]["conf_id"])
+
+
+def write_task(client, conf_id, dest, job_id, task, *, files=1) -> dict:
+    """One task attempt through the sidecar, as the JVM drives it: setup, files, commit."""
+    attempt = f"attempt_202611230000_0001_m_{task:06d}_0"
+    args = {"conf_id": conf_id, "dest": dest, "job_id": job_id, "task_attempt_id": attempt}
+    work_path = client.call("task.setup", **args)[0]["work_path"]
+    for n in range(files):
+        opened = client.call("fs.open_write", conf_id=conf_id, path=f"{work_path}/part-{task:05d}-{n}")[0]
+        data = f"line {task}\n".encode()
+        assert client.call("fs.close_write", data, handle=opened["handle"], length=len(data))[0]["ok"]
+    header = client.call("task.commit", **args)[0]
+    assert header["ok"], header
+    return header["message"]
+
+
+def test_a_job_commit_without_messages_completes_every_committed_task(client, s3_server, s3_bucket, s3_client):
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/rdd", "20261122120000123456789"
+    job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+    assert client.call("job.setup", **job)[0]["ok"]
+    for task in range(3):
+        write_task(client, conf_id, dest, job_id, task)
+    assert [k for k in list_keys(s3_client, s3_bucket, "rdd/") if k.startswith("rdd/part-")] == []
+
+    success = client.call("job.commit", **job)[0]["success"]  # no body: Hadoop's commitJob(JobContext)
+
+    assert sorted(success["filenames"]) == [f"/rdd/part-{t:05d}-0" for t in range(3)]
+    assert list_keys(s3_client, s3_bucket, "rdd/") == ["rdd/_SUCCESS", *(f"rdd/part-{t:05d}-0" for t in range(3))]
+    assert s3_client.get_object(Bucket=s3_bucket, Key="rdd/part-00001-0")["Body"].read() == b"line 1\n"
+    assert json.loads(s3_client.get_object(Bucket=s3_bucket, Key="rdd/_SUCCESS")["Body"].read())["jobId"] == job_id
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_job_commit_with_an_empty_message_list_commits_nothing(client, s3_server, s3_bucket, s3_client):
+    # The SQL protocol always sends its messages: an empty body means no task committed, not "read them all".
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/sql", "20261122120000987654321"
+    job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+    client.call("job.setup", **job)
+    write_task(client, conf_id, dest, job_id, 0)
+
+    header, _ = client.call("job.commit", b"", **job)
+    assert header["success"]["filenames"] == [] and header["messages"] == 0
+    assert [k for k in list_keys(s3_client, s3_bucket, "sql/") if "part-" in k and "__magic" not in k] == []
+
+
+def test_a_task_that_wrote_nothing_saves_no_pendingset(client, s3_server, s3_bucket, s3_client):
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/empty", str(uuid.uuid4())
+    client.call("job.setup", conf_id=conf_id, dest=dest, job_id=job_id)
+    message = write_task(client, conf_id, dest, job_id, 7, files=0)
+    assert message["pendingset_key"] is None and message["files"] == 0
+    assert [k for k in list_keys(s3_client, s3_bucket, "empty/") if k.endswith(".pendingset")] == []
+
+
+def test_a_job_of_100000_tasks_commits_through_the_bridge_in_bounded_frames(client, s3_server, s3_bucket,
+                                                                            s3_client, monkeypatch):
+    # Three tasks wrote files; 99,997 wrote nothing (their messages name no pendingset). Every message goes
+    # to the sidecar: as one header they would be ~20 MB, over the 16 MiB frame limit.
+    import s3commit.bridge.protocol as protocol
+
+    frames: list[int] = []
+    original = protocol.Channel.write_data
+
+    def counting(self, data):
+        frames.append(min(memoryview(data).nbytes, protocol.CHUNK))
+        return original(self, data)
+
+    monkeypatch.setattr(protocol.Channel, "write_data", counting)
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/wide", str(uuid.uuid4())
+    job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+    client.call("job.setup", **job)
+    written = [write_task(client, conf_id, dest, job_id, task) for task in range(3)]
+    empty = ({"job_id": job_id, "task_id": f"task_202611230000_0001_m_{t:06d}",
+              "task_attempt_id": f"attempt_202611230000_0001_m_{t:06d}_0", "pendingset_key": None,
+              "files": 0, "bytes": 0, "absolute_dirs": []} for t in range(3, 100_000))
+    messages = [*written, *empty]
+    assert len(json.dumps(messages)) > FRAME_LIMIT  # what one frame would have had to carry
+
+    started = time.monotonic()
+    header, _ = client.call_stream("job.commit", ndjson(messages), **job)
+    elapsed = time.monotonic() - started
+
+    assert header["ok"], header
+    assert header["messages"] == 100_000
+    assert sorted(header["success"]["filenames"]) == [f"/wide/part-{t:05d}-0" for t in range(3)]
+    assert max(frames) <= protocol.CHUNK <= FRAME_LIMIT and len(frames) > 1
+    assert_no_pending_uploads(s3_client, s3_bucket)
+    print(f"100,000 task messages committed through the bridge in {elapsed:.1f} s, {len(frames)} data frames")
+
+
+def test_a_message_of_another_job_is_refused_before_anything_is_completed(client, s3_server, s3_bucket, s3_client):
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/mixed", str(uuid.uuid4())
+    job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+    client.call("job.setup", **job)
+    message = write_task(client, conf_id, dest, job_id, 1)
+    foreign = {**message, "job_id": str(uuid.uuid4())}
+    header, _ = client.call_stream("job.commit", ndjson([message, foreign]), **job)
+    assert header["ok"] is False and "not of job" in header["error"]["message"]
+    assert [k for k in list_keys(s3_client, s3_bucket, "mixed/") if k.startswith("mixed/part-")] == []
+    client.call("job.abort", **job)
+    assert_no_pending_uploads(s3_client, s3_bucket)
