@@ -1,0 +1,33 @@
+package s3commit.bridge;
+
+import static s3commit.testing.JavaTests.equal;
+
+import org.apache.hadoop.conf.Configuration;
+
+import java.util.Map;
+
+/** Which Hadoop keys reach the sidecar, and per-bucket overrides (S3A's rule). */
+public final class BridgeConfTest {
+  private BridgeConfTest() {
+  }
+
+  public static void testOnlyS3aAndS3commitKeysAreForwardedWithPerBucketOverrides() {
+    Configuration conf = new Configuration(false);
+    conf.set("fs.s3a.endpoint", "http://general");
+    conf.set("fs.s3a.bucket.special.endpoint", "http://special");
+    conf.set("fs.s3a.bucket.other.endpoint", "http://other");
+    conf.set("s3commit.commit.journal", "false");
+    conf.set("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false");
+    conf.set("spark.app.name", "not forwarded");
+    conf.set("fs.s3a.multipart.size", "${fs.s3a.base.size}");
+    conf.set("fs.s3a.base.size", "32M");
+    Map<String, String> special = BridgeConf.relevant(conf, "special");
+    equal("http://special", special.get("fs.s3a.endpoint"), "per-bucket endpoint wins");
+    equal(null, special.get("fs.s3a.bucket.other.endpoint"), "other buckets' keys are dropped");
+    equal("false", special.get("s3commit.commit.journal"), "s3commit keys");
+    equal("false", special.get("mapreduce.fileoutputcommitter.marksuccessfuljobs"), "success marker key");
+    equal(null, special.get("spark.app.name"), "nothing else");
+    equal("32M", special.get("fs.s3a.multipart.size"), "variables resolved");
+    equal("http://general", BridgeConf.relevant(conf, "plain").get("fs.s3a.endpoint"), "no override");
+  }
+}

@@ -1,0 +1,157 @@
+package s3commit.bridge;
+
+import static s3commit.testing.JavaTests.check;
+import static s3commit.testing.JavaTests.equal;
+import static s3commit.testing.JavaTests.raises;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.ByteChannel;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/** The framing as the JVM writes and reads it; error mapping; oversized frames refused on both sides. */
+public final class FrameChannelTest {
+  private FrameChannelTest() {
+  }
+
+  /** An in-memory channel: what is written can be read back. */
+  static final class Loop implements ByteChannel {
+    final ByteBuffer data = ByteBuffer.allocate(64 * 1024 * 1024);
+    int readPosition;
+
+    @Override
+    public int read(ByteBuffer dst) {
+      int available = data.position() - readPosition;
+      if (available == 0) {
+        return -1;
+      }
+      int n = Math.min(available, dst.remaining());
+      ByteBuffer view = data.duplicate();
+      view.position(readPosition).limit(readPosition + n);
+      dst.put(view);
+      readPosition += n;
+      return n;
+    }
+
+    @Override
+    public int write(ByteBuffer src) {
+      int n = src.remaining();
+      data.put(src);
+      return n;
+    }
+
+    @Override
+    public boolean isOpen() {
+      return true;
+    }
+
+    @Override
+    public void close() {
+    }
+  }
+
+  public static void testAHeaderAndABodyRoundTrip() throws IOException {
+    Loop loop = new Loop();
+    FrameChannel channel = new FrameChannel(loop);
+    Map<String, Object> header = new LinkedHashMap<>();
+    header.put("op", "fs.write_block");
+    header.put("handle", 7);
+    channel.writeBodyHeader(header);
+    byte[] part = new byte[FrameChannel.CHUNK * 2 + 3];
+    Arrays.fill(part, (byte) 7);
+    channel.writeData(ByteBuffer.wrap(part));
+    channel.endBody();
+    Map<String, Object> read = channel.readHeader();
+    equal("fs.write_block", read.get("op"), "op");
+    equal(true, read.get("body"), "body announced");
+    FrameChannel.Body body = channel.body(Sidecar::toException);
+    ByteBuffer target = ByteBuffer.allocate(part.length);
+    body.readFully(target);
+    check(Arrays.equals(part, target.array()), "the body arrives whole");
+    equal(-1, body.read(ByteBuffer.allocate(1)), "then the end");
+  }
+
+  public static void testNoDataFrameIsLargerThanAChunk() throws IOException {
+    Loop loop = new Loop();
+    FrameChannel channel = new FrameChannel(loop);
+    channel.writeData(ByteBuffer.allocate(FrameChannel.CHUNK * 3 + 1));
+    ByteBuffer raw = loop.data.duplicate().flip();
+    int frames = 0;
+    while (raw.hasRemaining()) {
+      int length = raw.getInt();
+      check(length <= FrameChannel.CHUNK, "frame of " + length);
+      raw.position(raw.position() + length);
+      frames++;
+    }
+    equal(4, frames, "frames");
+  }
+
+  public static void testAnOversizedHeaderIsRefusedBeforeAnythingIsSent() {
+    Loop loop = new Loop();
+    FrameChannel channel = new FrameChannel(loop);
+    Map<String, Object> header = new HashMap<>();
+    header.put("op", "job.commit");
+    char[] big = new char[FrameChannel.FRAME_LIMIT];
+    Arrays.fill(big, 'x');
+    header.put("messages", new String(big));
+    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class,
+        () -> channel.writeHeader(header), "too large");
+    check(e.getMessage().contains("job.commit") && e.getMessage().contains(String.valueOf(FrameChannel.FRAME_LIMIT)),
+        "names the op and the limit: " + e.getMessage());
+    equal(0, loop.data.position(), "nothing sent");
+  }
+
+  public static void testAnOversizedFrameFromTheSidecarIsRefused() {
+    Loop loop = new Loop();
+    loop.data.putInt(FrameChannel.FRAME_LIMIT + 1);
+    FrameChannel channel = new FrameChannel(loop);
+    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class, channel::readHeader,
+        "too large");
+    check(e.getMessage().contains("frame limit"), e.getMessage());
+  }
+
+  public static void testABodyCutShortRaisesTheSidecarsError() throws IOException {
+    Loop loop = new Loop();
+    FrameChannel channel = new FrameChannel(loop);
+    channel.writeData(ByteBuffer.wrap("abc".getBytes(StandardCharsets.UTF_8)));
+    loop.data.putInt(0xFFFFFFFF);
+    Map<String, Object> error = new HashMap<>();
+    error.put("type", "FileNotFound");
+    error.put("message", "gone");
+    Map<String, Object> header = new HashMap<>();
+    header.put("ok", false);
+    header.put("error", error);
+    channel.writeHeader(header);
+    FrameChannel.Body body = channel.body(Sidecar::toException);
+    ByteBuffer got = ByteBuffer.allocate(3);
+    body.readFully(got);
+    IOException e = raises(IOException.class, () -> body.read(ByteBuffer.allocate(10)), "cut short");
+    check(e.getMessage().contains("gone"), e.getMessage());
+    check(body.isDone(), "the body is over; the connection is in step");
+  }
+
+  public static void testErrorTypesBecomeJavaExceptions() {
+    equal(FileNotFoundException.class, mapped("FileNotFound").getClass(), "FileNotFound");
+    equal(org.apache.hadoop.fs.FileAlreadyExistsException.class, mapped("FileAlreadyExists").getClass(),
+        "FileAlreadyExists");
+    equal(Sidecar.UnknownConfigurationException.class, mapped("UnknownConfiguration").getClass(), "unknown conf");
+    equal(FrameChannel.FrameTooLargeException.class, mapped("FrameTooLarge").getClass(), "frame");
+    check(mapped("IllegalArgument").getCause() instanceof IllegalArgumentException, "illegal argument");
+    equal(IOException.class, mapped("IO").getClass(), "anything else");
+  }
+
+  private static Throwable mapped(String type) {
+    Map<String, Object> error = new HashMap<>();
+    error.put("type", type);
+    error.put("message", "m");
+    Map<String, Object> header = new HashMap<>();
+    header.put("error", error);
+    IOException wrapped = Sidecar.toException(header);
+    return wrapped.getCause();
+  }
+}

@@ -1,0 +1,122 @@
+package s3commit.bridge;
+
+import static s3commit.testing.JavaTests.check;
+import static s3commit.testing.JavaTests.equal;
+import static s3commit.testing.JavaTests.raises;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The JVM side of a sidecar's life, against a real sidecar and the test S3 server (the pytest suite passes
+ * {@code S3COMMIT_TEST_ENDPOINT} and {@code S3COMMIT_TEST_BUCKET}): a killed sidecar is replaced and the
+ * configuration registered again; a request that needed the dead sidecar's state fails by name; 100,000
+ * task messages cross in bounded frames.
+ */
+public final class SidecarLifecycleTest {
+  private SidecarLifecycleTest() {
+  }
+
+  private static Map<String, String> conf() {
+    Map<String, String> keys = new HashMap<>();
+    keys.put("fs.s3a.endpoint", System.getenv("S3COMMIT_TEST_ENDPOINT"));
+    keys.put("fs.s3a.path.style.access", "true");
+    keys.put("fs.s3a.access.key", "testing");
+    keys.put("fs.s3a.secret.key", "testing");
+    keys.put("fs.s3a.endpoint.region", "us-east-1");
+    keys.put("fs.s3a.multipart.size", "5M");
+    return keys;
+  }
+
+  private static Map<String, Object> stat(String confId, String key) {
+    Map<String, Object> args = new HashMap<>();
+    args.put("conf_id", confId);
+    args.put("path", "s3a://" + System.getenv("S3COMMIT_TEST_BUCKET") + "/" + key);
+    return args;
+  }
+
+  private static void kill(Sidecar sidecar) throws InterruptedException {
+    sidecar.process().destroyForcibly();
+    sidecar.process().waitFor(10, TimeUnit.SECONDS);
+  }
+
+  public static void testAKilledSidecarIsReplacedAndTheConfigurationRegisteredAgain() throws Exception {
+    String confId = BridgeConf.register(conf());
+    Sidecar first = Sidecar.get();
+    raises(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "before");
+    kill(first);
+    // The next request finds the sidecar gone, starts a new one, is told the configuration is unknown,
+    // registers it again and goes through: the caller sees the answer it would have seen anyway.
+    raises(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "after");
+    Sidecar second = Sidecar.get();
+    check(second != first && second.isAlive(), "a new sidecar");
+    equal(first.generation() + 1, second.generation(), "one more generation");
+    check(second.pid() != first.pid(), "another process");
+  }
+
+  public static void testAWriteOnADeadSidecarFailsByNameAndAnAbortStillReturns() throws Exception {
+    String confId = BridgeConf.register(conf());
+    Sidecar sidecar = Sidecar.get();
+    Map<String, Object> open = stat(confId, "written-" + UUID.randomUUID());
+    Map<String, Object> opened = sidecar.request("fs.open_write", open, null, Sidecar::collect).header;
+    Map<String, Object> handle = new HashMap<>();
+    handle.put("handle", opened.get("handle"));
+    handle.put("length", 5);
+    kill(sidecar);
+    IOException e = raises(Sidecar.SidecarDiedException.class,
+        () -> sidecar.exchange("fs.write_block", handle, channel -> {
+          channel.writeData(java.nio.ByteBuffer.wrap("hello".getBytes(StandardCharsets.UTF_8)));
+          channel.endBody();
+        }, Sidecar::collect), "write on the dead sidecar");
+    check(e.getMessage().contains("died during fs.write_block"), e.getMessage());
+    check(e.getMessage().contains("signal 9") || e.getMessage().contains("exit code"), e.getMessage());
+    // The stream's next request is not sent to the new sidecar, whose handles mean other files.
+    raises(Sidecar.SidecarDiedException.class,
+        () -> sidecar.exchange("fs.abort_write", handle, null, Sidecar::collect), "abort on the dead one");
+    check(Sidecar.get().isAlive(), "the JVM's current sidecar is a new one");
+  }
+
+  public static void testNonRestartableRequestsAreNotSentAgain() {
+    check(!Sidecar.RESTARTABLE.contains("task.commit"), "task.commit depends on nothing, but is not idempotent");
+    check(!Sidecar.RESTARTABLE.contains("fs.write_block"), "a write handle dies with its sidecar");
+    check(!Sidecar.RESTARTABLE.contains("fs.close_write"), "a write handle dies with its sidecar");
+    check(Sidecar.RESTARTABLE.contains("job.commit"), "the job commit resumes from its journal");
+    check(Sidecar.RESTARTABLE.contains("fs.read"), "reads are stateless");
+  }
+
+  public static void testAnOversizedHeaderIsRefusedInTheJvmWithTheLimitNamed() throws Exception {
+    Map<String, Object> args = new HashMap<>();
+    args.put("conf", Map.of("s3commit.huge", "x".repeat(FrameChannel.FRAME_LIMIT)));
+    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class,
+        () -> Sidecar.run("conf.register", args), "too large");
+    check(e.getMessage().contains("conf.register") && e.getMessage().contains("frame limit"), e.getMessage());
+    check(Sidecar.get().isAlive(), "nothing broke");
+  }
+
+  public static void testAHundredThousandTaskMessagesCrossInBoundedFrames() throws Exception {
+    String confId = BridgeConf.register(conf());
+    String jobId = UUID.randomUUID().toString();
+    Map<String, Object> job = new HashMap<>();
+    job.put("conf_id", confId);
+    job.put("dest", "s3://" + System.getenv("S3COMMIT_TEST_BUCKET") + "/wide-" + jobId);
+    job.put("job_id", jobId);
+    Sidecar.run("job.setup", job);
+    long started = System.nanoTime();
+    Map<String, Object> reply = Sidecar.run("job.commit", job, Sidecar.streamed(out -> {
+      for (int task = 0; task < 100_000; task++) {
+        String message = String.format("{\"job_id\":\"%s\",\"task_id\":\"task_202611230000_0001_m_%06d\","
+            + "\"task_attempt_id\":\"attempt_202611230000_0001_m_%06d_0\",\"pendingset_key\":null,\"files\":0,"
+            + "\"bytes\":0,\"absolute_dirs\":[]}\n", jobId, task, task);
+        out.write(message.getBytes(StandardCharsets.UTF_8));
+      }
+    }), Sidecar::collect).header;
+    equal(100000, ((Number) reply.get("messages")).intValue(), "messages received");
+    System.out.println("INFO 100,000 task messages committed through the JVM bridge in "
+        + (System.nanoTime() - started) / 1_000_000 + " ms");
+  }
+}

@@ -1,0 +1,256 @@
+"""s3commit's ``s3a://`` streams against the bytes written, through the JVM (``StreamOracle``).
+
+Reads: property tests (hypothesis) of random sequences of seek, read, positioned read, readFully and
+readVectored, under every read policy, checked against a model of Hadoop's ``FSDataInputStream`` contract
+(short reads allowed, -1 at the end, EOFException for a negative or past-the-end seek, a positioned read past
+the end or a readFully that would cross it, overlapping vectored ranges refused, the position never moved by
+a positioned or vectored read). Blocks are small here (64 KiB) so that reads cross block boundaries.
+Writes: files of every shape through ``S3OutputStream`` in both buffer modes; an aborted stream leaves
+nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+
+pytestmark = pytest.mark.integration
+
+KIB = 1024
+MIB = 1024 * KIB
+SIZES = {"empty": 0, "one": 1, "small": 1000, "blocks": 300 * KIB + 17}
+POLICIES = ["sequential", "random", "normal", None]
+
+
+class Oracle:
+    def __init__(self, classpath: str, conf: dict[str, str]) -> None:
+        env = {**os.environ, "S3COMMIT_ORACLE_CONF": json.dumps(conf),
+               "S3COMMIT_PYTHON": os.environ.get("S3COMMIT_PYTHON") or sys.executable}
+        self.process = subprocess.Popen(["java", "-Xmx512m", "-cp", classpath, "s3commit.testing.StreamOracle"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+
+    def __call__(self, **command):
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, "the oracle JVM died"
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin:
+            self.process.stdin.close()
+        try:
+            self.process.wait(20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def bucket(s3_server):
+    return s3_server.create_bucket("stream-contract")
+
+
+class Files(dict):
+    """The test files' bytes (a short repr: hypothesis prints its arguments)."""
+
+    def __repr__(self) -> str:
+        return f"Files({', '.join(f'{k}: {len(v)} bytes' for k, v in self.items())})"
+
+
+@pytest.fixture(scope="module")
+def data(s3_server, bucket):
+    client = s3_server.client()
+    files = Files()
+    for name, size in SIZES.items():
+        body = os.urandom(size)
+        client.put_object(Bucket=bucket, Key=f"data/{name}", Body=body)
+        files[name] = body
+    return files
+
+
+@pytest.fixture(scope="module")
+def oracle(java_classpath, s3_server):
+    conf = {"fs.s3a.endpoint": s3_server.endpoint_url, "fs.s3a.path.style.access": "true",
+            "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.endpoint.region": "us-east-1",
+            "fs.s3a.multipart.size": "5M", "fs.s3a.prefetch.block.size": "64K", "fs.s3a.prefetch.block.count": "3",
+            "fs.s3a.readahead.range": "8K", "fs.s3a.vectored.read.min.seek.size": "1K",
+            "fs.s3a.vectored.read.max.merged.size": "64K"}
+    process = Oracle(java_classpath, conf)
+    yield process
+    process.close()
+
+
+def md5(data: bytes) -> str:
+    return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def vectored_supported() -> bool:
+    import pyspark
+
+    from s3commit.spark import _jars_have_class
+
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    from pathlib import Path
+
+    return _jars_have_class(Path(jars), "org/apache/hadoop/fs/FileRange.class")
+
+
+def ops_strategy(size: int):
+    position = st.integers(min_value=-3, max_value=size + 3)
+    length = st.integers(min_value=0, max_value=max(1, size // 2 + 5))
+    ranges = st.lists(st.tuples(st.integers(min_value=-1, max_value=size + 2), st.integers(min_value=0,
+                                                                                           max_value=70 * KIB)),
+                      min_size=0, max_size=5)
+    op = st.one_of(
+        st.tuples(st.just("seek"), position),
+        st.tuples(st.just("read"), length),
+        st.tuples(st.just("read"), length),
+        st.tuples(st.just("pread"), position, length),
+        st.tuples(st.just("readFully"), position, length),
+        st.tuples(st.just("readVectored"), ranges),
+    )
+    return st.lists(op, min_size=1, max_size=12)
+
+
+class Model:
+    """Hadoop's input stream contract over ``data``."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def check(self, op: tuple, answer: dict) -> None:
+        name, size = op[0], len(self.data)
+        error = answer.get("error")
+        if name == "seek":
+            target = op[1]
+            if target < 0 or target > size:
+                assert error == "EOFException", (op, answer)
+            else:
+                assert error is None, (op, answer)
+                self.pos = target
+        elif name == "read":
+            length = op[1]
+            assert error is None, (op, answer)
+            n = answer["n"]
+            if length == 0:
+                assert n == 0
+            elif self.pos >= size:
+                assert n == -1, (op, answer)
+            else:
+                assert 1 <= n <= min(length, size - self.pos), (op, answer)
+                assert answer["md5"] == md5(self.data[self.pos:self.pos + n]), (op, answer)
+                self.pos += n
+        elif name == "pread":
+            where, length = op[1], op[2]
+            if where < 0:
+                assert error == "EOFException", (op, answer)
+            else:
+                assert error is None, (op, answer)
+                n = answer["n"]
+                if length == 0:
+                    assert n == 0
+                elif where >= size:
+                    assert n == -1, (op, answer)
+                else:
+                    assert 1 <= n <= min(length, size - where), (op, answer)
+                    assert answer["md5"] == md5(self.data[where:where + n]), (op, answer)
+        elif name == "readFully":
+            where, length = op[1], op[2]
+            if where < 0 or (length > 0 and where + length > size):
+                assert error == "EOFException", (op, answer)
+            else:
+                assert error is None, (op, answer)
+                assert answer["md5"] == md5(self.data[where:where + length]), (op, answer)
+        elif name == "readVectored":
+            ranges = op[1]
+            ordered = sorted(ranges)
+            overlap = any(b[0] < a[0] + a[1] for a, b in zip(ordered, ordered[1:], strict=False))
+            if any(off < 0 for off, _ in ranges) or any(off + n > size for off, n in ranges):
+                assert error == "EOFException", (op, answer)
+            elif overlap:
+                assert error == "IllegalArgumentException", (op, answer)
+            else:
+                assert error is None, (op, answer)
+                got = answer["ranges"]
+                assert [r["md5"] for r in got] == [md5(self.data[o:o + n]) for o, n in ranges], (op, answer)
+        if error is None:
+            assert answer["pos"] == self.pos, (op, answer, self.pos)
+
+
+@pytest.mark.parametrize("open_file", [False, True], ids=["open", "openFile"])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+          derandomize=True)
+@given(st.data())
+def test_random_operation_sequences_follow_the_contract(oracle, bucket, data, open_file, draw):
+    name = draw.draw(st.sampled_from(sorted(SIZES)), label="file")
+    policy = draw.draw(st.sampled_from(POLICIES), label="policy")
+    ops = draw.draw(ops_strategy(SIZES[name]), label="ops")
+    if not vectored_supported():
+        ops = [op for op in ops if op[0] != "readVectored"]
+    opened = oracle(cmd="open", path=f"s3a://{bucket}/data/{name}", policy=policy, openFile=open_file)
+    assert "error" not in opened, opened
+    model = Model(data[name])
+    for op in ops:
+        model.check(op, oracle(cmd="op", op=list(op)))
+    closed = oracle(cmd="op", op=["close"])
+    assert "error" not in closed
+    after = oracle(cmd="op", op=["read", 1])
+    assert after.get("error") == "IOException" and "closed" in after["message"].lower()
+
+
+def test_policies_from_configuration_and_open_file_are_what_the_stream_uses(oracle, bucket, data):
+    assert "policy=RANDOM" in oracle(cmd="open", path=f"s3a://{bucket}/data/blocks", policy="parquet, columnar",
+                                     openFile=True)["stream"]
+    assert "policy=SEQUENTIAL" in oracle(cmd="open", path=f"s3a://{bucket}/data/blocks", policy="whole-file",
+                                         openFile=True)["stream"]
+    assert "policy=NORMAL" in oracle(cmd="open", path=f"s3a://{bucket}/data/blocks")["stream"]
+    # adaptive: sequential until the first backward seek, random after
+    model = Model(data["blocks"])
+    for op in (("read", 100), ("seek", 200 * KIB)):
+        model.check(op, oracle(cmd="op", op=list(op)))
+    assert "now random" not in oracle(cmd="op", op=["describe"])["stream"]
+    for op in (("seek", 10), ("read", 5)):
+        model.check(op, oracle(cmd="op", op=list(op)))
+    assert "now random" in oracle(cmd="op", op=["describe"])["stream"]
+
+
+@pytest.mark.parametrize("buffer", ["disk", "array"])
+@pytest.mark.parametrize("chunks", [[], [1], [5 * MIB], [5 * MIB, 1], [3 * MIB] * 5 + [123],
+                                    [64 * KIB] * 80 + [7]],
+                         ids=["empty", "one-byte", "exactly-one-part", "a-part-and-a-byte", "three-parts-and-some",
+                              "many-small-writes"])
+def test_files_written_through_the_output_stream_arrive_exact(java_classpath, s3_server, bucket, buffer, chunks):
+    conf = {"fs.s3a.endpoint": s3_server.endpoint_url, "fs.s3a.path.style.access": "true",
+            "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.endpoint.region": "us-east-1",
+            "fs.s3a.multipart.size": "5M", "fs.s3a.fast.upload.buffer": buffer}
+    writer = Oracle(java_classpath, conf)
+    client = s3_server.client()
+    try:
+        key = f"written/{buffer}-{len(chunks)}-{sum(chunks)}"
+        answer = writer(cmd="write", path=f"s3a://{bucket}/{key}", chunks=chunks)
+        assert "error" not in answer, answer
+        body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert len(body) == sum(chunks) == answer["n"] and md5(body) == answer["md5"]
+        parts = -(-sum(chunks) // (5 * MIB))
+        if parts > 1:
+            assert client.head_object(Bucket=bucket, Key=key)["ETag"].endswith(f'-{parts}"')
+        # abort half way: nothing visible, no upload left
+        aborted = writer(cmd="write", path=f"s3a://{bucket}/aborted/{key}", chunks=[*chunks, 1, 1],
+                         abortAfter=len(chunks) + 1)
+        assert aborted.get("aborted"), aborted
+        assert list_keys(client, bucket, "aborted/") == []
+        assert_no_pending_uploads(client, bucket)
+    finally:
+        writer.close()
