@@ -26,6 +26,7 @@ from typing import Any
 
 from s3commit import __version__
 from s3commit.bridge.blocks import BlockDirectories, BlockDirectory
+from s3commit.bridge.failpoints import Failpoints
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
 from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
 from s3commit.errors import S3CommitError
@@ -47,6 +48,7 @@ class SidecarServer:
         os.chmod(socket_path, 0o600)
         self._sock.listen(128)
         self._stopped = threading.Event()
+        self.failpoints = Failpoints()
 
     def serve_forever(self) -> None:
         while not self._stopped.is_set():
@@ -103,6 +105,7 @@ class SidecarServer:
     def _answer(self, channel: Channel, header: dict[str, Any], body: Body | None) -> None:
         op = str(header.get("op"))
         handler = self.handlers.ops.get(op)
+        self.failpoints.reach("before", op)
         try:
             if handler is None:
                 raise _UnknownOperation(f"unknown operation {op!r}")
@@ -121,6 +124,7 @@ class SidecarServer:
             return
         if body is not None and not body.done:
             body.drain()
+        self.failpoints.reach("after", op)
         self._send(channel, op, reply)
 
     @staticmethod
