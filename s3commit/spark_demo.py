@@ -21,6 +21,10 @@ from s3commit.uri import S3Uri
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
 
+FACTORY_KEY = "mapreduce.outputcommitter.factory.scheme.s3a"
+FILE_OUTPUT_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
+
+
 def use_protocol(spark: Any, label: str) -> None:
     """Route the session's next writes through ``label``: an s3commit committer name (``magic``,
     ``directory``, ``partitioned``) or ``FileOutputCommitter-v1`` / ``-v2`` (Spark's default protocol)."""
@@ -29,9 +33,12 @@ def use_protocol(spark: Any, label: str) -> None:
     if label.startswith("FileOutputCommitter-v"):
         spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
         spark.conf.set("mapreduce.fileoutputcommitter.algorithm.version", label[-1])
+        # Formats other than Parquet ask Hadoop's committer factory for s3a: the plain FileOutputCommitter.
+        spark.conf.set(FACTORY_KEY, FILE_OUTPUT_COMMITTER_FACTORY)
     else:
         spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
         spark.conf.set("fs.s3a.committer.name", label)
+        spark.conf.unset(FACTORY_KEY)
 
 
 def warm_up(spark: Any, df: Any, dest: str, labels: list[str]) -> float:
@@ -52,7 +59,7 @@ def warm_up(spark: Any, df: Any, dest: str, labels: list[str]) -> float:
     return cold
 
 
-def _job_seconds(spark: Any, description: str) -> float:
+def job_seconds(spark: Any, description: str) -> float:
     """Wall time of the Spark job(s) run under ``description`` (the tasks), from the status store."""
     store = spark.sparkContext._jsc.sc().statusStore()
     for _ in range(50):  # the store is fed asynchronously
@@ -118,7 +125,7 @@ def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store
     spark.sparkContext.setJobDescription(None)
     report = RunReport(label)
     report.requests, report.bytes_copied = meter.read()
-    tasks = _job_seconds(spark, description)
+    tasks = job_seconds(spark, description)
     report.phases = {"tasks (write)": tasks, "job commit": max(0.0, total - tasks)}  # commit + driver work
     uri = S3Uri.from_location(dest)
     sizes = [o.size for o in store.list_objects(uri.bucket, uri.prefix) if not o.key.endswith("/_SUCCESS")]

@@ -131,8 +131,8 @@ def section_spark(endpoint_server: Any, bucket: str, rows: int, tasks: int) -> d
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
-    parser.add_argument("--sections", default="commit,scaling,memory,spark",
-                        help="comma-separated: commit, scaling, memory, spark")
+    parser.add_argument("--sections", default="commit,scaling,memory,spark,datapath",
+                        help="comma-separated: commit, scaling, memory, spark, datapath")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = parser.parse_args(argv)
@@ -175,6 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  tasks=2 if quick else 8)
             except ImportError as err:
                 results["spark"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+        if "datapath" in sections:
+            fresh()
+            try:
+                from s3commit.bench.datapath import datapath_runs
+
+                results["datapath"] = datapath_runs(
+                    server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
+                    part_mib=5 if quick else 32, local_dir=staging)
+            except ImportError as err:
+                results["datapath"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))

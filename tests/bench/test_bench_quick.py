@@ -38,7 +38,17 @@ def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
 def test_quick_run_of_every_section(tmp_path):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "quick.json").read_text())
-    assert {"commit", "scaling", "memory", "spark"} <= set(results)
+    assert {"commit", "scaling", "memory", "spark", "datapath"} <= set(results)
     assert "skipped" not in results["spark"]
     assert results["spark"]["magic"]["bytes_copied"] == 0
     assert results["spark"]["FileOutputCommitter-v1"]["bytes_copied"] > 0
+    datapath = results["datapath"]
+    assert "skipped" not in datapath
+    for label in ("magic", "directory", "FileOutputCommitter-v1"):
+        assert datapath[label]["read"]["lines"] == 2 * 12, label  # every line read back
+        assert datapath[label]["write"]["max_parts_in_flight"] >= 2, label  # parts upload concurrently
+    assert datapath["magic"]["write"]["copy_bytes"] == 0
+    assert datapath["FileOutputCommitter-v1"]["write"]["copy_bytes"] > 0
+    assert {"write_magic_over_bare", "read_magic_over_bare", "sidecar_over_bare_cpu_write",
+            "magic_task_phase_over_directory_task_phase"} <= set(datapath["ratios"])
+    assert "## Data path" in (tmp_path / "quick.md").read_text()
