@@ -124,6 +124,31 @@ KEYS: dict[str, Key] = {
         Key("s3commit.abort.orphans", "true",
             "At job commit/abort, abort uploads under the destination that provably belong to this job "
             "(never another job's)."),
+        Key("fs.s3a.fast.upload.buffer", "disk",
+            "Where a part waits to be uploaded: disk (a block file in a private directory, handed to the "
+            "sidecar by name; bounded heap, needs local disk of active.blocks+1 parts per open file) or array / "
+            "bytebuffer (the JVM heap, sent over the socket; part size x (active.blocks+1) of heap per file)."),
+        Key("fs.s3a.buffer.dir", "",
+            "Comma-separated local directories for block files (the first usable one); empty: "
+            "S3COMMIT_BUFFER_DIR, else the temp directory. Each sidecar makes a private 0700 directory there."),
+        Key("fs.s3a.experimental.input.fadvise", "normal",
+            "Read policy: sequential (prefetch blocks ahead), random (fetch what is asked, rounded up to the "
+            "readahead range), normal (sequential until the first backward seek). openFile() may override it "
+            "per file (fs.option.openfile.read.policy)."),
+        Key("fs.s3a.readahead.range", "64K",
+            "Random reads fetch at least this much: larger saves requests on small reads, wastes bytes on seeks."),
+        Key("fs.s3a.prefetch.block.size", "8M",
+            "Sequential reads fetch blocks of this size ahead of the reader."),
+        Key("fs.s3a.prefetch.block.count", "4",
+            "Blocks fetched ahead in parallel per sequential stream: memory per stream is (this + 1) x the "
+            "block size of heap."),
+        Key("fs.s3a.vectored.read.min.seek.size", "4K",
+            "Vectored reads merge ranges closer than this into one GET (Parquet on Hadoop 3.3.5+)."),
+        Key("fs.s3a.vectored.read.max.merged.size", "1M",
+            "Largest merged vectored read; larger ranges are fetched alone."),
+        Key("s3commit.bridge.idle-timeout", "3600",
+            "Seconds a write stream may go untouched before the sidecar aborts it (an abandoned stream must "
+            "not hold its parts for the life of a session)."),
     )
 }
 
@@ -318,6 +343,71 @@ class CommitterOptions:
                                              what="s3commit.magic.track-uploads"),
             abort_orphans=parse_bool(get("s3commit.abort.orphans"), what="s3commit.abort.orphans"),
         )
+
+
+class ReadPolicy(_ValuedEnum):
+    """S3A's input policies (``fs.s3a.experimental.input.fadvise``)."""
+
+    NORMAL = "normal"
+    SEQUENTIAL = "sequential"
+    RANDOM = "random"
+
+
+class UploadBuffer(_ValuedEnum):
+    """S3A's ``fs.s3a.fast.upload.buffer``: where a part waits to be uploaded."""
+
+    DISK = "disk"
+    ARRAY = "array"
+    BYTEBUFFER = "bytebuffer"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamOptions:
+    """How the JVM's ``s3a://`` streams read and buffer: parsed here once, sent to the JVM when it registers
+    a configuration (``conf.register``), so the Java side has no defaults of its own."""
+
+    read_policy: ReadPolicy = ReadPolicy.NORMAL
+    readahead: int = 64 * 1024
+    prefetch_block_size: int = 8 * MIB
+    prefetch_block_count: int = 4
+    vectored_min_seek: int = 4 * 1024
+    vectored_max_merged: int = MIB
+    upload_buffer: UploadBuffer = UploadBuffer.DISK
+
+    def __post_init__(self) -> None:
+        for name in ("readahead", "prefetch_block_size", "prefetch_block_count", "vectored_max_merged"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.prefetch_block_size > 256 * MIB:
+            raise ConfigError(f"fs.s3a.prefetch.block.size {self.prefetch_block_size} is above 256M")
+        if self.vectored_min_seek < 0:
+            raise ConfigError(f"fs.s3a.vectored.read.min.seek.size must be >= 0, got {self.vectored_min_seek}")
+
+    @classmethod
+    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StreamOptions:
+        def get(name: str) -> str:
+            return str(conf.get(name, KEYS[name].default)).strip()
+
+        fadvise = get("fs.s3a.experimental.input.fadvise").lower()
+        return cls(
+            read_policy=ReadPolicy.parse({"adaptive": "normal", "default": "normal", "whole-file": "sequential"}
+                                         .get(fadvise, fadvise), what="fs.s3a.experimental.input.fadvise"),
+            readahead=parse_size(get("fs.s3a.readahead.range"), what="fs.s3a.readahead.range"),
+            prefetch_block_size=parse_size(get("fs.s3a.prefetch.block.size"), what="fs.s3a.prefetch.block.size"),
+            prefetch_block_count=int(get("fs.s3a.prefetch.block.count")),
+            vectored_min_seek=parse_size(get("fs.s3a.vectored.read.min.seek.size"),
+                                         what="fs.s3a.vectored.read.min.seek.size"),
+            vectored_max_merged=parse_size(get("fs.s3a.vectored.read.max.merged.size"),
+                                           what="fs.s3a.vectored.read.max.merged.size"),
+            upload_buffer=UploadBuffer.parse(get("fs.s3a.fast.upload.buffer"), what="fs.s3a.fast.upload.buffer"),
+        )
+
+    def to_wire(self) -> dict[str, Any]:
+        """What the JVM reads (``S3FileSystem``)."""
+        return {"read_policy": self.read_policy.value, "readahead": self.readahead,
+                "prefetch_block_size": self.prefetch_block_size, "prefetch_block_count": self.prefetch_block_count,
+                "vectored_min_seek": self.vectored_min_seek, "vectored_max_merged": self.vectored_max_merged,
+                "upload_buffer": self.upload_buffer.value}
 
 
 def committer_name_from_conf(conf: Mapping[str, str]) -> CommitterName:

@@ -51,8 +51,10 @@ class BridgeHandlers:
         }
 
     def conf_register(self, req: dict[str, Any], _: Body | None) -> Reply:
-        """Remember a Hadoop configuration (``fs.s3a.*``, ``s3commit.*``...); returns its id."""
-        return Reply({"conf_id": self.confs.register(req.get("conf") or {})})
+        """Remember a Hadoop configuration (``fs.s3a.*``, ``s3commit.*``...); returns its id and the options
+        of the JVM's streams (parsed here, so the Java side keeps no defaults of its own)."""
+        conf_id = self.confs.register(req.get("conf") or {})
+        return Reply({"conf_id": conf_id, "streams": self.confs.get(conf_id).streams.to_wire()})
 
     def stats(self, _req: dict[str, Any], _: Body | None) -> Reply:
         """The S3 requests this sidecar has made, by operation (counted at the client: a retried request

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3commit.config import CommitterOptions, StoreOptions
+from s3commit.config import CommitterOptions, StoreOptions, StreamOptions
 from s3commit.errors import S3CommitError
 from s3commit.store import S3Store
 
@@ -46,6 +46,11 @@ class Registered:
         if self._options is None:
             self._options = CommitterOptions.from_hadoop_conf(self.conf)
         return self._options
+
+    @property
+    def streams(self) -> StreamOptions:
+        """How the JVM's streams read and buffer with this configuration."""
+        return StreamOptions.from_hadoop_conf(self.conf)
 
     @property
     def upload_pool(self) -> ThreadPoolExecutor:
@@ -79,7 +84,9 @@ class Configurations:
         self._retired_bytes = {"bytes_uploaded": 0, "bytes_copied": 0}
 
     def register(self, conf: dict[str, Any]) -> str:
+        """Remember ``conf``; returns its id. Raises ConfigError for a value that cannot be parsed."""
         keys = {str(k): str(v) for k, v in conf.items()}
+        StreamOptions.from_hadoop_conf(keys)  # a bad stream option fails the registration, by name
         conf_id = conf_id_of(keys)
         with self._lock:
             found = self._table.get(conf_id)

@@ -34,6 +34,7 @@ from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply
 from s3commit.committers import open_magic_file
+from s3commit.config import KEYS
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.parts import BufferPart, FilePart, Part
 from s3commit.paths import is_magic_file_key, job_id_of_magic_key, task_attempt_id_of_magic_key
@@ -42,8 +43,6 @@ from s3commit.writer import MultipartWriter
 
 log = logging.getLogger(__name__)
 
-IDLE_TIMEOUT = 3600.0
-"""Seconds a write handle may go untouched before it is aborted (``s3commit.bridge.idle-timeout``)."""
 READ_CHUNK = 1024 * 1024
 
 
@@ -95,7 +94,8 @@ class Streams:
             owner = None
         buffer_dir = registered.conf.get("fs.s3a.buffer.dir", "").strip()
         directory = self.blocks.for_buffer_dir(buffer_dir) if buffer_dir else self.blocks.default
-        idle = float(registered.conf.get("s3commit.bridge.idle-timeout", IDLE_TIMEOUT) or IDLE_TIMEOUT)
+        idle_key = "s3commit.bridge.idle-timeout"
+        idle = float(registered.conf.get(idle_key) or KEYS[idle_key].default)
         self._reap()
         with self._lock:
             handle = self._next

@@ -118,3 +118,22 @@ def test_uri_relative_and_containment():
     assert dest.contains_key("out/x") and not dest.contains_key("outer/x") and not dest.contains_key("out/")
     assert dest.relative("out/y=1/f") == "y=1/f"
     assert S3Uri.parse("s3://b").contains_key("anything")
+
+
+def test_stream_options_are_parsed_once_for_the_jvm():
+    from s3commit.config import ReadPolicy, StreamOptions, UploadBuffer
+
+    default = StreamOptions.from_hadoop_conf({})
+    assert default.read_policy is ReadPolicy.NORMAL and default.upload_buffer is UploadBuffer.DISK
+    assert default.prefetch_block_size == 8 * 1024 * 1024 and default.readahead == 64 * 1024
+    tuned = StreamOptions.from_hadoop_conf({"fs.s3a.experimental.input.fadvise": "Whole-File",
+                                            "fs.s3a.prefetch.block.size": "16M", "fs.s3a.fast.upload.buffer": "array",
+                                            "fs.s3a.vectored.read.min.seek.size": "0"})
+    assert tuned.read_policy is ReadPolicy.SEQUENTIAL and tuned.prefetch_block_size == 16 * 1024 * 1024
+    assert tuned.to_wire()["upload_buffer"] == "array" and tuned.vectored_min_seek == 0
+    with pytest.raises(ConfigError, match="fs.s3a.fast.upload.buffer.*Valid values are: disk, array, bytebuffer"):
+        StreamOptions.from_hadoop_conf({"fs.s3a.fast.upload.buffer": "tape"})
+    with pytest.raises(ConfigError, match="fs.s3a.experimental.input.fadvise"):
+        StreamOptions.from_hadoop_conf({"fs.s3a.experimental.input.fadvise": "backwards"})
+    with pytest.raises(ConfigError, match="fs.s3a.readahead.range"):
+        StreamOptions.from_hadoop_conf({"fs.s3a.readahead.range": "lots"})

@@ -25,6 +25,7 @@ public final class BridgeConf {
   static final int LIMIT = 1024;
   private static final Map<Map<String, String>, String> IDS = lru();
   private static final Map<String, Map<String, String>> KEYS = lru();
+  private static final Map<String, Map<String, Object>> STREAMS = lru();
 
   private BridgeConf() {
   }
@@ -80,10 +81,32 @@ public final class BridgeConf {
     return id;
   }
 
+  @SuppressWarnings("unchecked")
   private static String send(Map<String, String> keys) throws IOException {
     Map<String, Object> args = new HashMap<>();
     args.put("conf", keys);
-    return (String) Sidecar.run("conf.register", args).get("conf_id");
+    Sidecar.Response response = Sidecar.run("conf.register", args);
+    String id = (String) response.get("conf_id");
+    Object streams = response.get("streams");
+    if (streams instanceof Map) {
+      STREAMS.put(id, (Map<String, Object>) streams);
+    }
+    return id;
+  }
+
+  /**
+   * The stream options the sidecar parsed for configuration {@code id} (read policy, readahead, prefetch and
+   * vectored sizes, upload buffer): Python defines every key and default once ({@code s3commit.config}).
+   */
+  public static Map<String, Object> streamOptions(String id) throws IOException {
+    Map<String, Object> options = STREAMS.get(id);
+    if (options == null) {
+      if (!reregister(id)) {
+        throw new IOException("configuration " + id + " is not known to this JVM any more: register it again");
+      }
+      options = STREAMS.get(id);
+    }
+    return options;
   }
 
   /** Register the keys of {@code id} again (with a sidecar that forgot them); false if they are unknown. */

@@ -93,16 +93,20 @@ public class S3FileSystem extends FileSystem {
     }
     uri = URI.create(name.getScheme() + "://" + bucket);
     workingDir = new Path(uri.toString() + "/");
-    S3InputStream.Policy policy = S3InputStream.Policy.parse(conf.get("fs.s3a.experimental.input.fadvise"),
-        S3InputStream.Policy.NORMAL);
-    readOptions = new S3InputStream.Options(policy,
-        (int) conf.getLongBytes("fs.s3a.readahead.range", 64 * 1024),
-        (int) conf.getLongBytes("fs.s3a.prefetch.block.size", 8 * 1024 * 1024),
-        conf.getInt("fs.s3a.prefetch.block.count", 4), -1);
-    buffer = S3OutputStream.Buffer.parse(conf.get("fs.s3a.fast.upload.buffer", "disk"));
-    minSeek = (int) conf.getLongBytes("fs.s3a.vectored.read.min.seek.size", 4 * 1024);
-    maxMerged = (int) conf.getLongBytes("fs.s3a.vectored.read.max.merged.size", 1024 * 1024);
     confId = BridgeConf.register(conf, bucket);
+    // Every option is parsed once, by the sidecar (s3commit.config): the same keys and defaults as Python's.
+    Map<String, Object> streams = BridgeConf.streamOptions(confId);
+    readOptions = new S3InputStream.Options(
+        S3InputStream.Policy.parse((String) streams.get("read_policy"), S3InputStream.Policy.NORMAL),
+        intOf(streams, "readahead"), intOf(streams, "prefetch_block_size"), intOf(streams, "prefetch_block_count"),
+        -1);
+    buffer = S3OutputStream.Buffer.parse((String) streams.get("upload_buffer"));
+    minSeek = intOf(streams, "vectored_min_seek");
+    maxMerged = intOf(streams, "vectored_max_merged");
+  }
+
+  private static int intOf(Map<String, Object> options, String name) {
+    return ((Number) options.get(name)).intValue();
   }
 
   @Override
