@@ -12,6 +12,7 @@ nothing.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -176,7 +177,7 @@ class Model:
         elif name == "readVectored":
             ranges = op[1]
             ordered = sorted(ranges)
-            overlap = any(b[0] < a[0] + a[1] for a, b in zip(ordered, ordered[1:], strict=False))
+            overlap = any(b[0] < a[0] + a[1] for a, b in itertools.pairwise(ordered))
             if any(off < 0 for off, _ in ranges) or any(off + n > size for off, n in ranges):
                 assert error == "EOFException", (op, answer)
             elif overlap:

@@ -131,9 +131,9 @@ def test_stream_options_are_parsed_once_for_the_jvm():
                                             "fs.s3a.vectored.read.min.seek.size": "0"})
     assert tuned.read_policy is ReadPolicy.SEQUENTIAL and tuned.prefetch_block_size == 16 * 1024 * 1024
     assert tuned.to_wire()["upload_buffer"] == "array" and tuned.vectored_min_seek == 0
-    with pytest.raises(ConfigError, match="fs.s3a.fast.upload.buffer.*Valid values are: disk, array, bytebuffer"):
+    with pytest.raises(ConfigError, match=r"fs\.s3a\.fast\.upload\.buffer.*Valid values are: disk, array, bytebuffer"):
         StreamOptions.from_hadoop_conf({"fs.s3a.fast.upload.buffer": "tape"})
-    with pytest.raises(ConfigError, match="fs.s3a.experimental.input.fadvise"):
+    with pytest.raises(ConfigError, match=r"fs\.s3a\.experimental\.input\.fadvise"):
         StreamOptions.from_hadoop_conf({"fs.s3a.experimental.input.fadvise": "backwards"})
-    with pytest.raises(ConfigError, match="fs.s3a.readahead.range"):
+    with pytest.raises(ConfigError, match=r"fs\.s3a\.readahead\.range"):
         StreamOptions.from_hadoop_conf({"fs.s3a.readahead.range": "lots"})
