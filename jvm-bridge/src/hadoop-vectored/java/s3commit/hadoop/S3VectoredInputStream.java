@@ -54,7 +54,9 @@ class S3VectoredInputStream extends S3InputStream {
     for (FileRange range : ranges) {
       range.setData(new CompletableFuture<>());
     }
+    StreamCounters.VECTORED_RANGES.addAndGet(sorted.size());
     for (VectoredRanges.Merged read : VectoredRanges.merge(sorted, minSeek, maxMerged)) {
+      StreamCounters.VECTORED_READS.incrementAndGet();
       FETCHERS.submit(() -> {
         try {
           byte[] data = fetch(read.offset, read.length());

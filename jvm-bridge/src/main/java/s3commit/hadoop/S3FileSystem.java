@@ -164,6 +164,11 @@ public class S3FileSystem extends FileSystem {
     }
   }
 
+  /** What this JVM's streams did, by kind of fetch (see {@link StreamCounters}), as JSON. */
+  public static String streamCountersJson() throws IOException {
+    return s3commit.bridge.FrameChannel.JSON.writeValueAsString(StreamCounters.snapshot());
+  }
+
   /** How many magic file lengths this JVM remembers (bounded by {@link #MAGIC_LIMIT}). */
   public static int magicLengthsRemembered() {
     return MAGIC_LENGTHS.size();

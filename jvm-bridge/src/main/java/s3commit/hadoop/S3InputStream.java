@@ -222,6 +222,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   private void fill(int wanted) throws IOException {
     if (random) {
       int size = (int) Math.min(length - pos, Math.max(wanted, options.readahead));
+      StreamCounters.RANDOM_FETCHES.incrementAndGet();
       setBuffer(pos, fetch(pos, size));
       return;
     }
@@ -250,6 +251,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       final long start = nextFetch;
       final int size = (int) Math.min(options.blockSize, length - start);
       ahead.addLast(new Block(start, size, FETCHERS.submit(() -> fetch(start, size))));
+      StreamCounters.SEQUENTIAL_BLOCKS.incrementAndGet();
       nextFetch += size;
     }
     if (ahead.isEmpty() && nextFetch < length) {
@@ -302,6 +304,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       return null;
     });
     target.position(target.position() + size);
+    StreamCounters.BYTES_FETCHED.addAndGet(size);
     if (statistics != null) {
       statistics.incrementReadOps(1);
     }
@@ -328,6 +331,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       }
     }
     int n = (int) Math.min(len, length - position);
+    StreamCounters.POSITIONED_FETCHES.incrementAndGet();
     fetchInto(position, ByteBuffer.wrap(b, off, n));
     if (statistics != null) {
       statistics.incrementBytesRead(n);

@@ -151,6 +151,7 @@ class S3OutputStream extends OutputStream implements Abortable, StreamCapabiliti
         if (file == null) {
           filePath = blocksDir.resolve("h" + handle + "-p" + (parts + 1) + "-" + UUID.randomUUID() + ".block");
           file = FileChannel.open(filePath, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE);
+          StreamCounters.BLOCK_FILES.incrementAndGet();
         }
         while (stage.hasRemaining()) {
           file.write(stage);
@@ -193,6 +194,7 @@ class S3OutputStream extends OutputStream implements Abortable, StreamCapabiliti
       };
     }
     parts++;
+    StreamCounters.PARTS_HANDED_OVER.incrementAndGet();
     try {
       sidecar.exchange(last ? "fs.close_write" : "fs.write_block", args, body, Sidecar::collect);
     } catch (IOException e) {
