@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2700)]
 
 MB = 1_000_000
 
@@ -33,7 +33,7 @@ def test_a_thousand_writes_keep_both_processes_flat(s3_server, s3_bucket):
         spark.stop()
     """)
     result = subprocess.run([sys.executable, "-c", code, s3_server.endpoint_url, s3_bucket], capture_output=True,
-                            text=True, timeout=1800, env=dict(os.environ), check=False)
+                            text=True, timeout=2600, env=dict(os.environ), check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert result.returncode == 0 and lines, result.stdout[-3000:] + result.stderr[-4000:]
     at = {s["jobs"]: s for s in json.loads(lines[-1])}
