@@ -19,16 +19,10 @@ from typing import IO, Any
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import CommitStateError, ConfigError, JobCommitError
+from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
-from s3commit.operations import (
-    UploadRef,
-    abort_recorded_outside,
-    delete_prefix,
-    pendingset_keys_under,
-    recorded_uploads,
-    sweep_job_uploads,
-)
+from s3commit.operations import delete_prefix, pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
@@ -258,25 +252,15 @@ class Committer(ABC):
         self._state = "aborted"
 
     def _abort_job(self, *, quiet: bool) -> None:
-        from s3commit.operations import load_pendingset
-
-        bucket = self.dest.bucket
-        # The attempts' own records first, then the pendingsets: a task commit running concurrently (its task
-        # cancelled mid-commit) writes its pendingset before it deletes the records, so every upload is seen.
-        recorded: dict[str, UploadRef] = recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/")
-        for key in pendingset_keys_under(self.store, bucket, self.layout.job_attempt_dir):
-            try:
-                pendingset = load_pendingset(self.store, bucket, key)
-            except Exception as err:
-                log.warning("abort job: cannot read %s: %s", key, err)
-                continue
-            recorded.update({c.upload_id: UploadRef(c.bucket, c.destination_key, c.upload_id)
-                             for c in pendingset.commits if c.bucket == bucket})
-        sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=set(recorded))
-        abort_recorded_outside(self.store, recorded.values(), bucket, self.dest.prefix, self.job_id)
-        self._abort_local_state()
-        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
-        self.close()
+        try:
+            # The job's uploads, inside and outside the destination (records are read before pendingsets:
+            # a task commit racing this abort writes its pendingset before it deletes its records).
+            uploads = JobUploads(self.store, self.dest, self.job_id, layouts=(self.layout,))
+            uploads.abort(uploads.read_records())
+            delete_prefix(self.store, self.dest.bucket, f"{self.layout.job_dir}/")
+            self._abort_local_state()
+        finally:
+            self.close()
 
     def _abort_local_state(self) -> None:
         """Drop local state (staging directories)."""
