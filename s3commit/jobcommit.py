@@ -27,11 +27,12 @@ from typing import TypeVar
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
-    CommitStateError,
     ConfigError,
     JobCommitError,
+    JournalExistsError,
     ManifestError,
     NotFoundError,
+    PendingsetMissingError,
     PreconditionFailedError,
     S3CommitError,
 )
@@ -248,7 +249,7 @@ class JobCommit:
             try:
                 pendingset = future.result()
             except NotFoundError as err:
-                raise CommitStateError(
+                raise PendingsetMissingError(
                     f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
                     "already committed or aborted?"
                 ) from err
@@ -275,7 +276,7 @@ class JobCommit:
             self.store.put_object(self.dest.bucket, self.layout.journal_key, journal.to_json(),
                                   if_none_match=True, content_type="application/json")
         except PreconditionFailedError as err:
-            raise CommitStateError(
+            raise JournalExistsError(
                 f"job {self.job_id} already has a commit journal at s3://{self.dest.bucket}/"
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"

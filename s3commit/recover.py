@@ -22,7 +22,9 @@ the destination included) and deletes its directory. Every outcome is idempotent
 nothing and says so.
 
 Only run this once the job's driver is gone: a commit still running and a recovery would race. The steps
-are the engine's own (:class:`~s3commit.jobcommit.JobCommit`); this module only decides which to run.
+are the engine's own (:class:`~s3commit.jobcommit.JobCommit`); this module only decides which to run. A
+committer whose own commit was interrupted (its process died, and the job is committed again, or aborted)
+runs the same recovery through :func:`resume_commit` and :func:`roll_back_commit`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -37,6 +40,7 @@ from typing import Any
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
     JobCommitError,
+    JournalExistsError,
     ManifestError,
     NotFoundError,
     S3CommitError,
@@ -57,6 +61,10 @@ RECOVERED_DIAGNOSTIC = "s3commit.recovered"
 
 class RecoveryError(S3CommitError):
     """Recovery was refused (it would lose data) or could not finish; the message says what to do."""
+
+
+class AlreadyCommittedError(RecoveryError):
+    """A roll-back was refused because the job has committed: ``_SUCCESS`` names it, or its clean-up began."""
 
 
 class RecoveryAction(enum.Enum):
@@ -169,6 +177,44 @@ def recover(
     return recovery.roll_back(force=force) if abort else recovery.finish()
 
 
+def resume_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout, options: CommitterOptions,
+                  pendingsets: Collection[str], plan: OverwritePlan, absolute_dirs: Collection[str],
+                  listed: bool = False, check: bool = True) -> SuccessData | None:
+    """Finish the interrupted commit of a job that is committed again (its first commit's process died):
+    :func:`recover` forward, for the committer. Returns the job's ``_SUCCESS`` data, or ``None`` when the job
+    has no journal at ``layout`` (no commit was interrupted there).
+
+    ``pendingsets``, ``plan`` and ``absolute_dirs`` are what the caller commits now: they must be what the
+    journal recorded (``listed``: the caller listed the job directory, so a clean-up that had begun may have
+    deleted some pendingsets already); ``check=False`` skips that comparison (the caller only wants the
+    commit finished, whatever it was).
+
+    Raises:
+        JournalExistsError: the journal records another commit of this job (other pendingsets or plan).
+        JobCommitError: an upload could not be completed any more; the commit was rolled back.
+    """
+    recovery = _open(store, dest, job_id, [layout], options, finisher="a resumed job commit")
+    if recovery is None:
+        return None
+    if check:
+        recovery.check_same_commit(set(pendingsets), plan, set(absolute_dirs), listed=listed)
+    recovery.finish()
+    return recovery.success
+
+
+def roll_back_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout,
+                     options: CommitterOptions) -> RecoveryReport | None:
+    """Roll back the interrupted commit of a job that is aborted: :func:`recover` ``abort=True``, for the
+    committer. ``None`` when the job has no journal at ``layout``.
+
+    Raises:
+        AlreadyCommittedError: the job has committed; nothing was rolled back.
+        RecoveryError: roll-back refused (it would lose data) or incomplete; the journal is kept.
+    """
+    recovery = _open(store, dest, job_id, [layout], options)
+    return None if recovery is None else recovery.roll_back(force=False)
+
+
 # --- with a journal ---------------------------------------------------------------------------------
 
 
@@ -218,6 +264,19 @@ class _Recovery:
         self.age = max(0.0, time.time() - journal.created / 1000) if journal.created else None
         self.success: SuccessData | None = None
         """The job's ``_SUCCESS`` data once :meth:`finish` ran."""
+
+    def check_same_commit(self, pendingsets: set[str], plan: OverwritePlan, absolute_dirs: set[str], *,
+                          listed: bool) -> None:
+        """Refuse to resume with a commit other than the journal's (see :func:`resume_commit`)."""
+        recorded = set(self.keys)
+        same_keys = pendingsets <= recorded if listed else pendingsets == recorded
+        same_plan = (set(plan.delete_paths), set(plan.delete_outside), plan.replace_partitions) == (
+            set(self.plan.delete_paths), set(self.plan.delete_outside), self.plan.replace_partitions)
+        if not (same_keys and same_plan and absolute_dirs <= set(self.journal.absolute_dirs)):
+            raise JournalExistsError(
+                f"job {self.job_id} already has the commit journal of another commit (other pendingsets or "
+                f"overwrite plan) at s3://{self.dest.bucket}/{self.layout.journal_key}; run `s3commit recover "
+                f"{self.dest} --job {self.job_id}` to finish that commit, or --abort to roll it back")
 
     def report(self, action: RecoveryAction, message: str, **counts: Any) -> RecoveryReport:
         stats = self.engine.stats
@@ -299,12 +358,12 @@ class _Recovery:
     def roll_back(self, *, force: bool) -> RecoveryReport:
         missing = self.missing_pendingsets()
         if missing:
-            raise RecoveryError(
+            raise AlreadyCommittedError(
                 f"cannot roll back job {self.job_id}: its commit had finished and was cleaning up "
                 f"({len(missing)} of {len(self.keys)} pendingsets already deleted); run "
                 f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
         if self.job_success() is not None:
-            raise RecoveryError(
+            raise AlreadyCommittedError(
                 f"cannot roll back job {self.job_id}: it has committed (s3://{self.dest.bucket}/"
                 f"{self.layout.success_key} names it) and only its clean-up was interrupted; run "
                 f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
