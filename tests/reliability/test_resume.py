@@ -114,6 +114,18 @@ def test_a_commit_killed_late_is_finished_by_committing_again(name, point, s3_se
     assert_clean(s3_client, s3_bucket)
 
 
+def test_a_commit_killed_while_deleting_its_pendingsets_is_finished_by_committing_again(
+        s3_server, s3_bucket, s3_client, old_data, tmp_path):
+    # Given: a job killed as its clean-up deleted the job directory: one pendingset is gone already.
+    job_id, messages = crash(s3_server, s3_bucket, "partitioned", "mid-cleanup", tmp_path)
+    s3_client.delete_object(Bucket=s3_bucket, Key=messages[0].pendingset_key)
+    # When / then: the same messages commit again without failing on the missing pendingset.
+    success = again(s3_server, s3_bucket, "partitioned", job_id, tmp_path).commit_job(messages)
+    assert success.job_id == job_id
+    assert assert_all_or_nothing(s3_client, s3_bucket, expected_output("partitioned", job_id), old=OLD_KEYS) == "all"
+    assert_clean(s3_client, s3_bucket)
+
+
 def test_aborting_a_job_that_had_committed_refuses_and_leaves_its_output(s3_server, s3_bucket, s3_client,
                                                                         old_data, tmp_path):
     # Given: a job killed in its clean-up, after _SUCCESS: it has committed.
