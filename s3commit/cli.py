@@ -41,20 +41,10 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, TextIO
 
+from s3commit.cli_show import short_id as _short_id
 from s3commit.config import CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.errors import ConfigError, ManifestError, NotFoundError, S3CommitError
-from s3commit.manifest import (
-    JOURNAL_NAME,
-    PENDING_VERSION,
-    PENDINGSET_VERSION,
-    SUCCESS_NAME,
-    CommitJournal,
-    PendingSet,
-    PendingUpload,
-    SuccessData,
-    java_date,
-)
-from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
+from s3commit.paths import check_job_id
 from s3commit.store import S3Store, UploadInfo
 from s3commit.uri import S3Uri
 
@@ -181,8 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="s3://bucket/prefix: uploads of keys under prefix/ (never outside it)")
         sub.add_argument("--older-than", type=_duration_arg, metavar="AGE",
                          help="only uploads started longer ago than AGE (90s, 30m, 12h, 2d, 1w)")
-        sub.add_argument("--job", type=_job_arg, help="only uploads of this job (key carries its id, or recorded "
-                                                      "in its job directory under the prefix)")
+        sub.add_argument("--job", type=_job_arg,
+                         help="only uploads of this job, whose destination the prefix is: the key carries the job "
+                              "id, or the job's directory there records the upload (bucket, key and id)")
         sub.add_argument("--json", action="store_true", help="machine-readable output")
         if name == "abort":
             sub.add_argument("-y", "--yes", action="store_true",
@@ -341,33 +332,21 @@ class _Selection:
             for u in self.uploads]}
 
 
-def _job_recorded_ids(store: S3Store, uri: S3Uri, job_id: str) -> set[str]:
-    """Upload ids recorded in ``job_id``'s directory directly under ``uri`` (if ``uri`` is its destination)."""
-    from s3commit.operations import load_pendingset, pendingset_keys_under, recorded_upload_ids
-
-    known: set[str] = set()
-    for prefix in (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX):
-        layout = JobLayout(uri.key, job_id, dir_prefix=prefix)
-        for key in pendingset_keys_under(store, uri.bucket, layout.job_attempt_dir):
-            try:
-                known |= {c.upload_id for c in load_pendingset(store, uri.bucket, key).commits}
-            except S3CommitError as err:
-                log.warning("cannot read %s: %s", key, err)
-        known |= recorded_upload_ids(store, uri.bucket, f"{layout.tasks_dir}/")
-    return known
-
-
 def _select(store: S3Store, args: argparse.Namespace) -> _Selection:
+    from s3commit.job_uploads import JobUploads
+
     uri: S3Uri = args.uri
     prefix = uri.prefix
     store.head_bucket(uri.bucket)
-    known = _job_recorded_ids(store, uri, args.job) if args.job else set()
+    # With --job, the prefix is taken as the job's destination: its job directory holds the job's records.
+    job = JobUploads(store, uri, args.job) if args.job else None
+    records = job.read_records() if job is not None else None
     now = datetime.now(timezone.utc)
     selection = _Selection(uri, [], now)
     for upload in store.list_multipart_uploads(uri.bucket, prefix):
         if not upload.key.startswith(prefix):
             continue  # a store that ignores Prefix must not make us touch anything outside it
-        if args.job and args.job not in upload.key and upload.upload_id not in known:
+        if job is not None and records is not None and not job.belongs(upload, records):
             continue
         if args.older_than is not None:
             age = selection.age(upload)
@@ -382,10 +361,6 @@ def _print_uploads(selection: _Selection) -> None:
         started = upload.initiated.strftime("%Y-%m-%d %H:%M:%S") if upload.initiated else "?"
         print(f"{started}  {format_age(selection.age(upload)):>5}  {_short_id(upload.upload_id)}  "
               f"s3://{selection.uri.bucket}/{upload.key}")
-
-
-def _short_id(upload_id: str) -> str:
-    return upload_id if len(upload_id) <= 16 else f"{upload_id[:14]}…"
 
 
 def _cmd_uploads_list(args: argparse.Namespace) -> int:
@@ -497,139 +472,20 @@ def _cmd_uploads_abort(args: argparse.Namespace) -> int:
 # --- show -------------------------------------------------------------------------------------------
 
 
-def _read_target(args: argparse.Namespace) -> tuple[str, bytes]:
+def _cmd_show(args: argparse.Namespace) -> int:
+    from s3commit.cli_show import show
+
     target: str = args.target
     if "://" in target:
         uri = S3Uri.parse(target)
         if not uri.key:
             raise UsageError(f"{target} names a bucket, not a manifest object")
-        return str(uri), _store(args).get_object(uri.bucket, uri.key)
-    with open(target, "rb") as f:
-        return target, f.read()
-
-
-def _kind_of(source: str, data: bytes) -> str:
-    name = source.rstrip("/").rsplit("/", 1)[-1]
-    if name == "_SUCCESS":
-        return "success"
-    if name.endswith(".pendingset"):
-        return "pendingset"
-    if name.endswith(".pending"):
-        return "pending"
-    if name == "_commit-journal.json":
-        return "journal"
-    try:  # any other name: recognise the content
-        obj = json.loads(data)
-    except ValueError:
-        obj = None
-    if isinstance(obj, dict):
-        if obj.get("name") == SUCCESS_NAME:
-            return "success"
-        if obj.get("name") == JOURNAL_NAME:
-            return "journal"
-        if obj.get("version") == PENDINGSET_VERSION and "commits" in obj:
-            return "pendingset"
-        if obj.get("version") == PENDING_VERSION and "uploadId" in obj:
-            return "pending"
-    raise ManifestError("not a _SUCCESS, .pendingset, .pending or commit journal (by name or by content)",
-                        source=source)
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    source, data = _read_target(args)
-    kind = _kind_of(source, data)
-    if kind == "success" and not data:
-        if args.json:
-            _print_json({"kind": "success", "source": source, "empty": True, "manifest": None})
-        else:
-            _say(f"{source}: a 0-byte _SUCCESS. It was written by a rename-based committer (FileOutputCommitter "
-                 "or s3commit's rename baseline), not by an S3A or s3commit MPU committer: there is no summary.")
-        return EXIT_OK
-    manifest: Any
-    if kind == "success":
-        manifest = SuccessData.from_json(data, source=source)
-        body = manifest.to_dict()
-    elif kind == "pendingset":
-        manifest = PendingSet.from_json(data, source=source)
-        body = manifest.to_dict()
-    elif kind == "pending":
-        manifest = PendingUpload.from_json(data, source=source)
-        body = manifest.to_dict()
+        source, data = str(uri), _store(args).get_object(uri.bucket, uri.key)
     else:
-        manifest = CommitJournal.from_json(data, source=source)
-        body = json.loads(manifest.to_json())
-    if args.json:
-        _print_json({"kind": kind, "source": source, "manifest": body})
-    else:
-        print("\n".join(_summary(kind, source, manifest)))
+        with open(target, "rb") as f:
+            source, data = target, f.read()
+    print(show(source, data, as_json=args.json))
     return EXIT_OK
-
-
-def _fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _summary(kind: str, source: str, m: Any) -> list[str]:
-    if kind == "success":
-        s: SuccessData = m
-        metrics = s.metrics
-        lines = [f"_SUCCESS {source}",
-                 f"  committer   {s.committer or '?'}",
-                 f"  job id      {s.job_id or '?'} ({s.job_id_source or '?'})",
-                 f"  written     {java_date(s.timestamp) if s.timestamp else '?'} on {s.hostname or '?'}",
-                 f"  success     {s.success}"]
-        if "committer_files" in metrics:
-            lines.append(f"  files       {metrics['committer_files']}"
-                         + (f" (first {len(s.filenames)} listed)" if len(s.filenames) < metrics["committer_files"]
-                            else ""))
-        if "committer_bytes_committed" in metrics:
-            lines.append(f"  bytes       {_fmt_bytes(int(metrics['committer_bytes_committed']))}")
-        durations = {k: v for k, v in metrics.items() if k.startswith("duration_")}
-        if durations:
-            lines.append("  timings     " + ", ".join(f"{k[9:-3]} {v} ms" for k, v in sorted(durations.items())))
-        requests = {k[3:]: v for k, v in metrics.items() if k.startswith("op_")}
-        if requests:
-            lines.append("  requests    " + ", ".join(f"{k} {v}" for k, v in sorted(requests.items())))
-        for key, value in sorted(s.diagnostics.items()):
-            lines.append(f"  {key} = {value}")
-        lines += [f"    {name}" for name in s.filenames]
-        return lines
-    if kind == "pendingset":
-        p: PendingSet = m
-        lines = [f"pendingset {source}",
-                 f"  job id        {p.job_id or '(none)'}",
-                 f"  task attempt  {p.task_attempt_id or '(none)'}",
-                 f"  uploads       {len(p.commits)}, {_fmt_bytes(p.total_length)}"]
-        lines += [f"    s3://{c.bucket}/{c.destination_key}  {_fmt_bytes(c.length)}, {c.part_count} parts, "
-                  f"upload {_short_id(c.upload_id)}" for c in p.commits]
-        return lines
-    if kind == "pending":
-        u: PendingUpload = m
-        return [f"pending upload {source}",
-                f"  destination  s3://{u.bucket}/{u.destination_key}",
-                f"  upload id    {u.upload_id}",
-                f"  length       {_fmt_bytes(u.length)} in {u.part_count} parts",
-                f"  written as   {u.uri}",
-                f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
-    j: CommitJournal = m
-    plan = ", ".join([*(f"delete {p or '(all of dest)'}" for p in j.delete_paths),
-                      *(f"delete s3://{j.bucket}/{p}" for p in j.delete_outside)])
-    if j.replace_partitions:
-        plan = ", ".join(x for x in (plan, "replace written partitions") if x)
-    return [f"commit journal {source}",
-            f"  job id       {j.job_id} ({j.committer} committer)",
-            f"  destination  s3://{j.bucket}/{j.dest_key}",
-            f"  started      {java_date(j.created) if j.created else '?'}",
-            f"  pendingsets  {len(j.pendingsets)}",
-            f"  overwrite    {plan or 'none'}",
-            f"  _SUCCESS     {'yes' if j.success_marker else 'no'}",
-            "  An interrupted commit: finish it with `s3commit recover s3://"
-            f"{j.bucket}/{j.dest_key} --job {j.job_id}` (or roll it back with --abort)."]
 
 
 if __name__ == "__main__":

@@ -133,6 +133,14 @@ class CommitStateError(S3CommitError):
     """A lifecycle call out of order: task attempt not set up, job already committed, ..."""
 
 
+class JournalExistsError(CommitStateError):
+    """The job already has a commit journal: another commit of it is running, or one was interrupted."""
+
+
+class PendingsetMissingError(CommitStateError):
+    """A pendingset the job commit was given is gone: the job committed (and began its clean-up) or aborted."""
+
+
 class JobCommitError(S3CommitError):
     """Job commit failed; completed uploads were reverted and the rest aborted.
 

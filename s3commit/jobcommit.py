@@ -10,7 +10,8 @@
    every upload not completed, delete (revert) the completed ones, raise one :class:`JobCommitError`.
 4. Apply the overwrite plan *after* completion: delete old objects under the given prefixes (or the
    partitions just written), never the keys just committed, never any job's scratch directory.
-5. Write ``_SUCCESS``; 6. delete the job directory (journal last) and abort this job's orphan uploads.
+5. Write ``_SUCCESS``; 6. abort this job's orphan uploads (:mod:`s3commit.job_uploads`), then delete the
+   job directory, journal last (so a clean-up cut short is finished from the same records).
 """
 
 from __future__ import annotations
@@ -26,25 +27,25 @@ from typing import TypeVar
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
-    CommitStateError,
     ConfigError,
     JobCommitError,
+    JournalExistsError,
     ManifestError,
     NotFoundError,
+    PendingsetMissingError,
     PreconditionFailedError,
     S3CommitError,
 )
+from s3commit.job_uploads import JobRecords, JobUploads
 from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
+from s3commit.objects import CREATE_WINDOW_KEY
 from s3commit.operations import (
-    abort_recorded_outside,
     abort_upload_quietly,
     commit_upload,
     delete_prefix,
     is_scratch_key,
     load_pendingset,
-    recorded_uploads,
     revert_upload_quietly,
-    sweep_job_uploads,
 )
 from s3commit.paths import JobLayout, partition_of
 from s3commit.store import S3Store
@@ -169,8 +170,10 @@ class JobCommit:
                  absolute_dirs: Sequence[str] = ()) -> None:
         self.store = store
         self.dest = dest
-        # Directories outside the destination (same bucket) that committed tasks declared they wrote to.
-        self.absolute_dirs = tuple(sorted({d.strip("/") for d in absolute_dirs if d.strip("/")}))
+        # The job's uploads: under the destination, and in the directories outside it (same bucket) that
+        # committed tasks declared they wrote to.
+        self.uploads = JobUploads(store, dest, job_id, layouts=(layout,), absolute_dirs=absolute_dirs)
+        self.absolute_dirs = self.uploads.absolute_dirs
         self.layout = layout
         self.job_id = job_id
         self.committer = committer
@@ -179,6 +182,8 @@ class JobCommit:
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
         self._committed: dict[str, str] = {}  # key -> upload id
+        # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
+        self._create_windows = JobRecords()
         self._lock = threading.Lock()
 
     # --- step 1: validation ---------------------------------------------------------------------
@@ -207,15 +212,17 @@ class JobCommit:
                 raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
                                     source=source)
             seen.add(commit.destination_key)
+            if CREATE_WINDOW_KEY in commit.extra_data:
+                self._create_windows.add_pending(commit)
 
     def in_scope(self, key: str) -> bool:
         """True if this job may write ``key``: under the destination, or a file directly in one of the
         declared absolute directories."""
-        return self.dest.contains_key(key) or key.rpartition("/")[0] in self.absolute_dirs
+        return self.uploads.in_scope(key)
 
     def scopes(self) -> list[str]:
         """The prefixes this job's uploads live under: the destination's, then each absolute directory's."""
-        return [self.dest.prefix, *(f"{d}/" for d in self.absolute_dirs)]
+        return self.uploads.scopes()
 
     def _load(self, key: str) -> PendingSet:
         cached = self._cache.get(key)
@@ -242,7 +249,7 @@ class JobCommit:
             try:
                 pendingset = future.result()
             except NotFoundError as err:
-                raise CommitStateError(
+                raise PendingsetMissingError(
                     f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
                     "already committed or aborted?"
                 ) from err
@@ -263,26 +270,17 @@ class JobCommit:
                                 delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
                                 delete_outside=plan.delete_outside,
                                 success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs)
-        body = journal.to_json()
         try:
-            self.store.put_object(self.dest.bucket, self.layout.journal_key, body,
+            # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
+            # (Retry.VERIFIED): a 412 here is another commit's journal.
+            self.store.put_object(self.dest.bucket, self.layout.journal_key, journal.to_json(),
                                   if_none_match=True, content_type="application/json")
         except PreconditionFailedError as err:
-            if self._journal_is(body):
-                # Our own PUT landed and its response was lost: the store's retry then met our journal.
-                log.info("job %s: the commit journal is already ours (a retried PUT)", self.job_id)
-                return
-            raise CommitStateError(
+            raise JournalExistsError(
                 f"job {self.job_id} already has a commit journal at s3://{self.dest.bucket}/"
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"
             ) from err
-
-    def _journal_is(self, body: bytes) -> bool:
-        try:
-            return self.store.get_object(self.dest.bucket, self.layout.journal_key) == body
-        except S3CommitError:
-            return False
 
     # --- step 3: completion ---------------------------------------------------------------------
 
@@ -370,26 +368,33 @@ class JobCommit:
             filenames=names,
         )
 
-    def cleanup(self) -> None:
-        """Delete the job directory (journal last) and abort this job's orphan uploads."""
+    def cleanup(self, *, read_pendingsets: bool = False) -> None:
+        """Abort this job's orphan uploads, then delete the job directory (journal last).
+
+        The orphans: uploads of task attempts that never committed (failed, lost, killed), recorded in the
+        tasks directory, and those the job's rules find by listing (:mod:`s3commit.job_uploads`), never the
+        uploads just committed. ``read_pendingsets``: also read the pendingsets' records (a clean-up resumed
+        by recovery, whose engine did not load them: the Create windows of committed uploads are there).
+        """
         bucket = self.dest.bucket
-        # Task attempts that never committed (failed, lost, killed) left their uploads recorded here.
-        recorded = recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/")
-        known = set(recorded)
-        # Those bound for absolute directories are not under the destination: abort them by their record.
-        self.stats.orphans_aborted += abort_recorded_outside(
-            self.store, recorded.values(), bucket, self.dest.prefix, self.job_id, set(self._committed.values()))
-        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
-        if self.options.abort_orphans:
+        records = self.uploads.read_records(pendingsets=False)
+        if read_pendingsets:  # only what the engine would have kept: the windows of committed uploads
+            self._create_windows.update(self.uploads.read_pendingset_records().windowed())
+        records.update(self._create_windows)
+        keep = set(self._committed.values())
+        listed = self.options.abort_orphans
+        if listed:
             try:
-                self.stats.orphans_aborted += sum(
-                    sweep_job_uploads(self.store, bucket, prefix, self.job_id, known_upload_ids=known,
-                                      committed=self._committed) for prefix in self.scopes())
+                self.stats.orphans_aborted += self.uploads.abort(records, keep=keep)
             except S3CommitError as err:
                 # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
                 # which many roles lack; the job's output is committed by now and must not be reported failed.
                 log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans=false "
                             "if this role may not list uploads): %s", self.job_id, self.dest, err)
+                listed = False
+        if not listed:  # what the records name can be aborted without listing
+            self.stats.orphans_aborted += self.uploads.abort(records, keep=keep, list_uploads=False)
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         self.store.delete_object(bucket, self.layout.journal_key)
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,

@@ -1,7 +1,8 @@
 """Commit operations: what is done to uploads and scratch data, and how.
 
-Load and save manifests, complete / abort / revert single uploads, delete prefixes in batches, and sweep a
-job's orphan uploads. The committers decide *when* each of these happens; this module knows nothing of
+Load and save manifests (and upload markers), complete / abort / revert single uploads, delete prefixes in
+batches. Which uploads belong to a job is :mod:`s3commit.job_uploads`'s question. The committers decide
+*when* each of these happens; this module knows nothing of
 Spark or of committer lifecycles, and it relies on the store for retries and error translation (it adds
 no retry layer of its own).
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 
 from s3commit.errors import NotFoundError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingSet, PendingUpload
+from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
 from s3commit.paths import (
     MAGIC_PATH_PREFIX,
     PENDING_SUFFIX,
@@ -30,11 +32,13 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class UploadRef:
-    """Just enough to abort an upload."""
+    """Just enough to abort an upload; ``window``: its Create lost an answer, and an upload of the same key
+    initiated inside the window is its orphan (see :class:`~s3commit.objects.CreateWindow`)."""
 
     bucket: str
     key: str
     upload_id: str
+    window: CreateWindow | None = None
 
 
 def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
@@ -86,42 +90,14 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     return key if pendingset.commits else None
 
 
-def recorded_uploads(store: S3Store, bucket: str, prefix: str) -> dict[str, UploadRef]:
-    """Uploads recorded under ``prefix`` by magic writers (``.pending`` files and upload markers), by upload
-    id: the uploads of task attempts that never committed or aborted."""
-    listing = scan_attempt_dir(store, bucket, prefix)
-    known: dict[str, UploadRef] = {}
-    for key in listing.pending:
-        try:
-            pending = load_pending_upload(store, bucket, key)
-            known[pending.upload_id] = UploadRef(pending.bucket, pending.destination_key, pending.upload_id)
-        except S3CommitError as err:
-            log.warning("cannot read %s: %s", key, err)
-    for key in listing.markers:
-        ref = read_upload_marker(store, bucket, key)
-        if ref is not None:
-            known[ref.upload_id] = ref
-    return known
+def upload_marker(ref: UploadRef) -> bytes:
+    """The body of an upload marker (``<magic path>.upload``) recording ``ref``."""
+    import json
 
-
-def recorded_upload_ids(store: S3Store, bucket: str, prefix: str) -> set[str]:
-    """The ids of :func:`recorded_uploads`."""
-    return set(recorded_uploads(store, bucket, prefix))
-
-
-def abort_recorded_outside(store: S3Store, refs: Iterable[UploadRef], bucket: str, prefix: str, job_id: str,
-                           committed: Collection[str] = ()) -> int:
-    """Abort recorded uploads whose keys lie outside ``prefix`` (files for absolute directories, which a sweep
-    of the destination does not list), except the ``committed`` upload ids. Outside the destination a record
-    alone is not enough (a tampered manifest could name anyone's upload): the key must be in ``bucket`` and
-    carry the job id, as s3commit's and Spark's file names do. Returns how many were aborted."""
-    aborted = 0
-    for ref in refs:
-        if (ref.bucket == bucket and job_id in ref.key and not ref.key.startswith(prefix)
-                and ref.upload_id not in committed
-                and abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)):
-            aborted += 1
-    return aborted
+    marker = {"bucket": ref.bucket, "destinationKey": ref.key, "uploadId": ref.upload_id}
+    if ref.window is not None:
+        marker[CREATE_WINDOW_KEY] = ref.window.encode()
+    return json.dumps(marker).encode()
 
 
 def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:
@@ -130,7 +106,8 @@ def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | Non
 
     try:
         data = json.loads(store.get_object(bucket, key))
-        return UploadRef(str(data["bucket"]), str(data["destinationKey"]), str(data["uploadId"]))
+        return UploadRef(str(data["bucket"]), str(data["destinationKey"]), str(data["uploadId"]),
+                         CreateWindow.decode(data.get(CREATE_WINDOW_KEY)))
     except NotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as err:
@@ -141,7 +118,8 @@ def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | Non
 def commit_upload(store: S3Store, pending: PendingUpload) -> str:
     """Complete one pending upload (idempotent: an already-completed one counts as done)."""
     return store.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
-                                           pending.etags, expected_length=pending.length)
+                                           pending.etags, expected_length=pending.length,
+                                           created_ms=pending.created)
 
 
 def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:
@@ -219,40 +197,6 @@ def map_parallel(executor: Executor, fn: Callable[[str], PendingUpload], keys: I
         except Exception as err:
             failures.append(err)
     return results, failures
-
-
-def sweep_job_uploads(
-    store: S3Store,
-    bucket: str,
-    prefix: str,
-    job_id: str,
-    *,
-    known_upload_ids: Collection[str] = (),
-    committed: dict[str, str] | None = None,
-) -> int:
-    """Abort uploads under ``prefix`` that provably belong to this job, and no others.
-
-    An upload is this job's if its key carries the job id (Spark's file names and staging's unique
-    names do), if its id was recorded by this job (``.pending`` files, upload markers), or if its key is
-    one this job committed under another upload id (a retried Create, or a failed attempt writing the
-    same name). Uploads of other jobs writing to the same destination are never touched (unlike S3A's
-    ``fs.s3a.committer.abort.pending.uploads``, which aborts everything under the destination).
-    """
-    committed = committed or {}
-    known = set(known_upload_ids)
-    aborted = 0
-    for upload in store.list_multipart_uploads(bucket, prefix):
-        ours = (
-            job_id in upload.key
-            or upload.upload_id in known
-            or (upload.key in committed and committed[upload.key] != upload.upload_id)
-        )
-        if (ours and upload.upload_id != committed.get(upload.key)
-                and abort_upload_quietly(store, bucket, upload.key, upload.upload_id)):
-            aborted += 1
-    if aborted:
-        log.info("aborted %d orphan uploads of job %s under s3://%s/%s", aborted, job_id, bucket, prefix)
-    return aborted
 
 
 def pendingset_keys_under(store: S3Store, bucket: str, job_attempt_dir: str) -> list[str]:

@@ -7,20 +7,24 @@ finish: its process died, lost its network, or was killed. :func:`recover` reads
 
 - **finishes** the commit (the default): completes every upload that is left (completion is idempotent:
   an upload already completed with the same content counts as done), applies the overwrite plan after
-  completion, writes ``_SUCCESS``, deletes the job directory and aborts this job's orphan uploads; if an
-  upload cannot be completed any more (aborted meanwhile, expired), everything is rolled back, exactly as
-  a failed job commit is; or
+  completion, writes ``_SUCCESS``, aborts this job's orphan uploads and deletes the job directory; if
+  ``_SUCCESS`` already names the job, or clean-up had begun, only the clean-up is finished; if an upload
+  cannot be completed any more (aborted meanwhile, expired), everything is rolled back, exactly as a failed
+  job commit is; or
 - **rolls it back** (``abort=True``): aborts every upload not completed, deletes every completed one,
   deletes the job directory and this job's orphans. It refuses when rolling back would lose data: once
   ``_SUCCESS`` names the job, once clean-up has begun, or when every upload is complete and an overwrite
   plan may already have deleted the old data.
 
 Without a journal the commit never started: forward recovery has nothing to do (and says why); roll-back
-aborts the job (its pendingsets' uploads, uploads recorded by task attempts, uploads whose key carries the
-job id) and deletes its directory. Every outcome is idempotent: a second run changes nothing and says so.
+aborts the job (every upload :mod:`s3commit.job_uploads` finds for it, custom partition locations outside
+the destination included) and deletes its directory. Every outcome is idempotent: a second run changes
+nothing and says so.
 
 Only run this once the job's driver is gone: a commit still running and a recovery would race. The steps
-are the engine's own (:class:`~s3commit.jobcommit.JobCommit`); this module only decides which to run.
+are the engine's own (:class:`~s3commit.jobcommit.JobCommit`); this module only decides which to run. A
+committer whose own commit was interrupted (its process died, and the job is committed again, or aborted)
+runs the same recovery through :func:`resume_commit` and :func:`roll_back_commit`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -35,21 +40,17 @@ from typing import Any
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
     JobCommitError,
+    JournalExistsError,
     ManifestError,
     NotFoundError,
     S3CommitError,
 )
+from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import CommitJournal, PendingUpload, SuccessData
-from s3commit.operations import (
-    delete_prefix,
-    load_pendingset,
-    pendingset_keys_under,
-    recorded_upload_ids,
-    sweep_job_uploads,
-)
+from s3commit.operations import delete_prefix, pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
-from s3commit.store import S3Store, multipart_etag
+from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ RECOVERED_DIAGNOSTIC = "s3commit.recovered"
 
 class RecoveryError(S3CommitError):
     """Recovery was refused (it would lose data) or could not finish; the message says what to do."""
+
+
+class AlreadyCommittedError(RecoveryError):
+    """A roll-back was refused because the job has committed: ``_SUCCESS`` names it, or its clean-up began."""
 
 
 class RecoveryAction(enum.Enum):
@@ -121,12 +126,14 @@ class RecoveryReport:
 class _RecoveryCommit(JobCommit):
     """The engine, marking ``_SUCCESS`` as written by a recovery, and told which uploads are complete."""
 
+    finisher = "s3commit recover"
+
     def mark_completed(self, commit: PendingUpload) -> None:
         self._committed[commit.destination_key] = commit.upload_id
 
     def success_data(self) -> SuccessData:
         data = super().success_data()
-        return replace(data, description=f"{data.description} (finished by s3commit recover)",
+        return replace(data, description=f"{data.description} (finished by {self.finisher})",
                        diagnostics={**data.diagnostics, RECOVERED_DIAGNOSTIC: "true"})
 
 
@@ -164,29 +171,68 @@ def recover(
     check_job_id(job_id)
     options = options or CommitterOptions()
     store.head_bucket(target.bucket)
-    found = _find_journal(store, target, job_id)
-    if found is None:
+    recovery = _open(store, target, job_id, _layouts(target, job_id), options)
+    if recovery is None:
         return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
-    layout, journal = found
-    _check_journal(journal, target, job_id, layout)
-    engine = _RecoveryCommit(store, dest=target, layout=layout, job_id=job_id, committer=journal.committer,
-                             options=replace(options, journal=False, success_marker=journal.success_marker),
-                             job_id_source="s3commit-recover", absolute_dirs=journal.absolute_dirs)
-    recovery = _Recovery(store, target, job_id, layout, journal, engine)
     return recovery.roll_back(force=force) if abort else recovery.finish()
+
+
+def resume_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout, options: CommitterOptions,
+                  pendingsets: Collection[str], plan: OverwritePlan, absolute_dirs: Collection[str],
+                  listed: bool = False, check: bool = True) -> SuccessData | None:
+    """Finish the interrupted commit of a job that is committed again (its first commit's process died):
+    :func:`recover` forward, for the committer. Returns the job's ``_SUCCESS`` data, or ``None`` when the job
+    has no journal at ``layout`` (no commit was interrupted there).
+
+    ``pendingsets``, ``plan`` and ``absolute_dirs`` are what the caller commits now: they must be what the
+    journal recorded (``listed``: the caller listed the job directory, so a clean-up that had begun may have
+    deleted some pendingsets already); ``check=False`` skips that comparison (the caller only wants the
+    commit finished, whatever it was).
+
+    Raises:
+        JournalExistsError: the journal records another commit of this job (other pendingsets or plan).
+        JobCommitError: an upload could not be completed any more; the commit was rolled back.
+    """
+    recovery = _open(store, dest, job_id, [layout], options, finisher="a resumed job commit")
+    if recovery is None:
+        return None
+    if check:
+        recovery.check_same_commit(set(pendingsets), plan, set(absolute_dirs), listed=listed)
+    recovery.finish()
+    return recovery.success
+
+
+def roll_back_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout,
+                     options: CommitterOptions) -> RecoveryReport | None:
+    """Roll back the interrupted commit of a job that is aborted: :func:`recover` ``abort=True``, for the
+    committer. ``None`` when the job has no journal at ``layout``.
+
+    Raises:
+        AlreadyCommittedError: the job has committed; nothing was rolled back.
+        RecoveryError: roll-back refused (it would lose data) or incomplete; the journal is kept.
+    """
+    recovery = _open(store, dest, job_id, [layout], options)
+    return None if recovery is None else recovery.roll_back(force=False)
 
 
 # --- with a journal ---------------------------------------------------------------------------------
 
 
-def _find_journal(store: S3Store, dest: S3Uri, job_id: str) -> tuple[JobLayout, CommitJournal] | None:
-    for prefix in (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX):
-        layout = JobLayout(dest.key, job_id, dir_prefix=prefix)
+def _open(store: S3Store, dest: S3Uri, job_id: str, layouts: list[JobLayout], options: CommitterOptions, *,
+          finisher: str = "s3commit recover") -> _Recovery | None:
+    """The recovery of the journal found at one of ``layouts``, or ``None`` if there is none."""
+    for layout in layouts:
         try:
             data = store.get_object(dest.bucket, layout.journal_key)
         except NotFoundError:
             continue
-        return layout, CommitJournal.from_json(data, source=f"s3://{dest.bucket}/{layout.journal_key}")
+        journal = CommitJournal.from_json(data, source=f"s3://{dest.bucket}/{layout.journal_key}")
+        _check_journal(journal, dest, job_id, layout)
+        engine = _RecoveryCommit(store, dest=dest, layout=layout, job_id=job_id, committer=journal.committer,
+                                 options=replace(options, journal=False, success_marker=journal.success_marker),
+                                 job_id_source="s3commit-recover", absolute_dirs=journal.absolute_dirs)
+        engine.finisher = finisher
+        return _Recovery(store, dest, job_id, layout, journal, engine)
     return None
 
 
@@ -216,6 +262,21 @@ class _Recovery:
         self.plan = OverwritePlan(delete_paths=journal.delete_paths, replace_partitions=journal.replace_partitions,
                                   delete_outside=journal.delete_outside)
         self.age = max(0.0, time.time() - journal.created / 1000) if journal.created else None
+        self.success: SuccessData | None = None
+        """The job's ``_SUCCESS`` data once :meth:`finish` ran."""
+
+    def check_same_commit(self, pendingsets: set[str], plan: OverwritePlan, absolute_dirs: set[str], *,
+                          listed: bool) -> None:
+        """Refuse to resume with a commit other than the journal's (see :func:`resume_commit`)."""
+        recorded = set(self.keys)
+        same_keys = pendingsets <= recorded if listed else pendingsets == recorded
+        same_plan = (set(plan.delete_paths), set(plan.delete_outside), plan.replace_partitions) == (
+            set(self.plan.delete_paths), set(self.plan.delete_outside), self.plan.replace_partitions)
+        if not (same_keys and same_plan and absolute_dirs <= set(self.journal.absolute_dirs)):
+            raise JournalExistsError(
+                f"job {self.job_id} already has the commit journal of another commit (other pendingsets or "
+                f"overwrite plan) at s3://{self.dest.bucket}/{self.layout.journal_key}; run `s3commit recover "
+                f"{self.dest} --job {self.job_id}` to finish that commit, or --abort to roll it back")
 
     def report(self, action: RecoveryAction, message: str, **counts: Any) -> RecoveryReport:
         stats = self.engine.stats
@@ -231,12 +292,21 @@ class _Recovery:
         present = set(pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir))
         return [k for k in self.keys if k not in present]
 
-    def success_names_job(self) -> bool:
+    def job_success(self) -> SuccessData | None:
+        """``dest/_SUCCESS`` if it names this job (it committed), else ``None``."""
         try:
-            data = self.store.get_object(self.dest.bucket, self.layout.success_key)
-            return SuccessData.from_json(data).job_id == self.job_id
+            data = SuccessData.from_json(self.store.get_object(self.dest.bucket, self.layout.success_key))
         except (NotFoundError, ManifestError):
-            return False
+            return None
+        return data if data.job_id == self.job_id else None
+
+    def cleaned_up(self, reason: str) -> RecoveryReport:
+        """Finish the clean-up of a commit that is done (``reason`` says how we know)."""
+        self.engine.cleanup(read_pendingsets=True)
+        self.success = self.job_success() or self.engine.success_data()
+        return self.report(RecoveryAction.CLEANED_UP,
+                           f"job {self.job_id} {reason}; finished the clean-up",
+                           orphans_aborted=self.engine.stats.orphans_aborted)
 
     def pending_upload_ids(self) -> set[str]:
         return {u.upload_id for prefix in self.engine.scopes()
@@ -248,15 +318,14 @@ class _Recovery:
         missing = self.missing_pendingsets()
         if missing:
             # Pendingsets are deleted only by clean-up, which starts after _SUCCESS: the commit itself is done.
-            self.engine.cleanup()
-            return self.report(
-                RecoveryAction.CLEANED_UP,
-                f"job {self.job_id} had committed and was cleaning up ({len(missing)} of {len(self.keys)} "
-                f"pendingsets already deleted); finished the clean-up",
-                orphans_aborted=self.engine.stats.orphans_aborted)
+            return self.cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(self.keys)} "
+                                   "pendingsets already deleted)")
+        if self.job_success() is not None:
+            # _SUCCESS is written after every completion and the overwrite: only the clean-up is left.
+            return self.cleaned_up(f"has committed (s3://{self.dest.bucket}/{self.layout.success_key} names it)")
         pending_before = self.pending_upload_ids()
         try:
-            self.engine.run(self.keys, self.plan)
+            self.success = self.engine.run(self.keys, self.plan)
         except JobCommitError as err:
             self._clean_up_after_roll_back(err)
             raise
@@ -289,12 +358,12 @@ class _Recovery:
     def roll_back(self, *, force: bool) -> RecoveryReport:
         missing = self.missing_pendingsets()
         if missing:
-            raise RecoveryError(
+            raise AlreadyCommittedError(
                 f"cannot roll back job {self.job_id}: its commit had finished and was cleaning up "
                 f"({len(missing)} of {len(self.keys)} pendingsets already deleted); run "
                 f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
-        if self.success_names_job():
-            raise RecoveryError(
+        if self.job_success() is not None:
+            raise AlreadyCommittedError(
                 f"cannot roll back job {self.job_id}: it has committed (s3://{self.dest.bucket}/"
                 f"{self.layout.success_key} names it) and only its clean-up was interrupted; run "
                 f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
@@ -309,7 +378,8 @@ class _Recovery:
                 for commit in self.engine._load(key).commits:
                     if commit.upload_id in pending:
                         waiting += 1
-                    elif self._is_completed(commit):
+                    elif self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                     length=commit.length, created_ms=commit.created):
                         self.engine.mark_completed(commit)
                         completed += 1
                     else:
@@ -337,24 +407,6 @@ class _Recovery:
             aborted=waiting, reverted=stats.reverted, already_completed=completed,
             orphans_aborted=stats.orphans_aborted)
 
-    def _is_completed(self, commit: PendingUpload) -> bool:
-        """Whether ``commit``'s upload became the object at its key (not just any object there)."""
-        try:
-            info = self.store.head_object(commit.bucket, commit.destination_key)
-        except NotFoundError:
-            return False
-        expected = multipart_etag(commit.etags)
-        if expected is not None and info.etag == expected:
-            return True
-        if self.store.options.sse_algorithm != "aws:kms":
-            return False
-        # ETags under SSE-KMS are not MD5s and cannot be predicted: same size, same part count, and written
-        # after the journal is as close as S3 lets us get.
-        written_after = (info.last_modified is None or not self.journal.created
-                         or info.last_modified.timestamp() * 1000 >= self.journal.created - 5_000)
-        return (info.size == commit.length and info.etag.strip('"').endswith(f"-{commit.part_count}")
-                and written_after)
-
 
 # --- without a journal ------------------------------------------------------------------------------
 
@@ -365,21 +417,6 @@ def _layouts(dest: S3Uri, job_id: str) -> list[JobLayout]:
 
 def _scratch_keys(store: S3Store, dest: S3Uri, job_id: str) -> int:
     return sum(1 for layout in _layouts(dest, job_id) for _ in store.list_objects(dest.bucket, f"{layout.job_dir}/"))
-
-
-def _job_upload_ids(store: S3Store, dest: S3Uri, job_id: str) -> set[str]:
-    """Upload ids this job recorded: in its pendingsets and in its task attempts' ``.pending``/markers."""
-    known: set[str] = set()
-    for layout in _layouts(dest, job_id):
-        for key in pendingset_keys_under(store, dest.bucket, layout.job_attempt_dir):
-            try:
-                pendingset = load_pendingset(store, dest.bucket, key)
-            except S3CommitError as err:  # unreadable: its uploads are found by key (job id) if at all
-                log.warning("cannot read %s: %s", key, err)
-                continue
-            known |= {c.upload_id for c in pendingset.commits if c.bucket == dest.bucket}
-        known |= recorded_upload_ids(store, dest.bucket, f"{layout.tasks_dir}/")
-    return known
 
 
 def _committed_report(store: S3Store, dest: S3Uri, job_id: str, *, what: str) -> RecoveryReport | None:
@@ -401,9 +438,8 @@ def _explain_no_journal(store: S3Store, dest: S3Uri, job_id: str) -> RecoveryRep
     if committed is not None:
         return committed
     scratch = _scratch_keys(store, dest, job_id)
-    known = _job_upload_ids(store, dest, job_id)
-    uploads = sum(1 for u in store.list_multipart_uploads(dest.bucket, dest.prefix)
-                  if job_id in u.key or u.upload_id in known)
+    job = JobUploads(store, dest, job_id)
+    uploads = sum(1 for _ in job.pending(job.read_records()))
     if not scratch and not uploads:
         message = f"no trace of job {job_id} under {dest}: no commit journal, job directory or pending upload"
     else:
@@ -420,8 +456,8 @@ def _abort_uncommitted(store: S3Store, dest: S3Uri, job_id: str) -> RecoveryRepo
                                   what="nothing to roll back (its output is published; delete it to remove it)")
     if committed is not None:
         return committed
-    known = _job_upload_ids(store, dest, job_id)
-    aborted = sweep_job_uploads(store, dest.bucket, dest.prefix, job_id, known_upload_ids=known)
+    job = JobUploads(store, dest, job_id)
+    aborted = job.abort(job.read_records())
     deleted = sum(delete_prefix(store, dest.bucket, f"{layout.job_dir}/") for layout in _layouts(dest, job_id))
     if not aborted and not deleted:
         return RecoveryReport(dest=str(dest), job_id=job_id, action=RecoveryAction.NOTHING,

@@ -2,8 +2,18 @@
 
 Owns, for every request: retries (tenacity, :mod:`s3commit.retry`; botocore's own retries are off), error
 translation (:func:`s3commit.errors.translate_client_error`, once, keeping the cause), and counters by
-operation (requests, retries, failures, bytes uploaded, bytes copied server-side). Each method says whether
-it is idempotent, which decides what a retry may cost.
+operation (requests, retries, failures, bytes uploaded, bytes copied server-side). Each method declares in
+code how its request may be retried (:class:`~s3commit.retry.Retry`: ``IDEMPOTENT``, ``VERIFIED`` or
+``RECORDED``), which decides what a retry may cost:
+
+=====================================  ===========  ========================================================
+method                                 retry        after an attempt that may have taken effect unseen
+=====================================  ===========  ========================================================
+create_multipart_upload                RECORDED     retried only if the caller records the Create's window
+complete_multipart_upload              VERIFIED     NoSuchUpload / 412 / exhausted: HEAD decides if it is ours
+put_object(if_none_match=True)         VERIFIED     a 412 after an ambiguous attempt: read back, same bytes
+every other method                     IDEMPOTENT   retried as it is
+=====================================  ===========  ========================================================
 
 It knows nothing of committers, manifests or layouts. It is picklable: the client is rebuilt lazily in
 each process (boto3 clients do not pickle), counters start afresh.
@@ -12,17 +22,17 @@ each process (boto3 clients do not pickle), counters start afresh.
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import logging
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from s3commit import redact
 from s3commit.config import StoreOptions
+from s3commit.counters import StoreCounters
 from s3commit.errors import (
     NoSuchBucketError,
     NoSuchUploadError,
@@ -33,87 +43,16 @@ from s3commit.errors import (
     error_class_for_code,
     translate_client_error,
 )
-from s3commit.retry import build_retrying, is_retryable
+from s3commit.objects import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload, multipart_etag
+from s3commit.retry import Attempts, Retry, build_retrying, is_retryable
+
+__all__ = ["DELETE_BATCH", "ObjectInfo", "S3Store", "StoreCounters", "UploadInfo", "multipart_etag"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 DELETE_BATCH = 1000
 """S3's maximum number of keys in one DeleteObjects request."""
-
-
-@dataclass(frozen=True)
-class ObjectInfo:
-    """An object (or, with ``size == -1``, a common prefix from a delimited listing)."""
-
-    key: str
-    size: int
-    etag: str = ""
-    last_modified: datetime | None = None
-
-    @property
-    def is_prefix(self) -> bool:
-        return self.size < 0
-
-
-@dataclass(frozen=True)
-class UploadInfo:
-    """A multipart upload in progress."""
-
-    key: str
-    upload_id: str
-    initiated: datetime | None = None
-
-
-def multipart_etag(part_etags: Sequence[str]) -> str | None:
-    """The ETag S3 gives an object completed from these parts (md5 of the part md5s, ``-N``).
-
-    ``None`` when a part ETag is not a plain MD5 (e.g. SSE-KMS), so it cannot be predicted.
-    """
-    try:
-        digest = hashlib.md5(b"".join(bytes.fromhex(e.strip('"')) for e in part_etags), usedforsecurity=False)
-    except ValueError:
-        return None
-    return f'"{digest.hexdigest()}-{len(part_etags)}"'
-
-
-class StoreCounters:
-    """Thread-safe counters of requests by operation; ``snapshot()`` gives a plain dict."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.requests: Counter[str] = Counter()
-        self.retries: Counter[str] = Counter()
-        self.failures: Counter[str] = Counter()
-        self.bytes_uploaded = 0
-        self.bytes_copied = 0
-
-    def add(self, name: str, operation: str, amount: int = 1) -> None:
-        with self._lock:
-            getattr(self, name)[operation] += amount
-
-    def add_bytes(self, *, uploaded: int = 0, copied: int = 0) -> None:
-        with self._lock:
-            self.bytes_uploaded += uploaded
-            self.bytes_copied += copied
-
-    def snapshot(self) -> dict[str, Any]:
-        with self._lock:
-            return {
-                "requests": dict(self.requests),
-                "retries": dict(self.retries),
-                "failures": dict(self.failures),
-                "total_requests": sum(self.requests.values()),
-                "bytes_uploaded": self.bytes_uploaded,
-                "bytes_copied": self.bytes_copied,
-            }
-
-    def reset(self) -> None:
-        with self._lock:
-            self.requests.clear()
-            self.retries.clear()
-            self.failures.clear()
-            self.bytes_uploaded = 0
-            self.bytes_copied = 0
 
 
 class S3Store:
@@ -188,55 +127,80 @@ class S3Store:
         operation: str,
         fn: Callable[[], T],
         *,
+        retry: Retry,
         bucket: str,
         key: str | None = None,
         upload_id: str | None = None,
+        attempts: Attempts | None = None,
+        recorded: bool = False,
     ) -> T:
-        """Run one S3 request under the retry policy; translate its errors once."""
-        attempts = 0
+        """Run one S3 request under the retry policy, as ``retry`` allows; translate its errors once.
+
+        ``attempts`` (required for ``VERIFIED`` and ``RECORDED``) learns how many attempts failed ambiguously;
+        ``recorded`` says the caller records what a ``RECORDED`` request may have left behind.
+        """
+        if retry is not Retry.IDEMPOTENT and attempts is None:
+            raise TypeError(f"{operation}: a {retry.value} request needs an Attempts record")
+        seen = attempts if attempts is not None else Attempts()
 
         def attempt() -> T:
-            nonlocal attempts
-            attempts += 1
+            if not seen.made:
+                seen.first_sent = time.monotonic()
+            seen.made += 1
             self.counters.add("requests", operation)
             try:
                 return fn()
-            except StoreError:
-                raise
             except Exception as err:  # botocore raises many unrelated types; translate all once
-                raise translate_client_error(
-                    err, operation=operation, bucket=bucket, key=key, upload_id=upload_id
-                ) from err
+                error = err if isinstance(err, StoreError) else translate_client_error(
+                    err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
+                seen.failed(error)
+                if error is err:
+                    raise
+                raise error from err
 
         retrying = build_retrying(
             self.options.retry, sleep=self._sleep,
             on_retry=lambda _state: self.counters.add("retries", operation),
+            retry_on=lambda exc: retry.may_retry(exc, recorded=recorded),
         )
         try:
             return retrying(attempt)
         except StoreError as err:
-            err.attempts = attempts
+            err.attempts = seen.made
             self.counters.add("failures", operation)
             raise
 
     # --- multipart uploads ----------------------------------------------------------------------
 
-    def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None) -> str:
-        """Start an upload; returns its id. Not idempotent: a retry after a lost response orphans the
-        first upload, which the job-scoped orphan sweep finds by key."""
+    def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None,
+                                on_possible_orphan: Callable[[CreateWindow], None] | None = None) -> str:
+        """Start an upload; returns its id. ``Retry.RECORDED``: an attempt whose answer was lost (500,
+        timeout, reset) may have started an upload S3 never named to us, so a retry after one is allowed only
+        with ``on_possible_orphan``, which is then called once, after the upload was created, with the window
+        (S3's clock) in which such an orphan of ``key`` was initiated; the caller records it with the upload
+        (upload marker, ``.pending``), and the job's clean-up aborts what it covers. Without the callback,
+        only failures that never reached S3 (503 SlowDown, a refused connection) are retried."""
         args = dict(self.options.write_args())
         if content_type:
             args["ContentType"] = content_type
+        attempts = Attempts()
         response = self._call(
             "CreateMultipartUpload",
             lambda: self.client.create_multipart_upload(Bucket=bucket, Key=key, **args),
+            retry=Retry.RECORDED, attempts=attempts, recorded=on_possible_orphan is not None,
             bucket=bucket, key=key,
         )
-        return str(response["UploadId"])
+        upload_id = str(response["UploadId"])
+        if attempts.ambiguous and on_possible_orphan is not None:
+            window = CreateWindow.around(_answered_at(response), time.monotonic() - attempts.first_sent)
+            log.info("s3://%s/%s: %d CreateMultipartUpload attempts lost their answer; uploads of the key "
+                     "initiated in %s are orphans of this job", bucket, key, attempts.ambiguous, window.encode())
+            on_possible_orphan(window)
+        return upload_id
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                     body: bytes | bytearray | memoryview) -> str:
-        """Upload one part; returns its ETag. Idempotent (a part number can be re-sent).
+        """Upload one part; returns its ETag. ``Retry.IDEMPOTENT`` (a part number can be re-sent).
 
         A ``bytes`` or ``bytearray`` body is hashed and sent as it is (botocore sends a bytes-like body with
         one ``sendall``); a ``memoryview`` is copied once, because botocore accepts only the former."""
@@ -245,68 +209,74 @@ class S3Store:
             "UploadPart",
             lambda: self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
                                             PartNumber=part_number, Body=data),
-            bucket=bucket, key=key, upload_id=upload_id,
+            retry=Retry.IDEMPOTENT, bucket=bucket, key=key, upload_id=upload_id,
         )
         self.counters.add_bytes(uploaded=len(data))
         return str(response["ETag"])
 
     def complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, etags: Sequence[str], *, expected_length: int | None = None,
-        if_none_match: bool = False,
+        if_none_match: bool = False, created_ms: int = 0,
     ) -> str:
         """Complete an upload from its ordered part ETags; returns the object's ETag.
 
-        Idempotent: if S3 says the upload is unknown (or keeps failing) but the object already holds
-        exactly this upload's content (same multipart ETag, or same length when the ETag cannot be
-        predicted), the completion already happened (a lost response, or an earlier commit) and counts
-        as done. With ``if_none_match`` the object must not exist yet (``If-None-Match: *``): a key that
-        exists with other content raises :class:`PreconditionFailedError`.
+        ``Retry.VERIFIED``, so completing is idempotent: when S3 says the upload is unknown (an earlier
+        commit or attempt completed it), keeps failing, or answers 412 after an attempt whose answer was lost,
+        the object decides (:meth:`completed_object`: this upload's multipart ETag, or its length when the
+        ETag cannot be predicted): if it is this upload's, the completion happened and counts as done. With
+        ``if_none_match`` the object must not exist yet (``If-None-Match: *``): a key that exists with other
+        content raises :class:`PreconditionFailedError`. ``created_ms``: when the upload was started.
         """
         parts = [{"PartNumber": i + 1, "ETag": etag} for i, etag in enumerate(etags)]
         extra = {"IfNoneMatch": "*"} if if_none_match else {}
+        attempts = Attempts()
         try:
             response = self._call(
                 "CompleteMultipartUpload",
                 lambda: self.client.complete_multipart_upload(
                     Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra),
-                bucket=bucket, key=key, upload_id=upload_id,
+                retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key, upload_id=upload_id,
             )
         except (NoSuchUploadError, TransientError, PreconditionFailedError) as err:
-            if isinstance(err, PreconditionFailedError) and err.attempts <= 1:
-                raise  # the first attempt met someone else's object
-            # A 412 on a retry may be our own earlier attempt, whose answer was lost: look at the object.
-            done = self._already_completed(bucket, key, etags, expected_length)
+            if isinstance(err, PreconditionFailedError) and not attempts.ambiguous:
+                raise  # no attempt can have completed it: the object there is someone else's
+            done = self.completed_object(bucket, key, etags, length=expected_length, created_ms=created_ms)
             if done is None:
                 raise
             err.__suppress_context__ = True
-            return done
+            return done.etag
         return str(response.get("ETag", ""))
 
-    def _already_completed(
-        self, bucket: str, key: str, etags: Sequence[str], expected_length: int | None
-    ) -> str | None:
+    def completed_object(self, bucket: str, key: str, etags: Sequence[str], *, length: int | None = None,
+                         created_ms: int = 0) -> ObjectInfo | None:
+        """The object at ``key`` if it is what the upload with these part ETags completed to, else ``None``:
+        the one "already complete?" check (:func:`~s3commit.objects.is_completed_upload`). One HEAD."""
         try:
             info = self.head_object(bucket, key)
         except NotFoundError:
             return None
-        expected = multipart_etag(etags)
-        if expected is not None:
-            return info.etag if info.etag == expected else None
-        if expected_length is not None and info.size == expected_length:
-            return info.etag
-        return None
+        return info if is_completed_upload(info, etags, length=length, created_ms=created_ms) else None
 
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
-        """Abort an upload. Idempotent: an unknown upload counts as aborted."""
+        """Abort an upload. ``Retry.IDEMPOTENT``: an unknown upload counts as aborted."""
         with contextlib.suppress(NoSuchUploadError):
             self._call(
                 "AbortMultipartUpload",
                 lambda: self.client.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id),
-                bucket=bucket, key=key, upload_id=upload_id,
+                retry=Retry.IDEMPOTENT, bucket=bucket, key=key, upload_id=upload_id,
             )
 
+    def abort_create_orphans(self, bucket: str, key: str, window: CreateWindow, *, keep: str) -> int:
+        """Abort what a Create whose answer was lost may have left: the uploads of exactly ``key`` initiated
+        inside ``window``, other than ``keep`` (the upload the Create returned). Returns how many."""
+        orphans = [u for u in self.list_multipart_uploads(bucket, key)
+                   if u.key == key and u.upload_id != keep and window.contains(u.initiated)]
+        for upload in orphans:
+            self.abort_multipart_upload(bucket, key, upload.upload_id)
+        return len(orphans)
+
     def list_multipart_uploads(self, bucket: str, prefix: str) -> Iterator[UploadInfo]:
-        """Uploads in progress under ``prefix``, all pages. Idempotent."""
+        """Uploads in progress under ``prefix``, all pages. ``Retry.IDEMPOTENT``."""
         key_marker: str | None = None
         upload_marker: str | None = None
         while True:
@@ -317,7 +287,7 @@ class S3Store:
                     args["UploadIdMarker"] = upload_marker
             page = self._call("ListMultipartUploads",
                               lambda a=args: self.client.list_multipart_uploads(**a),  # type: ignore[misc]
-                              bucket=bucket, key=prefix)
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for upload in page.get("Uploads", []) or []:
                 yield UploadInfo(upload["Key"], upload["UploadId"], upload.get("Initiated"))
             if not page.get("IsTruncated"):
@@ -331,25 +301,27 @@ class S3Store:
 
     def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
-        """Write a whole object; returns its ETag. Idempotent (same bytes).
+        """Write a whole object; returns its ETag. ``Retry.IDEMPOTENT`` (same bytes).
 
-        With ``if_none_match`` the key must not exist (``If-None-Match: *``), so retrying is safe only with
-        a check: when an attempt's answer was lost and a retry then meets an object, the object is read back
-        and, if it holds exactly ``body``, it is ours and the PUT succeeded; otherwise
-        :class:`PreconditionFailedError` (someone else's object is there).
+        With ``if_none_match`` the key must not exist (``If-None-Match: *``): ``Retry.VERIFIED``. When an
+        attempt's answer was lost and a retry then meets an object (412), the object is read back and, if it
+        holds exactly ``body``, it is ours and the PUT succeeded; otherwise, and always when no attempt can
+        have applied (a 412 first, or after 503s only), :class:`PreconditionFailedError`: someone else's.
         """
         args: dict[str, Any] = dict(self.options.write_args())
         if if_none_match:
             args["IfNoneMatch"] = "*"
         if content_type:
             args["ContentType"] = content_type
+        attempts = Attempts()
         try:
             response = self._call(
                 "PutObject", lambda: self.client.put_object(Bucket=bucket, Key=key, Body=body, **args),
+                retry=Retry.VERIFIED if if_none_match else Retry.IDEMPOTENT, attempts=attempts,
                 bucket=bucket, key=key,
             )
         except PreconditionFailedError as err:
-            if err.attempts <= 1 or not self._holds(bucket, key, body):
+            if not attempts.ambiguous or not self._holds(bucket, key, body):
                 raise
             err.__suppress_context__ = True
             return self.head_object(bucket, key).etag
@@ -364,7 +336,7 @@ class S3Store:
             return False
 
     def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
-        """Read an object, or the byte range ``[start, end)``. Idempotent."""
+        """Read an object, or the byte range ``[start, end)``. ``Retry.IDEMPOTENT``."""
         args: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if start is not None or end is not None:
             first = start or 0
@@ -373,13 +345,14 @@ class S3Store:
         def read() -> bytes:
             return bytes(self.client.get_object(**args)["Body"].read())
 
-        return self._call("GetObject", read, bucket=bucket, key=key)
+        return self._call("GetObject", read, retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
         streamed, never the whole range in memory. Idempotent: a transient failure part way (a reset, a
-        timeout, a short body) resumes from the next byte with a new GET, within the retry policy's attempts.
+        timeout, a short body) resumes from the next byte with a new GET, within the retry policy's attempts
+        (``Retry.IDEMPOTENT``, with a resume loop of its own because the failure can come mid-body).
         """
         position = start
         failures = 0
@@ -388,7 +361,7 @@ class S3Store:
                 "GetObject",
                 lambda p=position: self.client.get_object(  # type: ignore[misc]
                     Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
-                bucket=bucket, key=key)
+                retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
             body = response["Body"]
             try:
                 while position < end:
@@ -414,21 +387,21 @@ class S3Store:
                 body.close()
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo:
-        """Metadata of an object; raises :class:`NotFoundError`. Idempotent."""
+        """Metadata of an object; raises :class:`NotFoundError`. ``Retry.IDEMPOTENT``."""
         response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key),
-                              bucket=bucket, key=key)
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
                           response.get("LastModified"))
 
     def head_metadata(self, bucket: str, key: str) -> dict[str, Any]:
-        """The full HEAD response (encryption, storage class, user metadata). Idempotent."""
+        """The full HEAD response (encryption, storage class, user metadata). ``Retry.IDEMPOTENT``."""
         response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key),
-                              bucket=bucket, key=key)
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return {k: v for k, v in response.items() if k != "ResponseMetadata"}
 
     def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
         """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``).
-        Idempotent."""
+        ``Retry.IDEMPOTENT``."""
         token: str | None = None
         while True:
             args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
@@ -438,7 +411,7 @@ class S3Store:
                 args["ContinuationToken"] = token
             page = self._call("ListObjectsV2",
                               lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
-                              bucket=bucket, key=prefix)
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for common in page.get("CommonPrefixes", []) or []:
                 yield ObjectInfo(common["Prefix"], -1)
             for obj in page.get("Contents", []) or []:
@@ -449,12 +422,12 @@ class S3Store:
             token = page.get("NextContinuationToken")
 
     def delete_object(self, bucket: str, key: str) -> None:
-        """Delete one object (a missing one is fine). Idempotent."""
+        """Delete one object (a missing one is fine). ``Retry.IDEMPOTENT``."""
         self._call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
-                   bucket=bucket, key=key)
+                   retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> int:
-        """Delete keys in batches of 1,000; returns how many were deleted. Idempotent."""
+        """Delete keys in batches of 1,000; returns how many were deleted. ``Retry.IDEMPOTENT``."""
         batch: list[str] = []
         deleted = 0
         for key in keys:
@@ -470,7 +443,7 @@ class S3Store:
         request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
         response = self._call("DeleteObjects",
                               lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
-                              bucket=bucket, key=keys[0])
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
         errors = response.get("Errors") or []
         if errors:
             first = errors[0]
@@ -481,7 +454,7 @@ class S3Store:
         return len(keys)
 
     def copy_object(self, bucket: str, src_key: str, dst_key: str, *, size: int | None = None) -> str:
-        """Server-side copy (what a "rename" costs on S3); returns the new ETag. Idempotent.
+        """Server-side copy (what a "rename" costs on S3); returns the new ETag. ``Retry.IDEMPOTENT``.
 
         ``size`` (if known from a listing) is only used to count bytes copied; otherwise it is looked up.
         """
@@ -492,17 +465,27 @@ class S3Store:
             "CopyObject",
             lambda: self.client.copy_object(Bucket=bucket, Key=dst_key,
                                             CopySource={"Bucket": bucket, "Key": src_key}, **args),
-            bucket=bucket, key=dst_key,
+            retry=Retry.IDEMPOTENT, bucket=bucket, key=dst_key,
         )
         self.counters.add_bytes(copied=size)
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
 
     def head_bucket(self, bucket: str) -> None:
-        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. Idempotent."""
+        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
         try:
-            self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), bucket=bucket)
+            self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
+                       bucket=bucket)
         except NotFoundError as err:
             raise NoSuchBucketError(
                 f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
                 code="NoSuchBucket", attempts=err.attempts,
             ) from err
+
+
+def _answered_at(response: Any) -> datetime:
+    """S3's clock when it answered (the ``Date`` header, which S3 always sends); this host's clock if absent."""
+    date = (response.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
+    try:
+        return parsedate_to_datetime(date) if date else datetime.now(timezone.utc)
+    except (TypeError, ValueError):
+        return datetime.now(timezone.utc)

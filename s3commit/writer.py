@@ -29,6 +29,7 @@ from typing import Any
 from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
+from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
 from s3commit.parts import BufferPart, Part
 from s3commit.store import S3Store
 
@@ -51,6 +52,11 @@ class CompletionPolicy:
 
     def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
         """Called right after the upload is created (before any part)."""
+
+    def create_was_ambiguous(self, *, bucket: str, key: str, upload_id: str, window: CreateWindow) -> None:
+        """Called after :meth:`upload_started` when an attempt of the Create lost its answer: an upload of
+        ``key`` initiated inside ``window`` may be an orphan of this one. The window is also kept in the
+        pending upload (``extraData``); a policy that records uploads durably records it too."""
 
     def upload_ready(self, pending: PendingUpload) -> bool:
         """Called when every part is uploaded. Return True to complete now, False if deferred."""
@@ -143,6 +149,8 @@ class MultipartWriter(io.RawIOBase):
         self._length = 0
         self._created = now_millis()
         self.upload_id: str | None = None
+        self.create_window: CreateWindow | None = None
+        """Set when the Create lost an answer and may have left an orphan upload (see the store)."""
         self._aborted = False
         self.result: WriteResult | None = None
 
@@ -249,9 +257,15 @@ class MultipartWriter(io.RawIOBase):
 
     def _ensure_upload(self) -> str:
         if self.upload_id is None:
+            windows: list[CreateWindow] = []
             self.upload_id = self.store.create_multipart_upload(self.bucket, self.key,
-                                                                content_type=self._content_type)
+                                                                content_type=self._content_type,
+                                                                on_possible_orphan=windows.append)
+            self.create_window = windows[0] if windows else None
             self.policy.upload_started(bucket=self.bucket, key=self.key, upload_id=self.upload_id)
+            if self.create_window is not None:
+                self.policy.create_was_ambiguous(bucket=self.bucket, key=self.key, upload_id=self.upload_id,
+                                                 window=self.create_window)
         return self.upload_id
 
     def _upload(self, upload_id: str, part_number: int, part: Part) -> str:
@@ -312,17 +326,30 @@ class MultipartWriter(io.RawIOBase):
         etags = tuple(future.result() for future, _ in self._parts)
         self._parts = [(future, _DONE) for future, _ in self._parts]  # the parts are released
         assert self.upload_id is not None
+        extra = {CREATE_WINDOW_KEY: self.create_window.encode()} if self.create_window is not None else {}
         pending = PendingUpload(
             bucket=self.bucket, destination_key=self.key, upload_id=self.upload_id, etags=etags,
-            length=self._length, uri=self.uri, created=self._created, saved=now_millis(),
+            length=self._length, uri=self.uri, created=self._created, saved=now_millis(), extra_data=extra,
         )
         if self.policy.upload_ready(pending):
             conditional = {"if_none_match": True} if self._if_none_match else {}
             self.store.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
-                                                 expected_length=self._length, **conditional)
+                                                 expected_length=self._length, created_ms=self._created,
+                                                 **conditional)
+            if self.create_window is not None:
+                self._abort_create_orphans()
             return WriteResult(pending, True, self._length)
         log.debug("s3://%s/%s will be visible when the job is committed", self.bucket, self.key)
         return WriteResult(pending, False, self._length)
+
+    def _abort_create_orphans(self) -> None:
+        """Abort what the Create may have left, once this file is published or abandoned (best effort; a
+        deferred file's records also carry the window to the job's clean-up)."""
+        assert self.upload_id is not None and self.create_window is not None
+        try:
+            self.store.abort_create_orphans(self.bucket, self.key, self.create_window, keep=self.upload_id)
+        except S3CommitError as err:  # e.g. a role that may not list uploads: the lifecycle rule remains
+            log.warning("could not abort the orphan uploads of s3://%s/%s: %s", self.bucket, self.key, err)
 
     def _abort_quietly(self) -> None:
         for future, part in self._parts:
@@ -343,6 +370,8 @@ class MultipartWriter(io.RawIOBase):
         except Exception as err:  # cleanup must not hide the original error
             log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id),
                         self.bucket, self.key, err)
+        if self.create_window is not None:
+            self._abort_create_orphans()
 
 
 _DONE = BufferPart(bytearray(), 0)

@@ -185,7 +185,8 @@ class InMemoryStore(S3Store):
         return '"put"'
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: Any, *,
-                                  expected_length: int | None = None, if_none_match: bool = False) -> str:
+                                  expected_length: int | None = None, if_none_match: bool = False,
+                                  created_ms: int = 0) -> str:
         self.counters.add("requests", "CompleteMultipartUpload")
         self.completed += 1
         return '"done"'

@@ -18,17 +18,20 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from s3commit.config import CommitterOptions
-from s3commit.errors import CommitStateError, ConfigError, JobCommitError
+from s3commit.errors import (
+    CommitStateError,
+    ConfigError,
+    JobCommitError,
+    JournalExistsError,
+    ManifestError,
+    NotFoundError,
+    PendingsetMissingError,
+    S3CommitError,
+)
+from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
-from s3commit.operations import (
-    UploadRef,
-    abort_recorded_outside,
-    delete_prefix,
-    pendingset_keys_under,
-    recorded_uploads,
-    sweep_job_uploads,
-)
+from s3commit.operations import delete_prefix, pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
@@ -193,11 +196,17 @@ class Committer(ABC):
                 deleted after the new ones are complete; the keys just committed are kept.
             replace_partitions: replace each partition directory the job wrote (dynamic overwrite).
 
+        A commit of this job that was interrupted (its process died after it wrote its journal: some uploads
+        may be complete, the overwrite applied, ``_SUCCESS`` written, the clean-up begun) is finished instead,
+        from its journal, as ``s3commit recover`` would: the same messages commit exactly once. A job that
+        committed already (``_SUCCESS`` names it) returns that ``_SUCCESS``.
+
         Raises:
             JobCommitError: a completion failed; every upload was aborted or reverted.
             ManifestError: a pendingset is corrupt, foreign, or points outside the destination.
             ConfigError: a ``delete_paths`` location is in another bucket (raised before anything changes).
-            CommitStateError: the job was already committed or aborted.
+            CommitStateError: the job was already committed or aborted (in this object), or its journal
+                records another commit of it (``JournalExistsError``).
         """
         if self._state in ("committed", "aborted"):
             raise CommitStateError(f"job {self.job_id} is already {self._state}; a job commits once")
@@ -210,7 +219,17 @@ class Committer(ABC):
                            committer=self.name, options=self.options, job_id_source=self.job_id_source,
                            absolute_dirs=absolute_dirs)
         try:
-            success = engine.run(list(keys), plan, accepted_attempts=keys)
+            done = self._committed_already(engine, None) if messages is None and not keys else None
+            success = done or engine.run(list(keys), plan, accepted_attempts=keys)
+        except (JournalExistsError, PendingsetMissingError) as err:
+            # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this
+            # job was interrupted, or finished. Finish it from its journal, or confirm it from _SUCCESS.
+            try:
+                success = self._resume(engine, err, messages, keys, plan, absolute_dirs)
+            finally:
+                self.close()
+            self._state = "committed"
+            return success
         except JobCommitError as err:
             if err.not_rolled_back:
                 # The roll-back was refused in part: keep the job directory (journal and pendingsets), the
@@ -226,6 +245,41 @@ class Committer(ABC):
             self.close()
         self._state = "committed"
         self.last_commit_stats = engine.stats
+        return success
+
+    def _resume(self, engine: JobCommit, err: CommitStateError, messages: Sequence[TaskCommitMessage] | None,
+                keys: dict[str, set[str]], plan: OverwritePlan, absolute_dirs: Sequence[str]) -> SuccessData:
+        from s3commit.recover import resume_commit
+
+        success = resume_commit(self.store, self.dest, self.job_id, layout=self.layout, options=self.options,
+                                pendingsets=set(keys), plan=plan, absolute_dirs=absolute_dirs,
+                                listed=messages is None)
+        if success is not None:
+            log.info("job %s: finished the commit an earlier attempt had begun (its journal)", self.job_id)
+            return success
+        done = self._committed_already(engine, messages)
+        if done is None:
+            raise err
+        return done
+
+    def _committed_already(self, engine: JobCommit, messages: Sequence[TaskCommitMessage] | None
+                           ) -> SuccessData | None:
+        """``_SUCCESS`` if it names this job (and counts the files of ``messages``) while no journal is left:
+        the commit and its clean-up finished (or it ran without a journal). The clean-up is finished again,
+        best effort, and the ``_SUCCESS`` returned."""
+        try:
+            success = SuccessData.from_json(self.store.get_object(self.dest.bucket, self.layout.success_key))
+        except (NotFoundError, ManifestError):
+            return None
+        files = sum(m.files for m in messages or () if m is not None)
+        if success.job_id != self.job_id or (messages is not None
+                                             and success.metrics.get("committer_files", files) != files):
+            return None
+        log.info("job %s has committed already (%s names it)", self.job_id, self.layout.success_key)
+        try:
+            engine.cleanup(read_pendingsets=True)
+        except S3CommitError as err:
+            log.warning("job %s: committed, but its clean-up failed: %s", self.job_id, err)
         return success
 
     def _pendingset_keys(self, messages: Sequence[TaskCommitMessage] | None) -> dict[str, set[str]]:
@@ -246,9 +300,22 @@ class Committer(ABC):
         return keys
 
     def abort_job(self) -> None:
-        """Abort every upload of this job and delete its scratch data. Idempotent, best effort per step."""
-        self._abort_job(quiet=False)
-        self._state = "aborted"
+        """Abort every upload of this job and delete its scratch data. Idempotent, best effort per step.
+
+        If a commit of the job was interrupted (its journal is there), it is rolled back as ``s3commit recover
+        --abort`` does: completed uploads deleted, the others aborted, so nothing of the job stays visible.
+
+        Raises:
+            AlreadyCommittedError: the job has in fact committed (``_SUCCESS`` names it, or its clean-up had
+                begun): its output is left in place and its clean-up finished; nothing was rolled back.
+            RecoveryError: the interrupted commit cannot be rolled back without losing data (every upload is
+                complete and its overwrite may have begun), or S3 refused part of the roll-back; the journal
+                is kept for ``s3commit recover``.
+        """
+        try:
+            self._abort_job(quiet=False)
+        finally:
+            self._state = "aborted"
 
     def _abort_job_quietly(self) -> None:
         try:
@@ -258,25 +325,40 @@ class Committer(ABC):
         self._state = "aborted"
 
     def _abort_job(self, *, quiet: bool) -> None:
-        from s3commit.operations import load_pendingset
+        from s3commit.recover import AlreadyCommittedError, roll_back_commit
 
-        bucket = self.dest.bucket
-        # The attempts' own records first, then the pendingsets: a task commit running concurrently (its task
-        # cancelled mid-commit) writes its pendingset before it deletes the records, so every upload is seen.
-        recorded: dict[str, UploadRef] = recorded_uploads(self.store, bucket, f"{self.layout.tasks_dir}/")
-        for key in pendingset_keys_under(self.store, bucket, self.layout.job_attempt_dir):
+        try:
             try:
-                pendingset = load_pendingset(self.store, bucket, key)
-            except Exception as err:
-                log.warning("abort job: cannot read %s: %s", key, err)
-                continue
-            recorded.update({c.upload_id: UploadRef(c.bucket, c.destination_key, c.upload_id)
-                             for c in pendingset.commits if c.bucket == bucket})
-        sweep_job_uploads(self.store, bucket, self.dest.prefix, self.job_id, known_upload_ids=set(recorded))
-        abort_recorded_outside(self.store, recorded.values(), bucket, self.dest.prefix, self.job_id)
-        self._abort_local_state()
-        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/")
-        self.close()
+                # An interrupted commit (its journal is there) is undone as `s3commit recover --abort` does.
+                rolled_back = roll_back_commit(self.store, self.dest, self.job_id, layout=self.layout,
+                                               options=self.options) is not None
+            except AlreadyCommittedError as err:
+                self._finish_committed(err)
+                self._abort_local_state()
+                raise AlreadyCommittedError(
+                    f"job {self.job_id} cannot be aborted: it has committed ({err}). Its output is left in "
+                    "place and its clean-up was finished; nothing was rolled back") from err
+            if not rolled_back:
+                # The job's uploads, inside and outside the destination (records are read before pendingsets:
+                # a task commit racing this abort writes its pendingset before it deletes its records).
+                uploads = JobUploads(self.store, self.dest, self.job_id, layouts=(self.layout,))
+                uploads.abort(uploads.read_records())
+                delete_prefix(self.store, self.dest.bucket, f"{self.layout.job_dir}/")
+            self._abort_local_state()
+        finally:
+            self.close()
+
+    def _finish_committed(self, err: S3CommitError) -> None:
+        """The job asked to abort has committed: leave its output, finish its clean-up, say so."""
+        from s3commit.recover import resume_commit
+
+        log.error("job %s cannot be aborted: %s. Its output is left in place; finishing its clean-up instead",
+                  self.job_id, err)
+        try:
+            resume_commit(self.store, self.dest, self.job_id, layout=self.layout, options=self.options,
+                          pendingsets=(), plan=OverwritePlan(), absolute_dirs=(), listed=True, check=False)
+        except S3CommitError as cleanup_error:
+            log.warning("job %s: the clean-up after its commit failed: %s", self.job_id, cleanup_error)
 
     def _abort_local_state(self) -> None:
         """Drop local state (staging directories)."""

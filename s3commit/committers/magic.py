@@ -14,7 +14,6 @@ committer object; the JVM filesystem uses it through the sidecar.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable
@@ -24,9 +23,12 @@ from typing import IO, Any
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
 from s3commit.config import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
+from s3commit.job_uploads import abort_create_orphans, upload_ref
 from s3commit.manifest import PendingSet, PendingUpload
+from s3commit.objects import CreateWindow
 from s3commit.operations import (
     AttemptListing,
+    UploadRef,
     abort_upload_quietly,
     delete_prefix,
     load_pending_upload,
@@ -35,6 +37,7 @@ from s3commit.operations import (
     save_pending_upload,
     save_task_pendingset,
     scan_attempt_dir,
+    upload_marker,
 )
 from s3commit.paths import (
     ABSOLUTE,
@@ -101,7 +104,8 @@ REGISTRY = MagicTaskRegistry()
 
 
 class MagicCompletion(CompletionPolicy):
-    """Defer completion: on close save ``<magic path>.pending``; optionally record the upload at start."""
+    """Defer completion: on close save ``<magic path>.pending``; optionally record the upload at start, and
+    always when its Create lost an answer (the record then keeps the Create's window)."""
 
     may_defer = True
 
@@ -119,9 +123,16 @@ class MagicCompletion(CompletionPolicy):
         self.registry.started(self.job_id, self.task_attempt_id, bucket=bucket, key=key, upload_id=upload_id)
         if self.track:
             # Durable record so an abort from another process (or after a crash) can find this upload.
-            marker = {"bucket": bucket, "destinationKey": key, "uploadId": upload_id}
-            self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX,
-                                  json.dumps(marker).encode(), content_type="application/json")
+            self._record(UploadRef(bucket, key, upload_id))
+
+    def create_was_ambiguous(self, *, bucket: str, key: str, upload_id: str, window: CreateWindow) -> None:
+        # The Create may have left an orphan of this key that only the window identifies: record it durably,
+        # whatever `track` says (a job id in the key finds the orphan too, but not once the task is gone).
+        self._record(UploadRef(bucket, key, upload_id, window))
+
+    def _record(self, ref: UploadRef) -> None:
+        self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, upload_marker(ref),
+                              content_type="application/json")
 
     def upload_ready(self, pending: PendingUpload) -> bool:
         key = self.magic_key + PENDING_SUFFIX
@@ -243,7 +254,8 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
 
     Pending uploads written by this process come from memory; the attempt directory is listed once to pick
     up any written elsewhere. An upload that was started but never closed is aborted (its file is
-    incomplete). If anything fails, every upload of the attempt is aborted and the error re-raised.
+    incomplete), with any orphan its Create left. If anything fails, every upload of the attempt is aborted and
+    the error re-raised. The Create window of a file that made it into the pendingset travels on with it.
     """
     remembered, still_open = registry.take(job_id, task_attempt_id)
     loaded: list[PendingUpload] = list(remembered.values())
@@ -257,11 +269,14 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         closed_ids = {p.upload_id for p in loaded}
         for bucket_, key, upload_id in still_open:
             abort_upload_quietly(store, bucket_, key, upload_id)
+        abandoned = []
         for marker in markers:
             if marker[: -len(UPLOAD_MARKER_SUFFIX)] + PENDING_SUFFIX not in pending_keys:
                 ref = read_upload_marker(store, bucket, marker)
                 if ref is not None and ref.upload_id not in closed_ids:
                     abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
+                    abandoned.append(ref)
+        abort_create_orphans(store, abandoned, keep=closed_ids)
         if failures:
             raise failures[0]
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
@@ -287,22 +302,23 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
     """Abort every upload a task attempt started (from memory, .pending files and markers); delete its
     directory. Returns how many uploads were aborted. Idempotent."""
     remembered, still_open = registry.take(job_id, task_attempt_id)
-    refs = {p.upload_id: (p.bucket, p.destination_key) for p in remembered.values()}
-    refs.update({u: (b, k) for b, k, u in still_open})
+    refs = {p.upload_id: upload_ref(p) for p in remembered.values()}
+    refs.update({u: UploadRef(b, k, u) for b, k, u in still_open})
     listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
     for key in listing.pending:
         if key in remembered:
             continue
         try:
             p = load_pending_upload(store, bucket, key)
-            refs[p.upload_id] = (p.bucket, p.destination_key)
+            refs[p.upload_id] = upload_ref(p)
         except Exception as err:
             log.warning("abort task: cannot read %s: %s", key, err)
     for key in listing.markers:
         ref = read_upload_marker(store, bucket, key)
-        if ref is not None:
-            refs[ref.upload_id] = (ref.bucket, ref.key)
-    aborted = sum(abort_upload_quietly(store, b, k, u) for u, (b, k) in refs.items())
+        if ref is not None and (ref.upload_id not in refs or ref.window is not None):
+            refs[ref.upload_id] = ref
+    aborted = sum(abort_upload_quietly(store, r.bucket, r.key, r.upload_id) for r in refs.values())
+    aborted += abort_create_orphans(store, refs.values())
     _delete_quietly(store, bucket, attempt_dir, listing)
     return aborted
 

@@ -27,9 +27,11 @@ from typing import IO
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
 from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
+from s3commit.job_uploads import abort_create_orphans
 from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
-from s3commit.operations import abort_upload_quietly, is_scratch_key, save_task_pendingset
+from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
+from s3commit.operations import UploadRef, abort_upload_quietly, is_scratch_key, save_task_pendingset
 from s3commit.parts import file_parts
 from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
 from s3commit.writer import TooManyPartsError
@@ -108,13 +110,13 @@ class StagingCommitter(Committer):
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         """Upload every output file as an uncompleted upload and save the task's pendingset.
 
-        On any failure every upload made so far is aborted, the local directory deleted, and the error
-        re-raised.
+        On any failure every upload made so far is aborted (with any orphan a Create left), the local
+        directory deleted, and the error re-raised.
         """
         assert isinstance(attempt, StagingTaskAttempt)
         attempt._check_open()
         uploads: list[PendingUpload] = []
-        started: list[tuple[str, str]] = []
+        started: list[UploadRef] = []
         try:
             relatives = attempt.output_files()
             if not relatives:
@@ -133,8 +135,9 @@ class StagingCommitter(Committer):
             saved = save_task_pendingset(self.store, self.dest.bucket, self.layout.pendingset_key(attempt.task_id),
                                          pendingset)
         except BaseException:
-            for key, upload_id in started:
-                abort_upload_quietly(self.store, self.dest.bucket, key, upload_id)
+            for ref in started:
+                abort_upload_quietly(self.store, ref.bucket, ref.key, ref.upload_id)
+            abort_create_orphans(self.store, started)
             raise
         finally:
             shutil.rmtree(attempt.local_dir, ignore_errors=True)
@@ -144,7 +147,7 @@ class StagingCommitter(Committer):
                                  files=len(uploads), bytes=pendingset.total_length)
 
     def _upload_file(self, attempt: StagingTaskAttempt, relative: str,
-                     started: list[tuple[str, str]]) -> PendingUpload:
+                     started: list[UploadRef]) -> PendingUpload:
         path = os.path.join(attempt.local_dir, *relative.split("/"))
         length = os.path.getsize(path)
         part_size = self.options.part_size
@@ -154,8 +157,11 @@ class StagingCommitter(Committer):
             raise TooManyPartsError(f"{path} ({length} bytes) needs {parts} parts at part size {part_size}; "
                                     f"S3 allows {MAX_PARTS}: raise fs.s3a.multipart.size")
         bucket = self.dest.bucket
-        upload_id = self.store.create_multipart_upload(bucket, key)
-        started.append((key, upload_id))  # registered at creation: any later failure aborts it
+        windows: list[CreateWindow] = []
+        created = now_millis()
+        upload_id = self.store.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
+        window = windows[0] if windows else None
+        started.append(UploadRef(bucket, key, upload_id, window))  # registered at creation: a failure aborts it
         etags: list[str | None] = [None] * parts
         pieces = file_parts(path, part_size)
 
@@ -175,8 +181,9 @@ class StagingCommitter(Committer):
         partition = partition_of(relative)
         return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,
                              etags=tuple(e for e in etags if e is not None), length=length,
-                             uri=f"s3a://{bucket}/{key}", created=now_millis(), saved=now_millis(),
-                             text=f"partition: {partition}" if partition else "")
+                             uri=f"s3a://{bucket}/{key}", created=created, saved=now_millis(),
+                             text=f"partition: {partition}" if partition else "",
+                             extra_data={CREATE_WINDOW_KEY: window.encode()} if window is not None else {})
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         """Delete the local output (nothing was uploaded before task commit)."""

@@ -9,7 +9,8 @@ moto answers S3 requests correctly but instantly and never fails (reference peer
 3. injects the fault the :class:`~s3commit.testing.faults.FaultInjector` decides, if any;
 4. sleeps the latency of the :class:`~s3commit.testing.profiles.LatencyProfile` (first byte, body
    transfer, and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
-5. forwards it to moto, maps moto's known gaps to AWS's answers, and relays the response.
+5. forwards it to moto, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
+   dates of uploads: :mod:`~s3commit.testing.initiated`), and relays the response.
 
 Each client connection is served by its own thread (``ThreadingHTTPServer``), so one request's sleep never
 delays another. The client side speaks HTTP/1.1 keep-alive, so boto3's connection pool works; the upstream
@@ -37,6 +38,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 from s3commit.testing import wire
 from s3commit.testing.classify import COPY_OPERATIONS, RequestTarget, S3Operation, classify_request
 from s3commit.testing.faults import NO_FAULTS, Fault, FaultInjector, FaultKind, FaultSpec
+from s3commit.testing.initiated import InitiationDates
 from s3commit.testing.profiles import NO_LATENCY, LatencyProfile, Throttle, ThrottleSpec, get_profile
 from s3commit.testing.stats import StatsRecorder, StatsSnapshot
 
@@ -125,6 +127,7 @@ class Simulator:
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.initial_config = config or SimulatorConfig()
         self.stats = StatsRecorder()
+        self.initiated = InitiationDates()
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
         self.config = self.initial_config
@@ -349,6 +352,8 @@ class _Exchange:
                 "NoSuchUpload", resource=self.split.path, upload_id=self._query_value("uploadId")
             )
             headers = self._error_headers()
+        if status < 300:
+            answer = self._note_initiation(answer)
         if fault is not None:  # a reset after forwarding: S3 applied the request, the answer is lost
             stats.fault(operation, fault.kind, after_forward=True)
             self._drop()
@@ -358,6 +363,16 @@ class _Exchange:
         self._respond(status, answer, headers)
 
     # -- pipeline steps ----------------------------------------------------------------------------
+
+    def _note_initiation(self, answer: bytes) -> bytes:
+        dates, operation = self.simulator.initiated, self.operation
+        if operation is S3Operation.CREATE_MULTIPART_UPLOAD:
+            dates.created(answer)
+        elif operation in (S3Operation.COMPLETE_MULTIPART_UPLOAD, S3Operation.ABORT_MULTIPART_UPLOAD):
+            dates.ended(self._query_value("uploadId"))
+        elif operation is S3Operation.LIST_MULTIPART_UPLOADS:
+            return dates.rewrite_listing(answer)
+        return answer
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:

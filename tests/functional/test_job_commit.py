@@ -23,12 +23,12 @@ class FailingStore(S3Store):
         self.deleted_keys = []
         self.aborted_ids = []
 
-    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None):
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):
         self.completes += 1
         if self.completes == self.fail_at:
             raise TransientError(f"Mock Fail on commit {self.fail_at}", operation="CompleteMultipartUpload",
                                  bucket=bucket, key=key, upload_id=upload_id)
-        result = super().complete_multipart_upload(bucket, key, upload_id, etags, expected_length=expected_length)
+        result = super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
         self.completed_keys.append(key)
         return result
 

@@ -16,6 +16,8 @@ Crash points: ``after-create`` (magic: an upload created, not yet recorded), ``m
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import signal
 import sys
@@ -26,6 +28,7 @@ from s3commit import S3Store, StoreOptions, create_committer
 from s3commit.config import MIN_PART_SIZE, RetryPolicy
 
 CRASH_ENV = "S3COMMIT_CRASH_AT"
+MESSAGES_PREFIX = "task commit messages: "
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--staging-dir")
     parser.add_argument("--replace", action="store_true", help="overwrite the destination (replace its data)")
     parser.add_argument("--big", action="store_true", help="make one file span two parts")
+    parser.add_argument("--print-messages", action="store_true",
+                        help="print the task commit messages (one JSON line) before the job commit")
     args = parser.parse_args(argv)
 
     options = StoreOptions(endpoint_url=os.environ["AWS_ENDPOINT_URL"], region="us-east-1", path_style=True,
@@ -187,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             if task == 1 and index == 0:
                 checkpoint("mid-write-local")
         messages.append(committer.commit_task(attempt))
+    if args.print_messages:
+        print(MESSAGES_PREFIX + json.dumps([dataclasses.asdict(m) for m in messages]), flush=True)
     checkpoint("after-task-commit")
     delete_paths = ("",) if args.replace and args.committer == "magic" else ()
     replace_partitions = args.replace and args.committer == "partitioned"

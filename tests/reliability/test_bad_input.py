@@ -448,15 +448,26 @@ def test_second_commit_job_is_refused_and_the_output_unchanged(s3_sim, bucket, r
     assert_nothing_lost(raw, bucket, committed=expected_objects(committer, spec))
 
 
-def test_second_commit_of_a_job_from_another_process_finds_its_pendingsets_gone(s3_sim, bucket, raw):
+def test_second_commit_of_a_job_from_another_process_returns_the_committed_success_marker(s3_sim, bucket, raw):
+    # A commit re-sent after the first one finished (its sidecar died before answering): the same messages,
+    # their pendingsets gone; _SUCCESS names the job and counts their files, so the commit is done.
     committer = committer_for(s3_sim, bucket)
     spec = JobSpec(tasks=2, files=1)
     messages = run_tasks(committer, spec)
-    committer.commit_job(messages)
+    first = committer.commit_job(messages)
+    again = create_committer("magic", f"s3://{bucket}/out", job_id=committer.job_id, store=make_store(s3_sim))
+    assert again.commit_job(messages) == first
+    assert_nothing_lost(raw, bucket, committed=expected_objects(committer, spec))
+
+
+def test_commit_of_other_messages_of_a_committed_job_finds_its_pendingsets_gone(s3_sim, bucket, raw):
+    committer = committer_for(s3_sim, bucket)
+    spec = JobSpec(tasks=2, files=1)
+    messages = run_tasks(committer, spec)
+    committer.commit_job(messages[:1])
     again = create_committer("magic", f"s3://{bucket}/out", job_id=committer.job_id, store=make_store(s3_sim))
     with pytest.raises(CommitStateError, match="is missing: was the job already committed or aborted"):
         again.commit_job(messages)
-    assert_nothing_lost(raw, bucket, committed=expected_objects(committer, spec))
 
 
 def test_write_to_a_committed_task_attempt_is_refused(s3_sim, bucket, raw):

@@ -141,14 +141,14 @@ class FailingCompleteStore(S3Store):
         self.completes = 0
         self.lock = threading.Lock()
 
-    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None):
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):
         with self.lock:
             self.completes += 1
             fail = self.completes == 4
         if fail:
             raise TransientError("injected failure", operation="CompleteMultipartUpload", bucket=bucket, key=key,
                                  upload_id=upload_id)
-        return super().complete_multipart_upload(bucket, key, upload_id, etags, expected_length=expected_length)
+        return super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
 
 
 def test_a_job_commit_rolling_back_beside_committing_jobs_leaves_theirs_intact(s3_sim, s3_bucket, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 
 from s3commit import S3Store, StoreOptions, create_committer
 from s3commit.config import RetryPolicy
-from s3commit.errors import S3CommitError
+from s3commit.errors import ManifestError, S3CommitError
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from tests.reliability.helpers import (
     COMMITTERS,
@@ -25,6 +25,7 @@ from tests.reliability.helpers import (
     is_scratch,
     read,
     run_tasks,
+    scratch_keys,
     user_keys,
 )
 
@@ -165,8 +166,14 @@ def test_recover_validates_the_pendingsets_before_rolling_anything_back(s3_sim, 
     assert requests["AbortMultipartUpload"] == 0
     assert requests["DeleteObject"] == 0 and requests["DeleteObjects"] == 0
     assert read(raw, s3_bucket, "elsewhere/precious.txt") == b"precious"
+    # The committer's own abort refuses it the same way: it would roll back by the tampered journal.
+    with pytest.raises(ManifestError, match="points outside the destination"):
+        committer.abort_job()
+    assert read(raw, s3_bucket, "elsewhere/precious.txt") == b"precious"
     # The job is then discarded by hand, as the runbook says for a tampered job directory.
-    committer.abort_job()
+    assert run_cli("uploads", "abort", f"s3://{s3_bucket}/out", "--job", committer.job_id, "--yes").code == 0
+    for key in scratch_keys(raw, s3_bucket):
+        raw.delete_object(Bucket=s3_bucket, Key=key)
     raw.delete_object(Bucket=s3_bucket, Key="elsewhere/precious.txt")
     assert user_keys(raw, s3_bucket) == []
     assert_clean(raw, s3_bucket)

@@ -26,7 +26,7 @@ class FakeStore:
         self.max_in_flight = 0
         self._lock = threading.Lock()
 
-    def create_multipart_upload(self, bucket, key, *, content_type=None):
+    def create_multipart_upload(self, bucket, key, *, content_type=None, on_possible_orphan=None):
         upload_id = f"u{len(self.uploads) + 1}"
         self.uploads[upload_id] = {}
         return upload_id
@@ -46,7 +46,7 @@ class FakeStore:
             with self._lock:
                 self.in_flight -= 1
 
-    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None):
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None, created_ms=0):
         parts = self.uploads.pop(upload_id)
         assert [f'"etag-{n}"' for n in sorted(parts)] == list(etags)
         self.completed[key] = b"".join(parts[n] for n in sorted(parts))

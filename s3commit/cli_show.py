@@ -1,0 +1,156 @@
+"""``s3commit show``: recognise a manifest (``_SUCCESS``, ``.pendingset``, ``.pending`` or commit journal) in
+S3 or in a local file, by name or by content, and print a human summary or the validated manifest as JSON.
+
+The command line around it (parsing, exit codes, errors) is :mod:`s3commit.cli`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from s3commit.errors import ManifestError
+from s3commit.manifest import (
+    JOURNAL_NAME,
+    PENDING_VERSION,
+    PENDINGSET_VERSION,
+    SUCCESS_NAME,
+    CommitJournal,
+    PendingSet,
+    PendingUpload,
+    SuccessData,
+    java_date,
+)
+
+
+def _kind_of(source: str, data: bytes) -> str:
+    name = source.rstrip("/").rsplit("/", 1)[-1]
+    if name == "_SUCCESS":
+        return "success"
+    if name.endswith(".pendingset"):
+        return "pendingset"
+    if name.endswith(".pending"):
+        return "pending"
+    if name == "_commit-journal.json":
+        return "journal"
+    try:  # any other name: recognise the content
+        obj = json.loads(data)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict):
+        if obj.get("name") == SUCCESS_NAME:
+            return "success"
+        if obj.get("name") == JOURNAL_NAME:
+            return "journal"
+        if obj.get("version") == PENDINGSET_VERSION and "commits" in obj:
+            return "pendingset"
+        if obj.get("version") == PENDING_VERSION and "uploadId" in obj:
+            return "pending"
+    raise ManifestError("not a _SUCCESS, .pendingset, .pending or commit journal (by name or by content)",
+                        source=source)
+
+
+def show(source: str, data: bytes, *, as_json: bool = False) -> str:
+    """What ``s3commit show`` prints for the manifest ``data`` read from ``source``.
+
+    Raises:
+        ManifestError: not a manifest, or an invalid one.
+    """
+    kind = _kind_of(source, data)
+    if kind == "success" and not data:
+        if as_json:
+            return _json({"kind": "success", "source": source, "empty": True, "manifest": None})
+        return (f"{source}: a 0-byte _SUCCESS. It was written by a rename-based committer (FileOutputCommitter "
+                "or s3commit's rename baseline), not by an S3A or s3commit MPU committer: there is no summary.")
+    manifest: Any
+    if kind == "success":
+        manifest = SuccessData.from_json(data, source=source)
+        body = manifest.to_dict()
+    elif kind == "pendingset":
+        manifest = PendingSet.from_json(data, source=source)
+        body = manifest.to_dict()
+    elif kind == "pending":
+        manifest = PendingUpload.from_json(data, source=source)
+        body = manifest.to_dict()
+    else:
+        manifest = CommitJournal.from_json(data, source=source)
+        body = json.loads(manifest.to_json())
+    if as_json:
+        return _json({"kind": kind, "source": source, "manifest": body})
+    return "\n".join(_summary(kind, source, manifest))
+
+
+def short_id(upload_id: str) -> str:
+    """An upload id short enough for a listing line."""
+    return upload_id if len(upload_id) <= 16 else f"{upload_id[:14]}…"
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str)
+
+
+def _fmt_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _summary(kind: str, source: str, m: Any) -> list[str]:
+    if kind == "success":
+        s: SuccessData = m
+        metrics = s.metrics
+        lines = [f"_SUCCESS {source}",
+                 f"  committer   {s.committer or '?'}",
+                 f"  job id      {s.job_id or '?'} ({s.job_id_source or '?'})",
+                 f"  written     {java_date(s.timestamp) if s.timestamp else '?'} on {s.hostname or '?'}",
+                 f"  success     {s.success}"]
+        if "committer_files" in metrics:
+            lines.append(f"  files       {metrics['committer_files']}"
+                         + (f" (first {len(s.filenames)} listed)" if len(s.filenames) < metrics["committer_files"]
+                            else ""))
+        if "committer_bytes_committed" in metrics:
+            lines.append(f"  bytes       {_fmt_bytes(int(metrics['committer_bytes_committed']))}")
+        durations = {k: v for k, v in metrics.items() if k.startswith("duration_")}
+        if durations:
+            lines.append("  timings     " + ", ".join(f"{k[9:-3]} {v} ms" for k, v in sorted(durations.items())))
+        requests = {k[3:]: v for k, v in metrics.items() if k.startswith("op_")}
+        if requests:
+            lines.append("  requests    " + ", ".join(f"{k} {v}" for k, v in sorted(requests.items())))
+        for key, value in sorted(s.diagnostics.items()):
+            lines.append(f"  {key} = {value}")
+        lines += [f"    {name}" for name in s.filenames]
+        return lines
+    if kind == "pendingset":
+        p: PendingSet = m
+        lines = [f"pendingset {source}",
+                 f"  job id        {p.job_id or '(none)'}",
+                 f"  task attempt  {p.task_attempt_id or '(none)'}",
+                 f"  uploads       {len(p.commits)}, {_fmt_bytes(p.total_length)}"]
+        lines += [f"    s3://{c.bucket}/{c.destination_key}  {_fmt_bytes(c.length)}, {c.part_count} parts, "
+                  f"upload {short_id(c.upload_id)}" for c in p.commits]
+        return lines
+    if kind == "pending":
+        u: PendingUpload = m
+        return [f"pending upload {source}",
+                f"  destination  s3://{u.bucket}/{u.destination_key}",
+                f"  upload id    {u.upload_id}",
+                f"  length       {_fmt_bytes(u.length)} in {u.part_count} parts",
+                f"  written as   {u.uri}",
+                f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
+    j: CommitJournal = m
+    plan = ", ".join([*(f"delete {p or '(all of dest)'}" for p in j.delete_paths),
+                      *(f"delete s3://{j.bucket}/{p}" for p in j.delete_outside)])
+    if j.replace_partitions:
+        plan = ", ".join(x for x in (plan, "replace written partitions") if x)
+    return [f"commit journal {source}",
+            f"  job id       {j.job_id} ({j.committer} committer)",
+            f"  destination  s3://{j.bucket}/{j.dest_key}",
+            f"  started      {java_date(j.created) if j.created else '?'}",
+            f"  pendingsets  {len(j.pendingsets)}",
+            f"  overwrite    {plan or 'none'}",
+            f"  _SUCCESS     {'yes' if j.success_marker else 'no'}",
+            "  An interrupted commit: finish it with `s3commit recover s3://"
+            f"{j.bucket}/{j.dest_key} --job {j.job_id}` (or roll it back with --abort)."]
