@@ -1,8 +1,8 @@
 """A long session: many consecutive writes in one SparkSession, with the memory of the driver JVM and of its
 sidecar read at checkpoints (10, 100, 1,000 jobs...), so that a leak shows as growth between them.
 
-Each job writes a small partitioned DataFrame through the magic committer (every tenth through ``directory``,
-and reads its output back), the way a notebook or a streaming driver runs for days. Reported per checkpoint:
+Each job writes a small DataFrame through the magic committer (every tenth a partitioned one through
+``directory``, read back), the way a notebook or a streaming driver runs for days. Reported per checkpoint:
 the JVM's RSS and its heap after a full GC, the sidecar's RSS and thread count, and the bridge's bounded
 tables (write handles open in the sidecar, magic file lengths and configurations remembered by the JVM).
 """
@@ -39,17 +39,19 @@ def snapshot(spark: Any, jobs: int, seconds: float) -> dict[str, Any]:
 
 
 def long_session(spark: Any, bucket: str, *, jobs: int, checkpoints: tuple[int, ...]) -> list[dict[str, Any]]:
-    """Run ``jobs`` writes; a snapshot after each checkpoint (and one before the first job)."""
-    df = spark.range(200, numPartitions=2).selectExpr("id", "cast(id % 2 as int) as k")
+    """Run ``jobs`` writes; a snapshot after each checkpoint."""
+    df = spark.range(200, numPartitions=1).selectExpr("id", "cast(id % 2 as int) as k")
     started = time.perf_counter()
     snapshots = []
     for job in range(1, jobs + 1):
-        committer = "directory" if job % 10 == 0 else "magic"
-        spark.conf.set("fs.s3a.committer.name", committer)
         dest = f"s3a://{bucket}/session/{job % 7}"
-        df.write.mode("overwrite").partitionBy("k").parquet(dest)
-        if job % 10 == 0:
+        if job % 10 == 0:  # every tenth: a partitioned write through a staging committer, read back
+            spark.conf.set("fs.s3a.committer.name", "directory")
+            df.repartition(2).write.mode("overwrite").partitionBy("k").parquet(dest)
+            spark.conf.set("fs.s3a.committer.name", "magic")
             assert spark.read.parquet(dest).count() == 200
+        else:
+            df.write.mode("overwrite").parquet(dest)
         if job in checkpoints:
             snapshots.append(snapshot(spark, job, time.perf_counter() - started))
             print(f"  session: {job} jobs, {snapshots[-1]}", flush=True)
