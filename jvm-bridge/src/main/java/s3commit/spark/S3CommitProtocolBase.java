@@ -122,8 +122,17 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   }
 
   private String fileName(TaskAttemptContext context, FileNameSpec spec) {
-    int split = context.getTaskAttemptID().getTaskID().getId();
-    return String.format("%spart-%05d-%s%s", spec.prefix(), split, jobId, spec.suffix());
+    return fileName(spec.prefix(), context.getTaskAttemptID().getTaskID().getId(), jobId, spec.suffix());
+  }
+
+  /** Spark's task file name: {@code <prefix>part-<split, 5 digits>-<job id><suffix>}. */
+  static String fileName(String prefix, int split, String jobId, String suffix) {
+    return String.format("%spart-%05d-%s%s", prefix, split, jobId, suffix);
+  }
+
+  /** The destination as the sidecar names it: {@code s3://bucket/key}, no trailing slash. */
+  String destination() {
+    return dest;
   }
 
   @Override
