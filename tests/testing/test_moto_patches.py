@@ -1,0 +1,58 @@
+"""The test server's changes to moto change what requests cost, never what they answer: ranged GETs read
+their range only, and a Complete copies each part once. Checked through the server (which applies them)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from botocore.exceptions import ClientError
+
+MIB = 1024 * 1024
+
+
+def test_ranged_gets_answer_exactly_what_s3_answers(s3_client, s3_bucket):
+    data = os.urandom(3 * MIB + 5)
+    s3_client.put_object(Bucket=s3_bucket, Key="r", Body=data)
+
+    def get(header):
+        return s3_client.get_object(Bucket=s3_bucket, Key="r", Range=header)
+
+    assert get("bytes=0-9")["Body"].read() == data[:10]
+    answer = get(f"bytes={MIB}-{2 * MIB + 3}")
+    assert answer["Body"].read() == data[MIB:2 * MIB + 4]
+    assert answer["ContentRange"] == f"bytes {MIB}-{2 * MIB + 3}/{len(data)}"
+    assert get(f"bytes={len(data) - 7}-")["Body"].read() == data[-7:]
+    assert get("bytes=-5")["Body"].read() == data[-5:]
+    assert get(f"bytes=10-{len(data) + 100}")["Body"].read() == data[10:]  # clipped at the end
+    with pytest.raises(ClientError) as caught:
+        get(f"bytes={len(data)}-{len(data) + 5}")
+    assert caught.value.response["Error"]["Code"] == "InvalidRange"
+    assert s3_client.get_object(Bucket=s3_bucket, Key="r")["Body"].read() == data  # no range: the whole
+
+
+def test_a_completed_upload_holds_its_parts_in_order_with_s3s_etag(s3_client, s3_bucket):
+    parts = [os.urandom(5 * MIB), os.urandom(5 * MIB), os.urandom(123)]
+    upload = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="m")["UploadId"]
+    etags = [s3_client.upload_part(Bucket=s3_bucket, Key="m", UploadId=upload, PartNumber=n + 1,
+                                   Body=p)["ETag"] for n, p in enumerate(parts)]
+    done = s3_client.complete_multipart_upload(Bucket=s3_bucket, Key="m", UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+    expected = hashlib.md5(b"".join(hashlib.md5(p).digest() for p in parts), usedforsecurity=False).hexdigest()
+    assert done["ETag"] == f'"{expected}-3"'
+    assert s3_client.get_object(Bucket=s3_bucket, Key="m")["Body"].read() == b"".join(parts)
+    assert s3_client.head_object(Bucket=s3_bucket, Key="m")["ContentLength"] == 10 * MIB + 123
+
+
+def test_a_complete_still_refuses_a_wrong_etag_and_a_small_inner_part(s3_client, s3_bucket):
+    upload = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="bad")["UploadId"]
+    small = s3_client.upload_part(Bucket=s3_bucket, Key="bad", UploadId=upload, PartNumber=1, Body=b"x")["ETag"]
+    last = s3_client.upload_part(Bucket=s3_bucket, Key="bad", UploadId=upload, PartNumber=2, Body=b"y")["ETag"]
+    for parts, code in (([{"PartNumber": 1, "ETag": '"0123"'}], "InvalidPart"),
+                        ([{"PartNumber": 1, "ETag": small}, {"PartNumber": 2, "ETag": last}], "EntityTooSmall")):
+        with pytest.raises(ClientError) as caught:
+            s3_client.complete_multipart_upload(Bucket=s3_bucket, Key="bad", UploadId=upload,
+                                                MultipartUpload={"Parts": parts})
+        assert caught.value.response["Error"]["Code"] == code
+    s3_client.abort_multipart_upload(Bucket=s3_bucket, Key="bad", UploadId=upload)
