@@ -8,10 +8,11 @@ moto's CPU makes it, not as S3 does. :func:`serve_ranges_lazily` makes a ranged 
 The answers are byte for byte the same; only the cost changes.
 
 moto also completes a multipart upload by copying every byte about six times under the interpreter lock
-(``FakeMultipart.complete`` reads each part twice, joins them twice, then copies the result), so completing a
-128 MiB object costs about a second of CPU on the server, serialised with every other request; on S3 a
-Complete costs the same whatever the size (the latency profile gives it 50 ms). :func:`complete_in_one_copy`
-reads each part once into the object's buffer. Uploads that ask for checksums keep moto's own code.
+(``FakeMultipart.complete`` reads each part twice, joins them twice, then copies the result into a new
+buffer), so completing a 128 MiB object costs about a second of CPU on the server, serialised with every other
+request; on S3 a Complete costs the same whatever the size (the latency profile gives it 50 ms).
+:func:`complete_without_copying` makes the completed object read through its parts' buffers, which moto
+keeps alive with the object anyway (``FakeKey.multipart``). Uploads that ask for checksums keep moto's code.
 """
 
 from __future__ import annotations
@@ -78,18 +79,75 @@ def serve_ranges_lazily() -> None:
     S3Response._s3commit_lazy_ranges = True  # type: ignore[attr-defined]
 
 
-def complete_in_one_copy() -> None:
-    """Patch moto so that completing a multipart upload copies each part's bytes once."""
+class _PartsValue:
+    """What a Complete returns in place of the object's bytes: its parts, in order."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+        self.size = sum(int(p.contentsize) for p in parts)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class _ChainedParts:
+    """A completed object's buffer that reads through its parts' own buffers (read-only, seekable)."""
+
+    def __init__(self, parts: list[Any]) -> None:
+        self._parts = parts
+        self._starts = []
+        start = 0
+        for part in parts:
+            self._starts.append(start)
+            start += int(part.contentsize)
+        self._size = start
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = max(0, offset if whence == 0 else (self._pos + offset if whence == 1 else self._size + offset))
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, size: int = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
+        out = bytearray()
+        for part, start in zip(self._parts, self._starts, strict=True):
+            part_end = start + int(part.contentsize)
+            if part_end <= self._pos or start >= end:
+                continue
+            buffer = part._value_buffer
+            buffer.seek(max(0, self._pos - start))
+            out += buffer.read(min(part_end, end) - max(start, self._pos))
+        self._pos = end
+        return bytes(out)
+
+    def readinto(self, target: Any) -> int:
+        data = self.read(len(target))
+        target[:len(data)] = data
+        return len(data)
+
+    def truncate(self, size: int | None = None) -> int:
+        raise OSError("a completed object's buffer is read-only")
+
+    def close(self) -> None:
+        """The parts' buffers are the parts' to close (when the object's multipart is disposed)."""
+
+
+def complete_without_copying() -> None:
+    """Patch moto so that completing a multipart upload copies nothing: the object reads through its parts."""
     from moto.s3 import models
     from moto.s3.exceptions import EntityTooSmall, InvalidPart, MalformedXML
 
-    if getattr(models.FakeMultipart, "_s3commit_one_copy", False):
+    if getattr(models.FakeMultipart, "_s3commit_chained", False):
         return
-    original = models.FakeMultipart.complete
+    original_complete = models.FakeMultipart.complete
+    value_property: Any = models.FakeKey.__dict__["value"]
 
     def complete(self: Any, body: Any) -> Any:
         if self.metadata.get("x-amz-checksum-algorithm"):
-            return original(self, body)
+            return original_complete(self, body)
         parts, md5s, last = [], bytearray(), None
         for number, etag in body:
             part = self.parts.get(number)
@@ -102,15 +160,33 @@ def complete_in_one_copy() -> None:
             last = part
         if not parts:
             raise MalformedXML
-        total = bytearray(sum(p.contentsize for p in parts))
-        view, offset = memoryview(total), 0
-        for part in parts:
-            with part.lock:
-                part._value_buffer.seek(0)
-                offset += part._value_buffer.readinto(view[offset:offset + part.contentsize])
-        view.release()
         etag = models.md5_hash(bytes(md5s)).hexdigest()
-        return total, f"{etag}-{len(parts)}", None
+        self._s3commit_read_through = True  # its parts now hold the object's bytes: see delitem
+        return _PartsValue(parts), f"{etag}-{len(parts)}", None
+
+    original_delitem = models.MultipartDict.__delitem__
+
+    def delitem(self: Any, key: str) -> None:
+        # moto disposes of an upload's parts when it leaves the bucket's uploads; a completed object reading
+        # through them disposes of them itself, when it goes (FakeKey.dispose -> multipart.dispose).
+        if key in self and getattr(self[key], "_s3commit_read_through", False):
+            dict.__delitem__(self, key)
+            return
+        original_delitem(self, key)
+
+    def set_value(self: Any, new_value: Any) -> None:
+        if isinstance(new_value, _PartsValue):
+            self._value_buffer.close()
+            self._value_buffer = _ChainedParts(new_value.parts)
+            self.contentsize = new_value.size
+            return
+        if isinstance(self._value_buffer, _ChainedParts):  # a completed object written again
+            import tempfile
+
+            self._value_buffer = tempfile.SpooledTemporaryFile(self._max_buffer_size)  # noqa: SIM115 (moto's)
+        value_property.fset(self, new_value)
 
     models.FakeMultipart.complete = complete  # type: ignore[method-assign]
-    models.FakeMultipart._s3commit_one_copy = True  # type: ignore[attr-defined]
+    models.MultipartDict.__delitem__ = delitem  # type: ignore[method-assign]
+    models.FakeKey.value = property(value_property.fget, set_value)  # type: ignore[method-assign,assignment,unused-ignore]
+    models.FakeMultipart._s3commit_chained = True  # type: ignore[attr-defined]

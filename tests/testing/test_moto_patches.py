@@ -56,3 +56,19 @@ def test_a_complete_still_refuses_a_wrong_etag_and_a_small_inner_part(s3_client,
                                                 MultipartUpload={"Parts": parts})
         assert caught.value.response["Error"]["Code"] == code
     s3_client.abort_multipart_upload(Bucket=s3_bucket, Key="bad", UploadId=upload)
+
+
+def test_a_completed_object_can_be_copied_overwritten_and_deleted(s3_client, s3_bucket):
+    parts = [os.urandom(5 * MIB), os.urandom(77)]
+    upload = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="c")["UploadId"]
+    etags = [s3_client.upload_part(Bucket=s3_bucket, Key="c", UploadId=upload, PartNumber=n + 1,
+                                   Body=p)["ETag"] for n, p in enumerate(parts)]
+    s3_client.complete_multipart_upload(Bucket=s3_bucket, Key="c", UploadId=upload, MultipartUpload={
+        "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
+    s3_client.copy_object(Bucket=s3_bucket, Key="copy", CopySource={"Bucket": s3_bucket, "Key": "c"})
+    assert s3_client.get_object(Bucket=s3_bucket, Key="copy")["Body"].read() == b"".join(parts)
+    s3_client.put_object(Bucket=s3_bucket, Key="c", Body=b"new")
+    assert s3_client.get_object(Bucket=s3_bucket, Key="c")["Body"].read() == b"new"
+    assert s3_client.get_object(Bucket=s3_bucket, Key="copy")["Body"].read() == b"".join(parts)
+    s3_client.delete_object(Bucket=s3_bucket, Key="copy")
+    assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="copy")
