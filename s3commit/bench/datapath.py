@@ -152,10 +152,10 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
     line = ("0123456789abcdef" * (MIB // 16))[:MIB - 1]  # + "\n": one MiB per line
     df = spark.range(0, files * file_mib, 1, files).select(F.lit(line).alias("value"))
     try:
-        # Warm up every path (class loading, JIT, the sidecar's start) on a small write and read.
+        # Warm up every path (class loading, JIT, the sidecar's start) on a write and a read of a few parts.
         for label in labels:
             use_protocol(spark, label)
-            df.limit(2).write.mode("overwrite").text(f"s3a://{bucket}/warm-up/{label.lower()}")
+            df.limit(3 * part_mib).write.mode("overwrite").text(f"s3a://{bucket}/warm-up/{label.lower()}")
             spark.read.text(f"s3a://{bucket}/warm-up/{label.lower()}").count()
         pid = int(json.loads(jvm.s3commit.bridge.Sidecar.healthJson())["pid"])
         results["sidecar_pid"] = pid
