@@ -62,6 +62,8 @@ JOURNAL_FORMAT = "s3commit.StreamBatchJournal/1"
 """The ``name`` of a batch journal. Not a job-commit journal: ``s3commit recover`` refuses it, because finishing
 a batch regardless of the sink's log would publish files the log does not name."""
 _BATCH_JOB = re.compile(r"^b(?P<batch>\d{1,18})-[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_JOB_IN_NAME = re.compile(r"-(b\d{1,18}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+"""A batch job's id in a file name the JVM made (``part-00003-b12-<uuid>.c000.snappy.parquet``)."""
 
 
 class SinkRecoveryError(S3CommitError):
@@ -290,15 +292,26 @@ class SinkRecovery:
 
 
 def batch_jobs(store: S3Store, sink: S3Uri) -> list[str]:
-    """The streaming batch jobs with a directory under the sink (one LIST)."""
+    """The streaming batch jobs with a trace under the sink: a job directory (one LIST), or an upload in progress
+    whose file name carries the job id (one ListMultipartUploads): a task killed while it wrote has nothing in
+    the job directory yet (its ``.pending`` is written when the file closes)."""
     prefix = f"{sink.prefix}{MAGIC_PATH_PREFIX}"
-    found = []
+    found: dict[str, None] = {}
     for info in store.list_objects(sink.bucket, prefix, delimiter="/"):
         if info.size < 0:  # a common prefix: one job's directory
             job_id = info.key[len(prefix):].rstrip("/")
             if batch_of_job(job_id) is not None:
-                found.append(job_id)
-    return found
+                found[job_id] = None
+    try:
+        for upload in store.list_multipart_uploads(sink.bucket, sink.prefix):
+            match = _JOB_IN_NAME.search(upload.key.rsplit("/", 1)[-1])
+            if match:
+                found[match[1]] = None
+    except S3CommitError as err:
+        # Listing uploads needs s3:ListBucketMultipartUploads, which some roles lack: the job directories
+        # still tell most of the story (the uploads of a task killed mid-write then wait for a lifecycle rule).
+        log.warning("cannot list the uploads under %s to find killed batches: %s", sink, err)
+    return list(found)
 
 
 def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions | None = None,

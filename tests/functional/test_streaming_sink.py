@@ -181,7 +181,19 @@ def test_recovery_leaves_the_callers_own_job_and_other_jobs_alone(store, s3_clie
     assert len(list_pending_uploads(s3_client, sink.bucket)) == 3
 
 
-def test_recovery_with_nothing_left_costs_one_list(store, s3_server, sink):
+def test_recovery_finds_a_batch_killed_while_its_tasks_wrote_by_its_uploads(store, s3_client, sink):
+    # A task died with its file's upload under way: no .pending yet, nothing in the job directory.
+    old = batch_job_id(2)
+    store.create_multipart_upload(sink.bucket, f"sink/p=1/part-00000-{old}.c000.snappy.parquet")
+    write_log_entry(s3_client, sink, 1, [])
+    assert batch_jobs(store, sink) == [old]
+    assert recover_sink(store, sink).undecided == {old: 2}
+    write_log_entry(s3_client, sink, 2, ["sink/p=1/part-00000-the-run-that-redid-it.parquet"])
+    assert recover_sink(store, sink).rolled_back == [old]
+    assert_no_pending_uploads(s3_client, sink.bucket)
+
+
+def test_recovery_with_nothing_left_costs_a_list_and_an_upload_listing(store, s3_server, sink):
     before = s3_server.stats()
     assert recover_sink(store, sink).to_dict()["finished"] == []
-    assert dict(s3_server.stats().minus(before).requests) == {"ListObjectsV2": 1}
+    assert dict(s3_server.stats().minus(before).requests) == {"ListObjectsV2": 1, "ListMultipartUploads": 1}
