@@ -48,6 +48,7 @@ from s3commit.config import CommitterOptions
 from s3commit.errors import ConfigError, ManifestError, NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.jobcommit import JobCommit
 from s3commit.manifest import PendingUpload, now_millis
+from s3commit.operations import list_keys, sweep_job_uploads
 from s3commit.paths import JOB_ID_PREFIX, MAGIC_PATH_PREFIX
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
@@ -265,11 +266,31 @@ class BatchCommit:
                         "the next run of the query (or a read of the sink through s3commit) completes them"
                     ) from err
             try:
-                self.engine.cleanup()
+                self._clean_up(keys)
             except S3CommitError as err:
                 log.warning("batch job %s committed; its clean-up failed (the next run finishes it): %s",
                             self.job_id, err)
         return self.engine.stats.completed
+
+    def _clean_up(self, keys: Sequence[str]) -> None:
+        """After completion: delete the job directory, the journal last, and abort this job's orphan uploads
+        (a task attempt lost with its executor). The job commit engine's clean-up in three round trips instead
+        of five, for a batch: the listing and the orphan sweep run together, and no upload record needs reading
+        (every file name of a batch job carries its id, which is what the sweep matches)."""
+        bucket = self.sink.bucket
+        committed = {u.destination_key: u.upload_id for u in self.engine.uploads(keys)}
+        with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-clean-{self.job_id[:8]}") as pool:
+            sweep = pool.submit(sweep_job_uploads, self.store, bucket, self.sink.prefix, self.job_id,
+                                committed=committed) if self.options.abort_orphans else None
+            listed = [k for k in list_keys(self.store, bucket, f"{self.layout.job_dir}/")
+                      if k != self.layout.journal_key]
+            try:
+                if sweep is not None:
+                    self.engine.stats.orphans_aborted += sweep.result()
+            except S3CommitError as err:  # best effort, as in the job commit engine (permissions to list uploads)
+                log.warning("batch job %s: could not sweep orphan uploads under %s: %s", self.job_id, self.sink, err)
+        self.store.delete_objects(bucket, listed)
+        self.store.delete_object(bucket, self.layout.journal_key)
 
     def roll_back(self) -> None:
         """Abort every upload of this batch job and delete its directory (the batch did not commit here)."""
