@@ -367,9 +367,11 @@ def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions
                 report.undecided[job_id] = batch
             elif named:
                 journal = commit.journal()
-                if journal is None:
-                    # Its journal goes last: this job had finished, and what is left is clean-up. Aborting its
-                    # uploads cannot touch its files (they are complete objects, no longer uploads).
+                left = set(list_keys(store, target.bucket, f"{commit.layout.job_dir}/"))
+                if journal is None or not set(journal.pendingsets) <= left:
+                    # The clean-up had begun (it deletes the pendingsets, then the journal, and only once every
+                    # upload is complete): what is left is clean-up. Aborting this job's uploads cannot touch its
+                    # files: they are complete objects, no longer uploads.
                     commit.roll_back()
                     completed = 0
                 else:

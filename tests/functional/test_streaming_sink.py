@@ -123,6 +123,20 @@ def test_recovery_finishes_a_batch_the_log_committed(store, s3_client, sink):
                                                    "failed": {}}
 
 
+def test_recovery_finishes_a_clean_up_cut_short_after_the_pendingsets_went(store, s3_client, sink):
+    # The driver completed the batch and began its clean-up: the pendingsets are gone, the journal is not.
+    job = batch_job_id(6)
+    commit = BatchCommit(store, sink, job)
+    uploads = commit.prepare(write_batch_files(store, sink, job))
+    write_log_entry(s3_client, sink, 6, [u.destination_key for u in uploads])
+    for upload in uploads:
+        store.complete_multipart_upload(sink.bucket, upload.destination_key, upload.upload_id, upload.etags)
+    store.delete_objects(sink.bucket, commit.pendingsets)
+    assert recover_sink(store, sink).finished == [job]
+    assert batch_jobs(store, sink) == []
+    assert data_keys(s3_client, sink) == sorted(u.destination_key for u in uploads)
+
+
 def test_recovery_leaves_an_undecided_batch_then_rolls_it_back_once_another_job_commits_it(store, s3_client, sink):
     write_log_entry(s3_client, sink, 0, [])
     # 1. Run A prepared batch 1 (journal written) and died before its log entry.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import unquote
 
 from s3commit.testing.assertions import list_keys
 
@@ -65,8 +66,8 @@ def sink_log_paths(s3_client, bucket: str, sink_key: str) -> set[str]:
     for key in list_keys(s3_client, bucket, f"{sink_key}/_spark_metadata/"):
         body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
         for line in body.splitlines()[1:]:
-            path = json.loads(line)["path"]
-            named.add(path.split("://", 1)[1].split("/", 1)[1])
+            path = json.loads(line)["path"]  # a URI: s3a://bucket/key, the key percent-encoded
+            named.add(unquote(path.split("://", 1)[1].split("/", 1)[1]))
     return named
 
 

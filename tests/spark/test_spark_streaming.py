@@ -186,19 +186,30 @@ def test_stateful_aggregation_with_a_watermark_is_right_across_a_restart(streami
 
 
 def test_faults_on_checkpoint_requests_are_retried_without_a_duplicate(streaming, s3_sim, s3_bucket, s3_client):
+    from pyspark.sql import functions as F
+
     spark = streaming
-    run_available_now(parquet_sink(rate(spark), s3_bucket, "faults"))
+
+    def writer():  # partitioned, with a value that needs escaping in a URI
+        df = rate(spark).withColumn("p", F.concat(F.lit("a b="), (F.col("value") % 2).cast("string")))
+        return parquet_sink(df, s3_bucket, "faults").partitionBy("p")
+
+    run_available_now(writer())
     # A PUT that reaches S3 but whose answer is lost: the retry meets the object (412 under If-None-Match) and
     # must recognise it as its own; then throttling and server errors on PUTs and LISTs.
     s3_sim.fail_next("PutObject", "reset", after_forward=True)
     s3_sim.fail_next("PutObject", "503", count=2)
     s3_sim.fail_next("ListObjectsV2", "500", count=2)
     s3_sim.fail_next("CompleteMultipartUpload", "200-error")
+    # In each run the first PUT is the offset log's entry for the batch, and its first LISTs the checkpoint's.
     for _ in range(2):
-        run_available_now(parquet_sink(rate(spark), s3_bucket, "faults"))
+        run_available_now(writer())
     stats = s3_sim.stats()
     assert stats.faults_of("reset") == 1 and stats.faults_of("503") == 2 and stats.faults_of("500") == 2
     assert assert_exactly_once(spark, s3_client, s3_bucket, "faults/sink") == 3
+    # Spark escapes "=" in a partition value; the log names the keys as URIs (a space and "%" escaped again).
+    assert {k.split("/")[2] for k in visible_data_keys(s3_client, s3_bucket, "faults/sink")} == {"p=a b%3D0",
+                                                                                                 "p=a b%3D1"}
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
