@@ -5,11 +5,13 @@ batch. ``configure()`` alone sets it all up (the session of ``conftest.py``)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -262,3 +264,33 @@ def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3
     assert assert_exactly_once(spark, s3_client, s3_bucket, "twice/sink") >= 3
     assert [k for k in list_keys(s3_client, s3_bucket, "twice/") if "__magic_job-" in k] == []
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_batch_whose_sink_log_entry_another_run_wrote_first_is_rolled_back(streaming, s3_sim, s3_bucket,
+                                                                             s3_client):
+    from s3commit.testing.profiles import LatencyProfile
+
+    spark = streaming
+    run_available_now(parquet_sink(rate(spark), s3_bucket, "lost"))  # batch 0
+    query = parquet_sink(rate(spark), s3_bucket, "lost").trigger(availableNow=True).start()
+
+    def wait_for(suffix: str) -> None:
+        deadline = time.monotonic() + 120
+        while not [k for k in list_keys(s3_client, s3_bucket, "lost/sink/__magic_job-") if k.endswith(suffix)]:
+            assert time.monotonic() < deadline and query.isActive
+            time.sleep(0.02)
+
+    # 1. Once batch 1's tasks write, GETs turn slow: its commit waits while it reads the tasks' pendingsets...
+    wait_for("")
+    s3_sim.configure(profile=LatencyProfile(name="slow-gets", first_byte_seconds={"GetObject": 1.0}))
+    wait_for(".pendingset")
+    # 2. ...and meanwhile another run of the query commits batch 1 into the sink's log.
+    s3_client.put_object(Bucket=s3_bucket, Key="lost/sink/_spark_metadata/1", Body=b"v1")
+    with contextlib.suppress(Exception):  # the failure is read below
+        query.awaitTermination(120)
+    s3_sim.reset_simulator()
+    # 3. This run's batch 1 lost: it failed with a clear error, and its files were discarded, never visible.
+    assert query.exception() is not None and "committed by another run" in str(query.exception())
+    assert [k for k in list_keys(s3_client, s3_bucket, "lost/sink/") if "__magic_job-" in k] == []
+    assert_no_pending_uploads(s3_client, s3_bucket)
+    assert assert_exactly_once(spark, s3_client, s3_bucket, "lost/sink") == 1
