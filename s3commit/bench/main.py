@@ -132,7 +132,7 @@ def section_streaming(server: Any, bucket: str, *, quick: bool) -> dict[str, Any
     from s3commit.bench.streaming_bench import streaming_runs
 
     if quick:
-        return streaming_runs(server, bucket, batches=2, rows=100, trigger_seconds=3.0, stateful=False, skip=1)
+        return streaming_runs(server, bucket, batches=2, rows=100, trigger_seconds=2.5, stateful=False, skip=1)
     return streaming_runs(server, bucket, batches=10, rows=1000, trigger_seconds=4.0, stateful=True, skip=2)
 
 
