@@ -307,7 +307,7 @@ public final class StreamingSinkJob implements Serializable {
 
   /** A failed batch: roll it back, unless its log entry may exist (then recovery decides). */
   public void abortJob(JobContext context) {
-    if (stage == Stage.NEW || stage == Stage.PREPARED) {
+    if (stage == null || stage == Stage.NEW || stage == Stage.PREPARED) {
       rollBack(context.getConfiguration());
     } else if (stage == Stage.LOGGING) {
       LOG.warn("s3commit: batch {} of {} failed while its log entry was written; it is settled by what the log "
