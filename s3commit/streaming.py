@@ -25,6 +25,9 @@ safe to run at any time, concurrently with a live writer, because it decides onl
 - the log does not have the batch yet: **leave it** (its owner may be running); the next run of the query
   redoes the batch, and once that is committed the old job is rolled back.
 
+A batch job is found by its directory under the sink or, for a task killed while it wrote (no ``.pending``
+yet, nothing in the job directory), by an upload in progress whose file name carries the job id.
+
 This module knows nothing of the JVM; the sidecar's ``stream.*`` operations (:mod:`s3commit.bridge.streaming`)
 call it. The job directory, pendingsets and orphan sweep are the magic committer's; the steps are the job
 commit engine's (:class:`~s3commit.jobcommit.JobCommit`); only their order and the log are new here.
@@ -49,7 +52,7 @@ from s3commit.errors import ConfigError, ManifestError, NotFoundError, Precondit
 from s3commit.jobcommit import JobCommit
 from s3commit.manifest import PendingUpload, now_millis
 from s3commit.operations import list_keys, sweep_job_uploads
-from s3commit.paths import JOB_ID_PREFIX, MAGIC_PATH_PREFIX
+from s3commit.paths import MAGIC_PATH_PREFIX
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -389,7 +392,3 @@ def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions
             log.warning("batch job %s of %s could not be settled: %s", job_id, target, err)
     return report
 
-
-def job_attempt_dir(sink: S3Uri, job_id: str) -> str:
-    """``<sink>/__magic_job-<id>/job-<id>/00``: where a batch job's pendingsets and journal live."""
-    return f"{sink.prefix}{MAGIC_PATH_PREFIX}{job_id}/{JOB_ID_PREFIX}{job_id}/00"
