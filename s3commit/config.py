@@ -100,6 +100,17 @@ KEYS: dict[str, Key] = {
         Key("mapred.output.committer.class", "s3commit.hadoop.S3MapRedCommitter",
             "Set by configure(): the old mapred API's committer (RDD saveAsTextFile, saveAsHadoopFile, "
             "saveAsSequenceFile). One class for every destination: non-S3 output gets FileOutputCommitter."),
+        Key("fs.AbstractFileSystem.s3a.impl", "s3commit.hadoop.S3AbstractFileSystem",
+            "Set by configure() with s3commit's FileSystem: Hadoop's FileContext binding for s3a:// (a pip "
+            "PySpark has none). Spark's default checkpoint manager needs it; its renames are COPY + DELETE."),
+        Key("spark.sql.streaming.checkpointFileManagerClass", "s3commit.spark.S3CheckpointFileManager",
+            "A Spark SQL key, set by configure(streaming=True): checkpoint files on s3a:// written in place, "
+            "one PUT (or an upload completed) each, If-None-Match where Spark forbids overwriting; other file "
+            "systems get Spark's own manager. Unset, Spark renames (a COPY per checkpoint file on S3)."),
+        Key("spark.sql.streaming.commitProtocolClass", "s3commit.spark.S3StreamingCommitProtocol",
+            "A Spark SQL key, set by configure(streaming=True): the file sink's data files stay pending uploads "
+            "until the batch is in the sink's log (about twice the requests of Spark's protocol per batch). "
+            "Spark's ManifestFileCommitProtocol makes a failed batch's files visible to plain listers."),
         Key("fs.s3a.committer.uuid", "",
             "Hadoop committers only: the job id of this write (S3A's key). Empty: the Hadoop job's tracker "
             "id, unique per Spark RDD write. Set it per write, never for a session: jobs sharing it collide."),

@@ -299,6 +299,10 @@ class JobCommit:
         if failures:
             raise failures[0]
 
+    def validated_uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        """The uploads of pendingsets :meth:`load_and_validate` accepted, in order (re-read past the cache)."""
+        return self._uploads(keys)
+
     def _uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
         for key in keys:
             yield from self._load(key).commits

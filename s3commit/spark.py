@@ -8,8 +8,11 @@ The only module that imports pyspark. ``configure(builder)`` sets:
 - Hadoop's committer bindings for RDD and Hadoop OutputFormat writes (``saveAsTextFile``,
   ``saveAsNewAPIHadoopFile``, ``saveAsHadoopFile``...), which never consult the SQL key:
   ``mapreduce.outputcommitter.factory.scheme.s3a`` (new API) and ``mapred.output.committer.class`` (old API);
-- ``spark.hadoop.fs.s3a.impl=s3commit.hadoop.S3FileSystem`` (unless you keep hadoop-aws's S3A), so
-  ``s3a://`` works on a plain ``pip install pyspark``;
+- ``spark.hadoop.fs.s3a.impl=s3commit.hadoop.S3FileSystem`` and its ``AbstractFileSystem`` binding (for Hadoop's
+  ``FileContext``; unless you keep hadoop-aws's S3A), so ``s3a://`` works on a plain ``pip install pyspark``;
+- Structured Streaming (unless ``streaming=False``): s3commit's checkpoint manager (every checkpoint file
+  written in place, atomically, no rename) and the file sink's commit protocol (a batch's files stay pending
+  uploads until the batch is in the sink's log);
 - the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
 - ``S3COMMIT_PYTHON`` for the driver and every executor, so each JVM's sidecar runs with this Python.
 """
@@ -33,6 +36,16 @@ from s3commit.errors import ConfigError
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
+ABSTRACT_FILESYSTEM_CLASS = "s3commit.hadoop.S3AbstractFileSystem"
+"""Hadoop's ``FileContext`` binding for ``s3a://`` (``fs.AbstractFileSystem.s3a.impl``), over the FileSystem."""
+CHECKPOINT_MANAGER_CLASS = "s3commit.spark.S3CheckpointFileManager"
+"""Structured Streaming's checkpoint files, written in place with no rename (other file systems: Spark's own)."""
+STREAMING_PROTOCOL_CLASS = "s3commit.spark.S3StreamingCommitProtocol"
+"""The file sink's commit protocol: a batch's files stay pending uploads until the batch is in the sink's log."""
+STREAMING_KEYS = {
+    "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_MANAGER_CLASS,
+    "spark.sql.streaming.commitProtocolClass": STREAMING_PROTOCOL_CLASS,
+}
 COMMITTER_FACTORY_CLASS = "s3commit.hadoop.S3CommitterFactory"
 """Hadoop's committer factory for ``s3a://`` (new ``mapreduce`` API): ``saveAsNewAPIHadoopFile``/``Dataset``."""
 MAPRED_COMMITTER_CLASS = "s3commit.hadoop.S3MapRedCommitter"
@@ -66,8 +79,8 @@ def _source_root() -> Path:
         "to a prebuilt jar")
 
 
-def _jars_have_class(jars: Path, entry: str) -> bool:
-    for jar in sorted(jars.glob("hadoop-client-api-*.jar")):
+def _jars_have_class(jars: Path, entry: str, pattern: str = "hadoop-client-api-*.jar") -> bool:
+    for jar in sorted(jars.glob(pattern)):
         with zipfile.ZipFile(jar) as archive:
             try:
                 archive.getinfo(entry)
@@ -104,14 +117,31 @@ def scala_version(jars: Path) -> str:
     return version
 
 
+STREAMING_LAYOUT_CLASS = "org/apache/spark/sql/execution/streaming/checkpointing/CheckpointFileManager.class"
+"""Present in Spark 4.x's SQL jar (streaming classes split into ``checkpointing``, ``sinks``...); 3.5 has them all
+in ``org.apache.spark.sql.execution.streaming``."""
+
+
+def streaming_layout(jars: Path | None) -> str:
+    """Which streaming source set fits the Spark in ``jars``: ``streaming-4`` or ``streaming-3.5``."""
+    if jars is not None and _jars_have_class(jars, STREAMING_LAYOUT_CLASS, "spark-sql_*.jar"):
+        return "streaming-4"
+    return "streaming-3.5"
+
+
 def bridge_sources(root: Path, scala: str, jars: Path | None = None) -> list[Path]:
     """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-<scala>/java``, plus
-    ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``)."""
+    ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``), plus the
+    Structured Streaming classes for Spark's package layout (``streaming-4/java`` or ``streaming-3.5/java``:
+    the checkpoint manager and the file sink's protocol implement classes that moved between them)."""
     files = sorted((root / "main" / "java").rglob("*.java"))
     specific = root / f"scala-{scala}" / "java"
     if not specific.is_dir():
         raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (expected {specific})")
     files += sorted(specific.rglob("*.java"))
+    streaming = root / streaming_layout(jars) / "java"
+    if streaming.is_dir():
+        files += sorted(streaming.rglob("*.java"))
     vectored = root / "hadoop-vectored" / "java"
     if jars is not None and vectored.is_dir() and _jars_have_class(jars, "org/apache/hadoop/fs/FileRange.class"):
         files += sorted(vectored.rglob("*.java"))
@@ -208,7 +238,7 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
               region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
               secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
               threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
-              rdd_writes: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
+              rdd_writes: bool = True, streaming: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
     """Configure a ``SparkSession.builder`` to write through s3commit; returns the builder.
 
     Args:
@@ -223,6 +253,10 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
             (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``...) by setting
             ``mapreduce.outputcommitter.factory.scheme.s3a`` and ``mapred.output.committer.class``; False
             leaves them to Hadoop's FileOutputCommitter (renames).
+        streaming: Structured Streaming through s3commit (with ``use_s3a_filesystem``): checkpoints written in
+            place with no rename and ``If-None-Match: *`` where Spark forbids overwriting
+            (``spark.sql.streaming.checkpointFileManagerClass``), and the file sink's batches committed as
+            pending uploads (``spark.sql.streaming.commitProtocolClass``). False leaves both to Spark.
         extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
     """
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
@@ -234,6 +268,10 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
     builder = builder.config("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
     if use_s3a_filesystem:
         builder = builder.config("spark.hadoop.fs.s3a.impl", FILESYSTEM_CLASS)
+        builder = builder.config("spark.hadoop.fs.AbstractFileSystem.s3a.impl", ABSTRACT_FILESYSTEM_CLASS)
+        if streaming:
+            for key, value in STREAMING_KEYS.items():
+                builder = builder.config(key, value)
     if rdd_writes:
         for key, value in HADOOP_COMMITTER_KEYS.items():
             builder = builder.config(f"spark.hadoop.{key}", value)

@@ -11,6 +11,9 @@ Sections (each reports ratios measured in one run, never absolute targets in tes
 - ``memory``: a job commit of 100,000 pending uploads in 1,000 pendingsets (in-memory store).
 - ``spark``: the same DataFrame through S3CommitProtocol (magic, directory) and Spark's FileOutputCommitter
   v1 and v2 over the same s3a:// FileSystem.
+- ``streaming``: per micro-batch, a query's checkpoint through s3commit's manager against Spark's rename-based
+  one over the same s3a:// FileSystem, and the file sink's commit through s3commit's protocol against Spark's
+  (time, requests, bytes copied).
 
 Results go to ``benchmarks/results/`` (JSON, Markdown, PNG). ``--quick`` is a small smoke run for CI.
 """

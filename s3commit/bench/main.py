@@ -128,11 +128,19 @@ def section_spark(endpoint_server: Any, bucket: str, rows: int, tasks: int) -> d
     return spark_runs(endpoint_server, bucket, rows=rows, tasks=tasks)
 
 
+def section_streaming(server: Any, bucket: str, *, quick: bool) -> dict[str, Any]:
+    from s3commit.bench.streaming_bench import streaming_runs
+
+    if quick:
+        return streaming_runs(server, bucket, batches=2, rows=100, trigger_seconds=2.5, stateful=False, skip=1)
+    return streaming_runs(server, bucket, batches=10, rows=1000, trigger_seconds=4.0, stateful=True, skip=2)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
-    parser.add_argument("--sections", default="commit,scaling,memory,spark,datapath",
-                        help="comma-separated: commit, scaling, memory, spark, datapath")
+    parser.add_argument("--sections", default="commit,scaling,memory,spark,datapath,streaming",
+                        help="comma-separated: commit, scaling, memory, spark, datapath, streaming")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = parser.parse_args(argv)
@@ -185,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     part_mib=5 if quick else 32, local_dir=staging)
             except ImportError as err:
                 results["datapath"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+        if "streaming" in sections:
+            fresh()
+            try:
+                results["streaming"] = section_streaming(server, bucket, quick=quick)
+            except ImportError as err:
+                results["streaming"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))

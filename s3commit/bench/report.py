@@ -90,6 +90,7 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         lines += datapath_markdown(datapath)
     elif datapath:
         lines += ["## Data path", "", datapath["skipped"], ""]
+    lines += _streaming_lines(results.get("streaming"))
     path.write_text("\n".join(lines))
 
 
@@ -154,6 +155,36 @@ def datapath_plot(dp: dict[str, Any], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "datapath.png", dpi=120)
     plt.close(fig)
+
+
+
+
+def _streaming_lines(streaming: dict[str, Any] | None) -> list[str]:
+    if not streaming:
+        return []
+    if "skipped" in streaming:
+        return ["## Structured Streaming", "", streaming["skipped"], ""]
+    lines = [f"## Structured Streaming, per micro-batch ({streaming['rows_per_batch']:,} rows per batch, a trigger "
+             f"every {streaming['trigger_seconds']:g} s, Spark {streaming['spark']})", ""]
+    titles = {"checkpoint": "Checkpoint (noop sink: every request is the checkpoint's)",
+              "stateful": "Checkpoint with a stateful aggregation (state store files too)",
+              "sink": "File sink commit (checkpoint on local disk: every request is the sink's)"}
+    for kind in ("checkpoint", "stateful", "sink"):
+        runs = streaming.get(kind) or {}
+        if not runs:
+            continue
+        lines += [f"### {titles[kind]}", "",
+                  _row(["manager" if kind != "sink" else "protocol", "checkpoint ms (walCommit + commitOffsets)",
+                        "addBatch ms", "batch ms", "requests", "bytes copied", "requests by operation"]),
+                  _row(["---"] * 7)]
+        for label, r in runs.items():
+            ops = ", ".join(f"{op} {n:g}" for op, n in r["requests_per_batch"].items())
+            lines.append(_row([label, f"{r['checkpoint_ms']:.0f}", f"{r['add_batch_ms']:.0f}",
+                               f"{r['batch_ms']:.0f}", f"{r['total_requests_per_batch']:.1f}",
+                               f"{r['bytes_copied_per_batch']:.0f}", ops]))
+        lines.append("")
+    lines += ["Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in streaming["ratios"].items()), ""]
+    return lines
 
 
 def write_plots(results: dict[str, Any], out: Path) -> None:

@@ -4,6 +4,7 @@
 - :mod:`s3commit.bridge.files`: ``fs.stat``, ``fs.list``, ``fs.delete``, ``fs.mkdirs``, ``fs.rename``;
 - :mod:`s3commit.bridge.streams`: the data path, ``fs.open_write`` ... ``fs.close_write`` and ``fs.read``;
 - :mod:`s3commit.bridge.commits`: ``job.*`` and ``task.*``, the committer lifecycle;
+- :mod:`s3commit.bridge.streaming`: ``stream.*`` (the file sink's batch commits) and ``ckpt.exists``;
 - here: ``stats`` (the S3 requests this sidecar made) and ``health`` (what it holds, for tests and tools).
 
 Thin by design: each request maps onto the store, the writers or a committer; retries and error translation
@@ -23,6 +24,7 @@ from s3commit.bridge.files import FileOps
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply, error_header, error_type
+from s3commit.bridge.streaming import StreamOps
 from s3commit.bridge.streams import Streams
 from s3commit.committers import Committer, create_committer
 from s3commit.committers.magic import REGISTRY
@@ -44,9 +46,10 @@ class BridgeHandlers:
         self.files = FileOps(self.confs)
         self.streams = Streams(self.confs, self.blocks)
         self.commits = CommitOps(self.confs, self.streams, factory=committer_factory)
+        self.streaming = StreamOps(self.confs, self.streams)
         self.ops: dict[str, Handler] = {
             "conf.register": self.conf_register,
-            **self.files.ops(), **self.streams.ops(), **self.commits.ops(),
+            **self.files.ops(), **self.streams.ops(), **self.commits.ops(), **self.streaming.ops(),
             "stats": self.stats, "health": self.health,
         }
 

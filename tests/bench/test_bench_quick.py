@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +54,22 @@ def test_quick_run_of_every_section(tmp_path):
     assert {"write_magic_over_bare", "read_magic_over_bare", "sidecar_over_bare_cpu_write",
             "magic_task_phase_over_directory_task_phase"} <= set(datapath["ratios"])
     assert "## Data path" in (tmp_path / "quick.md").read_text()
+
+
+def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols(tmp_path):
+    # In a child Python: the section starts (and stops) a SparkSession of its own, on its own S3 server.
+    pytest.importorskip("pyspark")
+    code = ("import sys; from s3commit.bench import main; "
+            f"sys.exit(main(['--quick', '--sections', 'streaming', '--out', {str(tmp_path)!r}]))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    streaming = json.loads((tmp_path / "quick.json").read_text())["streaming"]
+    ours, spark_rename = streaming["checkpoint"]["s3commit"], streaming["checkpoint"]["Spark rename (FileContext)"]
+    # Every batch: offsets and commits, each one LIST (exists) and one PUT; Spark's renames copy both files.
+    assert ours["requests_per_batch"] == {"ListObjectsV2": 2.0, "PutObject": 2.0}
+    assert ours["bytes_copied_per_batch"] == 0 and spark_rename["bytes_copied_per_batch"] > 0
+    assert spark_rename["requests_per_batch"]["CopyObject"] == 2.0
+    sink = streaming["sink"]["s3commit"]
+    assert sink["bytes_copied_per_batch"] == 0 and "CopyObject" not in sink["requests_per_batch"]
+    assert set(streaming["ratios"]) >= {"checkpoint_time_rename_over_s3commit", "sink_requests_s3commit_over_manifest"}
+    assert "## Structured Streaming" in (tmp_path / "quick.md").read_text()

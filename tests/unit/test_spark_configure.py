@@ -95,3 +95,41 @@ def test_configure_binds_hadoop_committers_for_rdd_writes_unless_told_not_to(cle
                          "mapred.output.committer.class": "s3commit.hadoop.S3MapRedCommitter"}
     else:
         assert bound == dict.fromkeys(bound)
+
+
+STREAMING = {"spark.sql.streaming.checkpointFileManagerClass": "s3commit.spark.S3CheckpointFileManager",
+             "spark.sql.streaming.commitProtocolClass": "s3commit.spark.S3StreamingCommitProtocol"}
+
+
+@pytest.mark.parametrize(("kwargs", "streaming_keys", "abstract_fs"), [
+    ({}, True, True),
+    ({"streaming": False}, False, True),
+    ({"use_s3a_filesystem": False}, False, False),  # hadoop-aws's S3A serves s3a:// (and FileContext) then
+])
+def test_configure_sets_structured_streaming_up_unless_told_not_to(clean_env, monkeypatch, kwargs, streaming_keys,
+                                                                   abstract_fs):
+    import s3commit.spark as spark_module
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)
+    options = spark_module.configure(FakeBuilder(), **kwargs)._options
+    assert {k: options.get(k) for k in STREAMING} == (STREAMING if streaming_keys else dict.fromkeys(STREAMING))
+    assert options.get("spark.hadoop.fs.AbstractFileSystem.s3a.impl") == (
+        "s3commit.hadoop.S3AbstractFileSystem" if abstract_fs else None)
+
+
+def test_streaming_sources_follow_the_spark_package_layout(tmp_path):
+    # Spark 4.x moved the checkpoint manager into ...streaming.checkpointing: the build picks the matching set.
+    import zipfile
+
+    from s3commit.spark import _source_root, bridge_sources, streaming_layout
+
+    with zipfile.ZipFile(tmp_path / "spark-sql_2.13-4.3.0.jar", "w") as jar:
+        jar.writestr("org/apache/spark/sql/execution/streaming/checkpointing/CheckpointFileManager.class", b"")
+    assert streaming_layout(tmp_path) == "streaming-4"
+    assert streaming_layout(tmp_path / "nothing") == "streaming-3.5"
+    root = _source_root()
+    files = [f.relative_to(root).as_posix() for f in bridge_sources(root, "2.13", tmp_path)]
+    managers = [f for f in files if f.endswith("/S3CheckpointFileManager.java")]
+    assert managers == ["streaming-4/java/s3commit/spark/S3CheckpointFileManager.java"]
+    assert "main/java/s3commit/spark/StreamingSinkJob.java" in files

@@ -49,7 +49,8 @@ public final class Sidecar {
   /** Operations a new sidecar can serve again after the one they were sent to died. */
   public static final Set<String> RESTARTABLE = Set.of("conf.register", "stats", "health", "fs.stat",
       "fs.list", "fs.read", "fs.delete", "fs.mkdirs", "fs.rename", "fs.open_write", "job.setup", "job.commit",
-      "job.abort", "task.setup", "task.absolute_path", "task.abort");
+      "job.abort", "task.setup", "task.absolute_path", "task.abort", "ckpt.exists", "stream.task_setup",
+      "stream.task_abort", "stream.finish", "stream.abort", "stream.recover");
   private static Sidecar instance;
   private static int generations;
 

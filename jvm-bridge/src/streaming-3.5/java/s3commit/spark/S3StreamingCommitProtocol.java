@@ -1,0 +1,122 @@
+package s3commit.spark;
+
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.spark.internal.io.FileNameSpec;
+import org.apache.spark.sql.execution.streaming.ManifestFileCommitProtocol;
+import org.apache.spark.sql.execution.streaming.FileStreamSinkLog;
+import org.apache.spark.sql.execution.streaming.SinkFileStatus;
+
+import java.util.List;
+
+/**
+ * {@code spark.sql.streaming.commitProtocolClass=s3commit.spark.S3StreamingCommitProtocol}: the file sink's
+ * batches committed so that a batch's data files stay pending uploads until the batch is in the sink's log
+ * ({@link StreamingSinkJob} has the order and the recovery). A {@code ManifestFileCommitProtocol}, because
+ * that is how the file sink hands over its log and batch id ({@code setupManifestOptions}); none of its
+ * behaviour is used. For Spark's 3.5 streaming layout (everything in {@code ...streaming}); 4.x's twin is in
+ * {@code jvm-bridge/src/streaming-4}. {@code commitJob} is declared for both Scala collections' {@code Seq}:
+ * the one the Spark in use calls is the override.
+ */
+public class S3StreamingCommitProtocol extends ManifestFileCommitProtocol {
+  private static final long serialVersionUID = 1L;
+
+  private final StreamingSinkJob job;
+  private transient FileStreamSinkLog fileLog;
+
+  public S3StreamingCommitProtocol(String jobId, String path) {
+    super(jobId, path);
+    this.job = new StreamingSinkJob(jobId, path);
+  }
+
+  public S3StreamingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+    this(jobId, path);
+    if (dynamicPartitionOverwrite) {
+      throw new IllegalArgumentException("a streaming file sink has no dynamic partition overwrite");
+    }
+  }
+
+  @Override
+  public void setupManifestOptions(FileStreamSinkLog log, long batchId) {
+    super.setupManifestOptions(log, batchId);
+    this.fileLog = log;
+    job.setBatch(batchId);
+  }
+
+  /** The id of the magic job committing this batch ({@code b<batch>-<uuid>}). */
+  public String s3commitJobId() {
+    return job.jobId();
+  }
+
+  @Override
+  public void setupJob(JobContext context) {
+    if (fileLog == null) {
+      throw new IllegalStateException("setupManifestOptions must be called before setupJob");
+    }
+    job.setupJob(context);
+  }
+
+  private boolean addToLog(List<StreamingSinkJob.CommittedFile> files) {
+    long now = System.currentTimeMillis();
+    long blockSize = 64L * 1024 * 1024;
+    SinkFileStatus[] statuses = new SinkFileStatus[files.size()];
+    for (int i = 0; i < statuses.length; i++) {
+      StreamingSinkJob.CommittedFile f = files.get(i);
+      statuses[i] = new SinkFileStatus(f.path, f.length, false, now, 1, blockSize, FileStreamSinkLog.ADD_ACTION());
+    }
+    return fileLog.add(job.batchId(), statuses);
+  }
+
+  public void commitJob(JobContext context, scala.collection.immutable.Seq<TaskCommitMessage> commits) {
+    job.commitJob(context, commits.iterator(), this::addToLog);
+  }
+
+  public void commitJob(JobContext context, scala.collection.Seq<TaskCommitMessage> commits) {
+    job.commitJob(context, commits.iterator(), this::addToLog);
+  }
+
+  @Override
+  public void abortJob(JobContext context) {
+    job.abortJob(context);
+  }
+
+  @Override
+  public void onTaskCommit(TaskCommitMessage message) {
+    // The driver learns the batch's files from the validated pendingsets, at commit.
+  }
+
+  @Override
+  public void setupTask(TaskAttemptContext context) {
+    job.setupTask(context);
+  }
+
+  @Override
+  public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, FileNameSpec spec) {
+    return job.newTaskTempFile(context, dir, spec.prefix(), spec.suffix());
+  }
+
+  @Override
+  public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, String ext) {
+    return job.newTaskTempFile(context, dir, "", ext);
+  }
+
+  @Override
+  public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, FileNameSpec spec) {
+    throw new UnsupportedOperationException("a streaming file sink writes no file outside its directory");
+  }
+
+  @Override
+  public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, String ext) {
+    throw new UnsupportedOperationException("a streaming file sink writes no file outside its directory");
+  }
+
+  @Override
+  public TaskCommitMessage commitTask(TaskAttemptContext context) {
+    return job.commitTask(context);
+  }
+
+  @Override
+  public void abortTask(TaskAttemptContext context) {
+    job.abortTask(context);
+  }
+}
