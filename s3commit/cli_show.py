@@ -11,7 +11,7 @@ from typing import Any
 
 from s3commit.errors import ManifestError
 from s3commit.manifest import (
-    JOURNAL_NAME,
+    JOURNAL_FORMAT,
     PENDING_VERSION,
     PENDINGSET_VERSION,
     SUCCESS_NAME,
@@ -40,7 +40,7 @@ def _kind_of(source: str, data: bytes) -> str:
     if isinstance(obj, dict):
         if obj.get("name") == SUCCESS_NAME:
             return "success"
-        if obj.get("name") == JOURNAL_NAME:
+        if obj.get("name") == JOURNAL_FORMAT:
             return "journal"
         if obj.get("version") == PENDINGSET_VERSION and "commits" in obj:
             return "pendingset"

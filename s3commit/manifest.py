@@ -21,7 +21,7 @@ from s3commit.errors import ManifestError
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 3
 SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
-JOURNAL_NAME = "s3commit.CommitJournal/1"
+JOURNAL_FORMAT = "s3commit.CommitJournal/1"
 SUCCESS_FILENAME_LIMIT = 100
 """``_SUCCESS`` lists at most this many file names (Hadoop's ``SUCCESS_MARKER_FILE_LIMIT``)."""
 
@@ -364,7 +364,7 @@ class CommitJournal:
     def to_json(self) -> bytes:
         self.validate()
         return json.dumps({
-            "name": JOURNAL_NAME, "jobId": self.job_id, "committer": self.committer, "bucket": self.bucket,
+            "name": JOURNAL_FORMAT, "jobId": self.job_id, "committer": self.committer, "bucket": self.bucket,
             "destKey": self.dest_key, "pendingsets": list(self.pendingsets),
             "deletePaths": list(self.delete_paths), "replacePartitions": self.replace_partitions,
             "successMarker": self.success_marker, "created": self.created,
@@ -374,7 +374,7 @@ class CommitJournal:
     @classmethod
     def from_json(cls, data: bytes | str, *, source: str | None = None) -> CommitJournal:
         obj = _parse(data, source)
-        _check(obj.get("name") == JOURNAL_NAME, f"not a commit journal (name={obj.get('name')!r})", source)
+        _check(obj.get("name") == JOURNAL_FORMAT, f"not a commit journal (name={obj.get('name')!r})", source)
         pendingsets = obj.get("pendingsets") or []
         delete_paths = obj.get("deletePaths") or []
         absolute_dirs = obj.get("absoluteDirs") or []

@@ -35,7 +35,11 @@ TASKS = "tasks"
 PENDING_SUFFIX = ".pending"
 PENDINGSET_SUFFIX = ".pendingset"
 SUCCESS_MARKER = "_SUCCESS"
-JOURNAL_NAME = "_commit-journal.json"
+JOURNAL_FILE = "_commit-journal.json"
+"""The job commit engine's journal, in the job attempt directory."""
+BATCH_JOURNAL_FILE = "_batch-journal.json"
+"""A streaming sink batch's journal (:mod:`s3commit.streaming`), in the job attempt directory: its own name, so
+a job abort never reads it as an interrupted job commit's journal."""
 UPLOAD_MARKER_SUFFIX = ".upload"
 """Suffix of the record a magic writer leaves when an upload starts (see config ``track-uploads``)."""
 
@@ -93,7 +97,7 @@ def is_magic_file_key(key: str) -> bool:
     elements = split_elements(key)
     return (is_magic_path(elements) and not key.endswith((PENDING_SUFFIX, PENDINGSET_SUFFIX,
                                                           UPLOAD_MARKER_SUFFIX))
-            and bool(elements) and elements[-1] != JOURNAL_NAME)
+            and bool(elements) and elements[-1] not in (JOURNAL_FILE, BATCH_JOURNAL_FILE))
 
 
 def magic_key_to_final(key: str) -> str:
@@ -195,7 +199,11 @@ class JobLayout:
 
     @property
     def journal_key(self) -> str:
-        return f"{self.job_attempt_dir}/{JOURNAL_NAME}"
+        return f"{self.job_attempt_dir}/{JOURNAL_FILE}"
+
+    @property
+    def batch_journal_key(self) -> str:
+        return f"{self.job_attempt_dir}/{BATCH_JOURNAL_FILE}"
 
     @property
     def success_key(self) -> str:

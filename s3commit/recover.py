@@ -171,10 +171,26 @@ def recover(
     check_job_id(job_id)
     options = options or CommitterOptions()
     store.head_bucket(target.bucket)
+    _refuse_stream_batch(store, target, job_id)
     recovery = _open(store, target, job_id, _layouts(target, job_id), options)
     if recovery is None:
         return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
     return recovery.roll_back(force=force) if abort else recovery.finish()
+
+
+def _refuse_stream_batch(store: S3Store, dest: S3Uri, job_id: str) -> None:
+    """A streaming sink batch (its own journal) is settled by the sink's log, never by ``recover``: finishing it
+    regardless of the log would publish files the log does not name; rolling it back might undo a batch the log
+    has committed."""
+    key = JobLayout(dest.key, job_id).batch_journal_key
+    try:
+        store.head_object(dest.bucket, key)
+    except NotFoundError:
+        return
+    raise RecoveryError(
+        f"job {job_id} is a streaming sink batch (s3://{dest.bucket}/{key}): its fate is decided by the sink's log "
+        "(_spark_metadata), not by `s3commit recover`. Restart the query: it settles every batch job under the sink "
+        "before its first batch")
 
 
 def resume_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout, options: CommitterOptions,

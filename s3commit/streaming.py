@@ -63,7 +63,7 @@ SINK_LOG_DIR = "_spark_metadata"
 """The file sink's log directory under the sink (Spark's ``FileStreamSink.metadataDir``)."""
 COMPACT_SUFFIX = ".compact"
 """A compaction batch's log file: every live entry of the batches up to it (Spark's ``CompactibleFileStreamLog``)."""
-JOURNAL_FORMAT = "s3commit.StreamBatchJournal/1"
+BATCH_JOURNAL_FORMAT = "s3commit.StreamBatchJournal/1"
 """The ``name`` of a batch journal. Not a job-commit journal: ``s3commit recover`` refuses it, because finishing
 a batch regardless of the sink's log would publish files the log does not name."""
 _BATCH_JOB = re.compile(r"^b(?P<batch>\d{1,18})-[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -100,7 +100,7 @@ class BatchJournal:
     created: int = field(default_factory=now_millis)
 
     def to_json(self) -> bytes:
-        return json.dumps({"name": JOURNAL_FORMAT, "jobId": self.job_id, "batchId": self.batch_id,
+        return json.dumps({"name": BATCH_JOURNAL_FORMAT, "jobId": self.job_id, "batchId": self.batch_id,
                            "bucket": self.bucket, "destKey": self.dest_key, "pendingsets": list(self.pendingsets),
                            "created": self.created}, separators=(",", ":")).encode("utf-8")
 
@@ -110,8 +110,8 @@ class BatchJournal:
             obj = json.loads(data)
         except ValueError as err:
             raise ManifestError(f"not JSON: {err}", source=source) from err
-        if not isinstance(obj, dict) or obj.get("name") != JOURNAL_FORMAT:
-            raise ManifestError(f"not a streaming batch journal ({JOURNAL_FORMAT})", source=source)
+        if not isinstance(obj, dict) or obj.get("name") != BATCH_JOURNAL_FORMAT:
+            raise ManifestError(f"not a streaming batch journal ({BATCH_JOURNAL_FORMAT})", source=source)
         pendingsets = obj.get("pendingsets")
         if not isinstance(pendingsets, list) or not all(isinstance(k, str) and k.endswith(".pendingset")
                                                         for k in pendingsets):
@@ -223,17 +223,17 @@ class BatchCommit:
 
     def _write_journal(self, journal: BatchJournal) -> None:
         try:
-            self.store.put_object(self.sink.bucket, self.layout.journal_key, journal.to_json(),
+            self.store.put_object(self.sink.bucket, self.layout.batch_journal_key, journal.to_json(),
                                   if_none_match=True, content_type="application/json")
         except PreconditionFailedError as err:
             raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.sink.bucket}/"
-                                f"{self.layout.journal_key}: was this batch job prepared twice?") from err
+                                f"{self.layout.batch_journal_key}: was this batch job prepared twice?") from err
 
     def journal(self) -> BatchJournal | None:
         """The job's journal, or None if it has none (it never reached its commit, or finished)."""
-        source = f"s3://{self.sink.bucket}/{self.layout.journal_key}"
+        source = f"s3://{self.sink.bucket}/{self.layout.batch_journal_key}"
         try:
-            return BatchJournal.from_json(self.store.get_object(self.sink.bucket, self.layout.journal_key),
+            return BatchJournal.from_json(self.store.get_object(self.sink.bucket, self.layout.batch_journal_key),
                                           source=source)
         except NotFoundError:
             return None
@@ -280,14 +280,14 @@ class BatchCommit:
             sweep = pool.submit(self.engine.uploads.abort, JobRecords(), keep=committed
                                 ) if self.options.abort_orphans else None
             listed = [k for k in list_keys(self.store, bucket, f"{self.layout.job_dir}/")
-                      if k != self.layout.journal_key]
+                      if k != self.layout.batch_journal_key]
             try:
                 if sweep is not None:
                     self.engine.stats.orphans_aborted += sweep.result()
             except S3CommitError as err:  # best effort, as in the job commit engine (permissions to list uploads)
                 log.warning("batch job %s: could not sweep orphan uploads under %s: %s", self.job_id, self.sink, err)
         self.store.delete_objects(bucket, listed)
-        self.store.delete_object(bucket, self.layout.journal_key)
+        self.store.delete_object(bucket, self.layout.batch_journal_key)
 
     def roll_back(self) -> None:
         """Abort every upload of this batch job and delete its directory (the batch did not commit here)."""

@@ -75,6 +75,23 @@ def test_a_batch_journal_is_not_a_job_commit_journal():
         CommitJournal.from_json(journal.to_json())
 
 
+def test_recover_refuses_a_batch_job_and_abort_job_rolls_it_back(store, s3_client, sink):
+    from s3commit.recover import RecoveryError, recover
+
+    job = batch_job_id(5)
+    commit = BatchCommit(store, sink, job)
+    commit.prepare(write_batch_files(store, sink, job))
+    # Its fate is the sink log's: `s3commit recover` (finish or abort) refuses it and touches nothing.
+    for abort in (False, True):
+        with pytest.raises(RecoveryError, match="streaming sink batch"):
+            recover(store, sink, job, abort=abort)
+    assert len(list_pending_uploads(s3_client, sink.bucket)) == 2
+    # A batch's own journal is not read as an interrupted job commit's: the roll-back aborts it all.
+    commit.roll_back()
+    assert_no_pending_uploads(s3_client, sink.bucket)
+    assert list_keys(s3_client, sink.bucket, sink.prefix) == []
+
+
 def test_files_stay_pending_until_finish_after_the_log_entry(store, s3_client, sink):
     job = batch_job_id(0)
     commit = BatchCommit(store, sink, job)
