@@ -8,7 +8,7 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,8 @@ from s3commit.bench.runs import bare_pool_completes, memory_run, run_job
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
+SECTIONS = ("commit", "scaling", "memory", "spark", "datapath", "streaming")
+"""The benchmark's sections, in the order they run."""
 
 
 def _machine() -> dict[str, Any]:
@@ -29,6 +31,20 @@ def _machine() -> dict[str, Any]:
     return {"cpus": os.cpu_count(), "memory": memory, "python": platform.python_version(),
             "platform": platform.platform()}
 
+
+
+def _merged(path: Path, results: dict[str, Any], sections: Collection[str]) -> dict[str, Any]:
+    """A run of some sections keeps the other sections of the earlier run at ``path``, each with the date of the
+    run that measured it (``ran``), so that one results file holds the latest figure of every section."""
+    ran = {name: results["started"] for name in sections if name in results}
+    if not path.exists():
+        return {**results, "ran": ran}
+    earlier = json.loads(path.read_text())
+    if earlier.get("quick") != results["quick"]:
+        return {**results, "ran": ran}
+    kept = {name: earlier[name] for name in SECTIONS if name in earlier and name not in ran}
+    dates = {name: earlier.get("ran", {}).get(name, earlier.get("started")) for name in kept}
+    return {**kept, **results, "ran": {**dates, **ran}}
 
 def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: str,
                    fresh: Callable[[], None]) -> dict[str, Any]:
@@ -139,14 +155,17 @@ def section_streaming(server: Any, bucket: str, *, quick: bool) -> dict[str, Any
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
-    parser.add_argument("--sections", default="commit,scaling,memory,spark,datapath,streaming",
-                        help="comma-separated: commit, scaling, memory, spark, datapath, streaming")
+    parser.add_argument("--sections", default=",".join(SECTIONS),
+                        help=f"comma-separated: {', '.join(SECTIONS)}; a run of some keeps the others' earlier figures")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default benchmarks/results)")
     args = parser.parse_args(argv)
     from s3commit.testing.server import S3TestServer
 
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown sections {', '.join(unknown)}: choose from {', '.join(SECTIONS)}")
     out = Path(args.out or (Path.cwd() / "benchmarks" / "results"))
     out.mkdir(parents=True, exist_ok=True)
     quick = args.quick
@@ -201,6 +220,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["streaming"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
+    results = _merged(out / f"{name}.json", results, sections)
     (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))
     write_markdown(results, out / f"{name}.md")
     if not quick:

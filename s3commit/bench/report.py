@@ -15,6 +15,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
              f"Profile `{results['profile']}`; machine: {results['machine']['cpus']} CPUs, "
              f"{results['machine']['memory']}, Python {results['machine']['python']}; started "
              f"{results['started']}; took {results.get('seconds', 0):.0f} s.", ""]
+    ran = results.get("ran") or {}
+    if len(set(ran.values())) > 1:
+        lines += ["Sections measured by more than one run (each run started at): " +
+                  ", ".join(f"{name} {date}" for name, date in ran.items()) + ".", ""]
     commit = results.get("commit")
     if commit:
         s = commit["sizes"]
