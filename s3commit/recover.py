@@ -48,8 +48,9 @@ from s3commit.errors import (
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import CommitJournal, PendingUpload, SuccessData
-from s3commit.operations import delete_prefix, pendingset_keys_under
+from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
+from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
