@@ -283,6 +283,12 @@ class JobCommit:
         if failures:
             raise failures[0].error
 
+    def mark_completed(self, commit: PendingUpload) -> None:
+        """Count ``commit`` as completed by this commit (recovery found it complete): a roll-back then
+        reverts it, and the overwrite plan keeps it."""
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
+
     def validated_uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
         """The uploads of pendingsets :meth:`load_and_validate` accepted, in order (re-read past the cache)."""
         return self._uploads(keys)

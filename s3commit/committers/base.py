@@ -94,7 +94,8 @@ class TaskAttempt(ABC):
                           f"{self.committer.dest}, not to {location}: use the magic committer for output to "
                           "absolute locations (custom partition locations)")
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise :class:`CommitStateError` if the attempt was committed or aborted already."""
         if self.committed or self.aborted:
             state = "committed" if self.committed else "aborted"
             raise CommitStateError(f"task attempt {self.task_attempt_id} is already {state}")

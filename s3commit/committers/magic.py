@@ -187,7 +187,7 @@ class MagicTaskAttempt(TaskAttempt):
         return f"s3://{self.committer.dest.bucket}/{self.base_key}"
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         rel = relative_key(relative_path)
         writer = open_magic_file(self.committer.store, S3Uri(self.committer.dest.bucket, f"{self.base_key}/{rel}"),
                                  options=self.committer.options, executor=self.committer.part_pool)
@@ -204,7 +204,7 @@ class MagicTaskAttempt(TaskAttempt):
         return f"s3://{target.bucket}/{self.dir_key}/{absolute_relative(target.key, name)}"
 
     def open_absolute(self, location: str, name: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         writer = open_magic_file(self.committer.store, self.absolute_work_path(location, name),
                                  options=self.committer.options, executor=self.committer.part_pool)
         self._writers.append(writer)
@@ -225,7 +225,7 @@ class MagicCommitter(Committer):
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         for writer in attempt.unclosed_writers():
             raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")

@@ -43,7 +43,7 @@ class RenameTaskAttempt(TaskAttempt):
         return f"s3://{self.committer.dest.bucket}/{self.dir_key}"
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         key = f"{self.dir_key}/{relative_key(relative_path)}"
         options = self.committer.options
         return MultipartWriter(self.committer.store, self.committer.dest.bucket, key,  # type: ignore[return-value]
@@ -102,7 +102,7 @@ class RenameCommitter(Committer):
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, RenameTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         if self.algorithm == 1:
             # v1: rename the attempt directory to the committed task directory (one directory rename).
             target = f"{self.committed_tasks_key}/{attempt.task_id}/"

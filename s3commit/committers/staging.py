@@ -62,7 +62,7 @@ class StagingTaskAttempt(TaskAttempt):
         return self.local_dir
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         path = os.path.join(self.local_dir, *relative_key(relative_path).split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return open(path, "wb")
@@ -115,7 +115,7 @@ class StagingCommitter(Committer):
         directory deleted, and the error re-raised.
         """
         assert isinstance(attempt, StagingTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         uploads: list[PendingUpload] = []
         started: list[UploadRef] = []
         try:
