@@ -11,11 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def short_upload_id(upload_id: str | None) -> str:
-    """The first characters of an upload id: enough to find it, short enough for a log line."""
+def short_upload_id(upload_id: str | None, *, width: int = 12) -> str:
+    """An upload id cut to ``width`` characters (an ellipsis marks the cut): enough to find it, short enough for
+    a log line or a listing."""
     if not upload_id:
         return ""
-    return upload_id if len(upload_id) <= 12 else f"{upload_id[:10]}…"
+    return upload_id if len(upload_id) <= width else f"{upload_id[:width - 2]}…"
 
 
 class S3CommitError(Exception):

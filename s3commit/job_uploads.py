@@ -29,18 +29,17 @@ from dataclasses import dataclass, field
 
 from s3commit.errors import S3CommitError
 from s3commit.manifest import PendingUpload
-from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadInfo
-from s3commit.operations import (
-    UploadRef,
-    abort_upload_quietly,
+from s3commit.manifest_io import (
     load_pending_upload,
     load_pendingset,
     pendingset_keys_under,
     read_upload_marker,
     scan_attempt_dir,
 )
+from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadInfo, UploadRef
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout
 from s3commit.store import S3Store
+from s3commit.uploads import abort_upload_quietly
 from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)

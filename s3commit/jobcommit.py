@@ -19,11 +19,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
@@ -38,26 +36,19 @@ from s3commit.errors import (
 )
 from s3commit.job_uploads import JobRecords, JobUploads
 from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
+from s3commit.manifest_io import load_pendingset
 from s3commit.objects import CREATE_WINDOW_KEY
-from s3commit.operations import (
-    abort_upload_quietly,
-    commit_upload,
-    delete_prefix,
-    is_scratch_key,
-    load_pendingset,
-    revert_upload_quietly,
-)
-from s3commit.paths import JobLayout, partition_of
+from s3commit.parallel import map_ordered, run_each, window_for
+from s3commit.paths import JobLayout, is_scratch_key, partition_of
+from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
+from s3commit.uploads import abort_upload_quietly, commit_upload, revert_upload_quietly
 from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
-IN_FLIGHT_PER_THREAD = 4
-"""Completions queued per pool thread: bounds memory while keeping every thread busy."""
 
 
 class RateLimiter:
@@ -228,24 +219,16 @@ class JobCommit:
         cached = self._cache.get(key)
         return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
 
-    def _loads_in_order(self, pool: ThreadPoolExecutor, keys: Sequence[str]
-                        ) -> Iterator[tuple[str, Future[PendingSet]]]:
-        """Load pendingsets in parallel, in order, with a bounded window: only about ``2 × threads`` parsed
-        pendingsets exist at once, so memory does not grow with the number of tasks."""
-        window: deque[tuple[str, Future[PendingSet]]] = deque()
-        for key in keys:
-            window.append((key, pool.submit(load_pendingset, self.store, self.dest.bucket, key)))
-            if len(window) >= 2 * self.options.pool_size:
-                yield window.popleft()
-        while window:
-            yield window.popleft()
-
     def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
                           accepted_attempts: dict[str, set[str]] | None = None) -> None:
         """Read and check every pendingset before anything is completed (raises on the first problem)."""
         seen: set[str] = set()
         cached = 0
-        for key, future in self._loads_in_order(pool, keys):
+        # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
+        # memory does not grow with the number of tasks.
+        loads = map_ordered(pool, keys, lambda key: load_pendingset(self.store, self.dest.bucket, key),
+                            window=2 * self.options.pool_size)
+        for key, future in loads:
             try:
                 pendingset = future.result()
             except NotFoundError as err:
@@ -291,13 +274,20 @@ class JobCommit:
             self._committed[commit.destination_key] = commit.upload_id
             self.stats.completed += 1
 
-    def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str], *, stop: threading.Event) -> None:
-        """Complete every upload; stop submitting at the first failure and re-raise it."""
+    def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """Complete every upload (at most ``threads x 4`` queued, no per-upload state kept); stop at the first
+        failure and re-raise it."""
         limiter = RateLimiter(self.options.rate_limit)
-        failures = _bounded_map(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c),
-                                window=self.options.pool_size * IN_FLIGHT_PER_THREAD, stop=stop)
+        failures = run_each(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c),
+                            window=window_for(self.options.pool_size), stop_on_failure=True)
         if failures:
-            raise failures[0]
+            raise failures[0].error
+
+    def mark_completed(self, commit: PendingUpload) -> None:
+        """Count ``commit`` as completed by this commit (recovery found it complete): a roll-back then
+        reverts it, and the overwrite plan keeps it."""
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
 
     def validated_uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
         """The uploads of pendingsets :meth:`load_and_validate` accepted, in order (re-read past the cache)."""
@@ -337,7 +327,7 @@ class JobCommit:
                 yield from (c for c in pendingset.commits
                             if c.bucket == self.dest.bucket and self.in_scope(c.destination_key))
 
-        _bounded_map(pool, ours(), undo, window=self.options.pool_size * IN_FLIGHT_PER_THREAD)
+        run_each(pool, ours(), undo, window=window_for(self.options.pool_size))
         return self.stats.undo_failed
 
     # --- steps 4-6 ------------------------------------------------------------------------------
@@ -406,7 +396,6 @@ class JobCommit:
         """The whole commit. On failure everything this job uploaded is aborted or reverted."""
         bucket = self.dest.bucket
         started = time.monotonic()
-        stop = threading.Event()
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             t0 = time.monotonic()
             self.load_and_validate(pool, keys, accepted_attempts)
@@ -417,7 +406,7 @@ class JobCommit:
                 self.write_journal(keys, plan)
             t0 = time.monotonic()
             try:
-                self.complete_all(pool, keys, stop=stop)
+                self.complete_all(pool, keys)
             except BaseException as err:
                 left = self.roll_back(pool, keys)
                 message = f"job {self.job_id} commit to {self.dest} failed"
@@ -451,46 +440,6 @@ class JobCommit:
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
-
-
-def _bounded_map(pool: ThreadPoolExecutor, items: Iterable[T], fn: Callable[[T], None], *, window: int,
-                 stop: threading.Event | None = None) -> list[BaseException]:
-    """Run ``fn`` on every item in ``pool`` with at most ``window`` queued; return the failures.
-
-    A finished call leaves no trace (no future is kept), so memory stays flat however many items there are.
-    With ``stop``, the first failure sets it and no more items are started.
-    """
-    slots = threading.Semaphore(window)
-    pending: set[Future[None]] = set()
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def run(item: T) -> None:
-        if stop is None or not stop.is_set():
-            fn(item)
-
-    def finished(future: Future[None]) -> None:
-        error = future.exception()
-        with lock:
-            pending.discard(future)
-            if error is not None:
-                failures.append(error)
-                if stop is not None:
-                    stop.set()
-        slots.release()
-
-    for item in items:
-        if stop is not None and stop.is_set():
-            break
-        slots.acquire()
-        future = pool.submit(run, item)
-        with lock:
-            pending.add(future)
-        future.add_done_callback(finished)
-    with lock:
-        outstanding = list(pending)
-    wait(outstanding)
-    return failures
 
 
 def _ms(since: float) -> int:

@@ -11,6 +11,7 @@ Pure: no I/O. The store fills these values from S3's answers; callers above it d
   an upload S3 never named to us (see :class:`s3commit.retry.Retry`). The window travels in the upload's
   records (upload marker, ``.pending``, pendingset) to the job's clean-up, which aborts the uploads of that
   exact key initiated inside it (:mod:`s3commit.job_uploads`).
+- :class:`UploadRef`: just enough to abort an upload (bucket, key, upload id, and its Create's window).
 """
 
 from __future__ import annotations
@@ -129,6 +130,17 @@ class CreateWindow:
         except ValueError:
             return None
         return window if 0 < window.start_ms <= window.end_ms else None
+
+
+@dataclass(frozen=True)
+class UploadRef:
+    """Just enough to abort an upload; ``window``: its Create lost an answer, and an upload of the same key
+    initiated inside the window is its orphan (see :class:`CreateWindow`)."""
+
+    bucket: str
+    key: str
+    upload_id: str
+    window: CreateWindow | None = None
 
 
 def _millis(when: datetime) -> int:

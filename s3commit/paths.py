@@ -52,6 +52,11 @@ def split_elements(path: str) -> list[str]:
     return [e for e in path.split("/") if e]
 
 
+def is_scratch_key(key: str) -> bool:
+    """A key inside any job's scratch directory (ours or a concurrent job's): never user data."""
+    return any(e.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) for e in split_elements(key))
+
+
 def is_magic_path(elements: list[str]) -> bool:
     """True if any element starts with ``__magic_job-``."""
     return any(e.startswith(MAGIC_PATH_PREFIX) for e in elements)

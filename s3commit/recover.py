@@ -47,9 +47,10 @@ from s3commit.errors import (
 )
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
-from s3commit.manifest import CommitJournal, PendingUpload, SuccessData
-from s3commit.operations import delete_prefix, pendingset_keys_under
+from s3commit.manifest import CommitJournal, SuccessData
+from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
+from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -124,12 +125,9 @@ class RecoveryReport:
 
 
 class _RecoveryCommit(JobCommit):
-    """The engine, marking ``_SUCCESS`` as written by a recovery, and told which uploads are complete."""
+    """The engine, marking ``_SUCCESS`` as written by a recovery."""
 
     finisher = "s3commit recover"
-
-    def mark_completed(self, commit: PendingUpload) -> None:
-        self._committed[commit.destination_key] = commit.upload_id
 
     def success_data(self) -> SuccessData:
         data = super().success_data()
@@ -356,7 +354,7 @@ class _Recovery:
             success_written=self.journal.success_marker)
 
     def _journal_uploads(self) -> list[tuple[str, str]]:
-        return [(c.destination_key, c.upload_id) for key in self.keys for c in self.engine._load(key).commits]
+        return [(c.destination_key, c.upload_id) for c in self.engine.validated_uploads(self.keys)]
 
     def _clean_up_after_roll_back(self, err: JobCommitError) -> None:
         """The engine rolled back a forward recovery that failed: clear the job if nothing is left behind."""
@@ -390,16 +388,15 @@ class _Recovery:
             self.engine.load_and_validate(pool, self.keys)
             pending = self.pending_upload_ids()
             completed = gone = waiting = 0
-            for key in self.keys:
-                for commit in self.engine._load(key).commits:
-                    if commit.upload_id in pending:
-                        waiting += 1
-                    elif self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
-                                                     length=commit.length, created_ms=commit.created):
-                        self.engine.mark_completed(commit)
-                        completed += 1
-                    else:
-                        gone += 1
+            for commit in self.engine.validated_uploads(self.keys):
+                if commit.upload_id in pending:
+                    waiting += 1
+                elif self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                 length=commit.length, created_ms=commit.created):
+                    self.engine.mark_completed(commit)
+                    completed += 1
+                else:
+                    gone += 1
             total = completed + gone + waiting
             if total and completed == total and self.plan.deletes and not force:
                 raise RecoveryError(

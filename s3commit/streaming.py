@@ -38,7 +38,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -52,8 +51,8 @@ from s3commit.errors import ConfigError, ManifestError, NotFoundError, Precondit
 from s3commit.job_uploads import JobRecords
 from s3commit.jobcommit import JobCommit
 from s3commit.manifest import PendingUpload, now_millis
-from s3commit.operations import list_keys
 from s3commit.paths import MAGIC_PATH_PREFIX
+from s3commit.prefixes import keys_under
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -251,10 +250,9 @@ class BatchCommit:
             journal = self.journal()
             keys = journal.pendingsets if journal is not None else ()
         if keys:
-            stop = threading.Event()
             with self._pool() as pool:
                 try:
-                    self.engine.complete_all(pool, keys, stop=stop)
+                    self.engine.complete_all(pool, keys)
                 except Exception as err:
                     raise SinkRecoveryError(
                         f"batch {self.batch_id} of the sink {self.sink} is committed in its log, but "
@@ -279,7 +277,7 @@ class BatchCommit:
             # A batch job's file names carry its id: the job's uploads are found by name (no record to read).
             sweep = pool.submit(self.engine.uploads.abort, JobRecords(), keep=committed
                                 ) if self.options.abort_orphans else None
-            listed = [k for k in list_keys(self.store, bucket, f"{self.layout.job_dir}/")
+            listed = [k for k in keys_under(self.store, bucket, f"{self.layout.job_dir}/")
                       if k != self.layout.batch_journal_key]
             try:
                 if sweep is not None:
@@ -364,7 +362,7 @@ def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions
                 report.undecided[job_id] = batch
             elif named:
                 journal = commit.journal()
-                left = set(list_keys(store, target.bucket, f"{commit.layout.job_dir}/"))
+                left = set(keys_under(store, target.bucket, f"{commit.layout.job_dir}/"))
                 if journal is None or not set(journal.pendingsets) <= left:
                     # The clean-up had begun (it deletes the pendingsets, then the journal, and only once every
                     # upload is complete): what is left is clean-up. Aborting this job's uploads cannot touch its

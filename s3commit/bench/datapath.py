@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-MIB = 1024 * 1024
+from s3commit.config import MIB
 
 
 def _client(endpoint: str) -> Any:
@@ -123,8 +123,8 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
+    from s3commit.measured import job_seconds, use_protocol
     from s3commit.spark import configure
-    from s3commit.spark_demo import job_seconds, use_protocol
 
     size, part, slots = file_mib * MIB, part_mib * MIB, 2
     gib = files * size / (1024 * MIB)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from s3commit.config import StoreOptions
-from s3commit.spark_demo import ServerMeter, measured_write, use_protocol, warm_up
+from s3commit.measured import ServerMeter, measured_write, use_protocol, warm_up
 from s3commit.store import S3Store
 
 

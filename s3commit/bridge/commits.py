@@ -92,7 +92,7 @@ class CommitOps:
             success = committer.commit_job(kept, delete_paths=req.get("delete_paths") or (),
                                            replace_partitions=bool(req.get("replace_partitions")))
         finally:
-            self._forget_job(committer.job_id)
+            self.forget_job(committer.job_id)
         return Reply({"success": success.to_dict(), "messages": received})
 
     def job_abort(self, req: dict[str, Any], _: Body | None) -> Reply:
@@ -100,10 +100,11 @@ class CommitOps:
         try:
             committer.abort_job()
         finally:
-            self._forget_job(committer.job_id)
+            self.forget_job(committer.job_id)
         return Reply({})
 
-    def _forget_job(self, job_id: str) -> None:
+    def forget_job(self, job_id: str) -> None:
+        """Forget a job that ended: abort its write handles still open here, drop its magic attempts."""
         self.streams.forget_job(job_id)
         REGISTRY.forget_job(job_id)
 

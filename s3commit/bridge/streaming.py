@@ -95,7 +95,7 @@ class StreamOps:
     def abort(self, req: dict[str, Any], _: Body | None) -> Reply:
         batch = self._batch(req, take=True)
         batch.roll_back()
-        self.tasks._forget_job(batch.job_id)
+        self.tasks.forget_job(batch.job_id)
         return Reply({})
 
     def recover(self, req: dict[str, Any], _: Body | None) -> Reply:

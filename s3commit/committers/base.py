@@ -31,8 +31,9 @@ from s3commit.errors import (
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
 from s3commit.manifest import SuccessData
-from s3commit.operations import delete_prefix, pendingset_keys_under
+from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
+from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -93,7 +94,8 @@ class TaskAttempt(ABC):
                           f"{self.committer.dest}, not to {location}: use the magic committer for output to "
                           "absolute locations (custom partition locations)")
 
-    def _check_open(self) -> None:
+    def check_open(self) -> None:
+        """Raise :class:`CommitStateError` if the attempt was committed or aborted already."""
         if self.committed or self.aborted:
             state = "committed" if self.committed else "aborted"
             raise CommitStateError(f"task attempt {self.task_attempt_id} is already {state}")

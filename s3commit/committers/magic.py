@@ -25,20 +25,17 @@ from s3commit.config import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.job_uploads import abort_create_orphans, upload_ref
 from s3commit.manifest import PendingSet, PendingUpload
-from s3commit.objects import CreateWindow
-from s3commit.operations import (
+from s3commit.manifest_io import (
     AttemptListing,
-    UploadRef,
-    abort_upload_quietly,
-    delete_prefix,
     load_pending_upload,
-    map_parallel,
     read_upload_marker,
     save_pending_upload,
     save_task_pendingset,
     scan_attempt_dir,
     upload_marker,
 )
+from s3commit.objects import CreateWindow, UploadRef
+from s3commit.parallel import gather, window_for
 from s3commit.paths import (
     ABSOLUTE,
     PENDING_SUFFIX,
@@ -52,7 +49,9 @@ from s3commit.paths import (
     split_elements,
     task_attempt_id_of_magic_key,
 )
+from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
+from s3commit.uploads import abort_upload_quietly
 from s3commit.uri import S3Uri
 from s3commit.writer import CompletionPolicy, MultipartWriter
 
@@ -188,7 +187,7 @@ class MagicTaskAttempt(TaskAttempt):
         return f"s3://{self.committer.dest.bucket}/{self.base_key}"
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         rel = relative_key(relative_path)
         writer = open_magic_file(self.committer.store, S3Uri(self.committer.dest.bucket, f"{self.base_key}/{rel}"),
                                  options=self.committer.options, executor=self.committer.part_pool)
@@ -205,7 +204,7 @@ class MagicTaskAttempt(TaskAttempt):
         return f"s3://{target.bucket}/{self.dir_key}/{absolute_relative(target.key, name)}"
 
     def open_absolute(self, location: str, name: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         writer = open_magic_file(self.committer.store, self.absolute_work_path(location, name),
                                  options=self.committer.options, executor=self.committer.part_pool)
         self._writers.append(writer)
@@ -226,7 +225,7 @@ class MagicCommitter(Committer):
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         for writer in attempt.unclosed_writers():
             raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
@@ -234,7 +233,8 @@ class MagicCommitter(Committer):
                                  task_attempt_id=attempt.task_attempt_id, task_id=attempt.task_id,
                                  attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix,
                                  pendingset_key=self.layout.pendingset_key(attempt.task_id),
-                                 executor=self.pool, on_done=lambda: setattr(attempt, "committed", True))
+                                 executor=self.pool, window=window_for(self.options.pool_size),
+                                 on_done=lambda: setattr(attempt, "committed", True))
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         assert isinstance(attempt, MagicTaskAttempt)
@@ -247,7 +247,7 @@ class MagicCommitter(Committer):
 
 
 def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
-                      attempt_dir: str, pendingset_key: str, executor: Executor, dest_prefix: str,
+                      attempt_dir: str, pendingset_key: str, executor: Executor, window: int, dest_prefix: str,
                       registry: MagicTaskRegistry = REGISTRY,
                       on_done: Callable[[], Any] | None = None) -> TaskCommitMessage:
     """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
@@ -256,6 +256,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
     up any written elsewhere. An upload that was started but never closed is aborted (its file is
     incomplete), with any orphan its Create left. If anything fails, every upload of the attempt is aborted and
     the error re-raised. The Create window of a file that made it into the pendingset travels on with it.
+    ``.pending`` files are loaded on ``executor``, at most ``window`` at a time.
     """
     remembered, still_open = registry.take(job_id, task_attempt_id)
     loaded: list[PendingUpload] = list(remembered.values())
@@ -264,7 +265,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
         pending_keys, markers = listing.pending, listing.markers
         others = [k for k in pending_keys if k not in remembered]
-        more, failures = map_parallel(executor, lambda k: load_pending_upload(store, bucket, k), others)
+        more, failures = gather(executor, others, lambda k: load_pending_upload(store, bucket, k), window=window)
         loaded += more
         closed_ids = {p.upload_id for p in loaded}
         for bucket_, key, upload_id in still_open:
@@ -278,7 +279,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
                     abandoned.append(ref)
         abort_create_orphans(store, abandoned, keep=closed_ids)
         if failures:
-            raise failures[0]
+            raise failures[0].error
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(job_id, task_attempt_id)
         saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset)

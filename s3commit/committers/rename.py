@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
 from s3commit.manifest import SuccessData
-from s3commit.operations import delete_prefix
+from s3commit.parallel import run_each, window_for
 from s3commit.paths import relative_key
+from s3commit.prefixes import delete_prefix
 from s3commit.store import ObjectInfo
 from s3commit.writer import MultipartWriter
 
@@ -42,7 +43,7 @@ class RenameTaskAttempt(TaskAttempt):
         return f"s3://{self.committer.dest.bucket}/{self.dir_key}"
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         key = f"{self.dir_key}/{relative_key(relative_path)}"
         options = self.committer.options
         return MultipartWriter(self.committer.store, self.committer.dest.bucket, key,  # type: ignore[return-value]
@@ -73,13 +74,11 @@ class RenameCommitter(Committer):
         bucket = self.dest.bucket
         sources: list[ObjectInfo] = list(self.store.list_objects(bucket, src_prefix))
         with ThreadPoolExecutor(RENAME_PARALLELISM, thread_name_prefix="s3commit-rename") as pool:
-            futures: list[Future[str]] = [
-                pool.submit(self.store.copy_object, bucket, o.key, dst_prefix + o.key[len(src_prefix):],
-                            size=o.size)
-                for o in sources
-            ]
-            for future in futures:
-                future.result()
+            failures = run_each(pool, sources, lambda o: self.store.copy_object(
+                bucket, o.key, dst_prefix + o.key[len(src_prefix):], size=o.size),
+                window=window_for(RENAME_PARALLELISM), stop_on_failure=True)
+        if failures:
+            raise failures[0].error
         self.store.delete_objects(bucket, (o.key for o in sources))
         return len(sources), sum(o.size for o in sources)
 
@@ -103,7 +102,7 @@ class RenameCommitter(Committer):
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, RenameTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         if self.algorithm == 1:
             # v1: rename the attempt directory to the committed task directory (one directory rename).
             target = f"{self.committed_tasks_key}/{attempt.task_id}/"

@@ -21,7 +21,6 @@ import logging
 import os
 import shutil
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import IO
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
@@ -30,10 +29,12 @@ from s3commit.errors import CommitConflictError
 from s3commit.job_uploads import abort_create_orphans
 from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
-from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
-from s3commit.operations import UploadRef, abort_upload_quietly, is_scratch_key, save_task_pendingset
+from s3commit.manifest_io import save_task_pendingset
+from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadRef
+from s3commit.parallel import gather, run_each, window_for
 from s3commit.parts import file_parts
-from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, partition_of, relative_key
+from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, is_scratch_key, partition_of, relative_key
+from s3commit.uploads import abort_upload_quietly
 from s3commit.writer import TooManyPartsError
 
 log = logging.getLogger(__name__)
@@ -61,7 +62,7 @@ class StagingTaskAttempt(TaskAttempt):
         return self.local_dir
 
     def open(self, relative_path: str) -> IO[bytes]:
-        self._check_open()
+        self.check_open()
         path = os.path.join(self.local_dir, *relative_key(relative_path).split("/"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         return open(path, "wb")
@@ -114,7 +115,7 @@ class StagingCommitter(Committer):
         directory deleted, and the error re-raised.
         """
         assert isinstance(attempt, StagingTaskAttempt)
-        attempt._check_open()
+        attempt.check_open()
         uploads: list[PendingUpload] = []
         started: list[UploadRef] = []
         try:
@@ -122,15 +123,10 @@ class StagingCommitter(Committer):
             if not relatives:
                 log.warning("task attempt %s: no files to commit", attempt.task_attempt_id)
             self._check_task_conflicts(relatives)
-            futures = [self.pool.submit(self._upload_file, attempt, rel, started) for rel in relatives]
-            errors = []
-            for future in futures:
-                try:
-                    uploads.append(future.result())
-                except Exception as err:
-                    errors.append(err)
-            if errors:
-                raise errors[0]
+            uploads, failures = gather(self.pool, relatives, lambda rel: self._upload_file(attempt, rel, started),
+                                       window=window_for(self.options.pool_size))
+            if failures:
+                raise failures[0].error
             pendingset = PendingSet(commits=tuple(uploads)).with_job(self.job_id, attempt.task_attempt_id)
             saved = save_task_pendingset(self.store, self.dest.bucket, self.layout.pendingset_key(attempt.task_id),
                                          pendingset)
@@ -173,11 +169,14 @@ class StagingCommitter(Committer):
             finally:
                 piece.release()
 
-        # Parts go to the inner pool: files run on the outer pool, so waiting on parts cannot deadlock it.
-        futures: list[Future[None]] = [self.part_pool.submit(send, n) for n in range(2, parts + 1)]
-        send(1)
-        for future in futures:
-            future.result()
+        if parts == 1:
+            send(1)
+        else:
+            # Parts go to the inner pool: files run on the outer pool, so waiting on parts cannot deadlock it.
+            failures = run_each(self.part_pool, range(1, parts + 1), send,
+                                window=window_for(self.options.pool_size), stop_on_failure=True)
+            if failures:
+                raise failures[0].error
         partition = partition_of(relative)
         return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,
                              etags=tuple(e for e in etags if e is not None), length=length,

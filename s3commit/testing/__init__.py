@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from s3commit.testing.assertions import (
-        PendingUpload,
+        ListedUpload,
         RequestCounter,
         assert_no_pending_uploads,
         count_requests,
@@ -49,7 +49,7 @@ _EXPORTS = {
     "count_requests": "assertions",
     "list_keys": "assertions",
     "list_pending_uploads": "assertions",
-    "PendingUpload": "assertions",
+    "ListedUpload": "assertions",
     "RequestTarget": "classify",
     "S3Operation": "classify",
     "classify_request": "classify",
@@ -77,7 +77,7 @@ __all__ = [
     "FaultKind",
     "FaultSpec",
     "LatencyProfile",
-    "PendingUpload",
+    "ListedUpload",
     "ProfileName",
     "RequestCounter",
     "RequestTarget",

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol
 
+from s3commit.errors import short_upload_id
 from s3commit.testing.stats import StatsSnapshot
 
 _SHOWN = 20  # entries listed in a failure message before "... and N more"
 
 
 @dataclass(frozen=True)
-class PendingUpload:
+class ListedUpload:
     """A multipart upload that was started and neither completed nor aborted."""
 
     key: str
@@ -28,11 +29,6 @@ class PendingUpload:
 
     def __str__(self) -> str:
         return f"{self.key} (upload {short_upload_id(self.upload_id)})"
-
-
-def short_upload_id(upload_id: str) -> str:
-    """The first 8 characters of an upload id, enough to tell uploads apart in a message."""
-    return upload_id[:8] + "…" if len(upload_id) > 8 else upload_id
 
 
 def list_keys(client: Any, bucket: str, prefix: str = "", *, page_size: int = 1000) -> list[str]:
@@ -51,12 +47,12 @@ def list_keys(client: Any, bucket: str, prefix: str = "", *, page_size: int = 10
     return sorted(keys)
 
 
-def list_pending_uploads(client: Any, bucket: str, prefix: str = "") -> list[PendingUpload]:
+def list_pending_uploads(client: Any, bucket: str, prefix: str = "") -> list[ListedUpload]:
     """Multipart uploads in progress under ``prefix``, sorted by key (ListMultipartUploads, every page)."""
-    uploads: list[PendingUpload] = []
+    uploads: list[ListedUpload] = []
     paginator = client.get_paginator("list_multipart_uploads")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
-        uploads.extend(PendingUpload(u["Key"], u["UploadId"]) for u in page.get("Uploads", []))
+        uploads.extend(ListedUpload(u["Key"], u["UploadId"]) for u in page.get("Uploads", []))
     return sorted(uploads, key=lambda upload: (upload.key, upload.upload_id))
 
 

@@ -266,12 +266,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 simulator.reset()
                 answer = {}
             else:
-                self._reply(404, _json({"error": f"no control endpoint {self.command} /__sim/{action}"}))
+                self._reply(404, _json_body({"error": f"no control endpoint {self.command} /__sim/{action}"}))
                 return
         except (ValueError, KeyError, TypeError) as error:
-            self._reply(400, _json({"error": f"{type(error).__name__}: {error}"}))
+            self._reply(400, _json_body({"error": f"{type(error).__name__}: {error}"}))
             return
-        self._reply(200, _json(answer))
+        self._reply(200, _json_body(answer))
 
     def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
         """Send a complete response; always framed, so the keep-alive connection stays usable."""
@@ -289,7 +289,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
 
-def _json(value: Any) -> bytes:
+def _json_body(value: Any) -> bytes:
     return json.dumps(value, sort_keys=True).encode()
 
 

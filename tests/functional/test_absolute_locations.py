@@ -8,10 +8,11 @@ import pytest
 
 from s3commit import ConfigError, JobCommitError, ManifestError, create_committer
 from s3commit.jobcommit import JobCommit, OverwritePlan
-from s3commit.operations import commit_upload, load_pendingset
+from s3commit.manifest_io import load_pendingset
 from s3commit.recover import RecoveryAction, RecoveryError, recover
 from s3commit.store import S3Store
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.uploads import commit_upload
 from tests.conftest import store_options_for
 from tests.functional.test_job_commit import FailingStore, user_keys
 

@@ -78,7 +78,8 @@ def test_completing_an_already_completed_upload_counts_as_done(store, s3_client,
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     messages = run_tasks(committer, 1, 2)
     # Someone (a crashed earlier commit) completed one upload already.
-    from s3commit.operations import commit_upload, load_pendingset
+    from s3commit.manifest_io import load_pendingset
+    from s3commit.uploads import commit_upload
 
     first = load_pendingset(store, s3_bucket, messages[0].pendingset_key).commits[0]
     commit_upload(store, first)

@@ -11,7 +11,7 @@ import pytest
 
 from s3commit import create_committer
 from s3commit.job_uploads import JobUploads
-from s3commit.operations import load_pendingset
+from s3commit.manifest_io import load_pendingset
 from s3commit.testing.assertions import list_keys, list_pending_uploads
 from tests.reliability.helpers import assert_clean, make_store, read, user_keys
 
@@ -59,7 +59,7 @@ def test_recover_abort_with_a_journal_rolls_back_the_custom_location_files(s3_si
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     [message] = write_custom_location_job(committer, s3_bucket, commit_task=True)
     from s3commit.jobcommit import JobCommit, OverwritePlan
-    from s3commit.operations import commit_upload
+    from s3commit.uploads import commit_upload
 
     engine = JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
                        committer="magic", options=committer.options, absolute_dirs=message.absolute_dirs)

@@ -11,11 +11,12 @@ import pytest
 from s3commit import JobCommitError, create_committer
 from s3commit.errors import AccessDeniedError
 from s3commit.jobcommit import JobCommit, OverwritePlan
-from s3commit.operations import commit_upload, load_pendingset
+from s3commit.manifest_io import load_pendingset
 from s3commit.recover import RecoveryAction, RecoveryError, recover
 from s3commit.store import S3Store
 from s3commit.testing import FaultSpec
 from s3commit.testing.assertions import list_pending_uploads
+from s3commit.uploads import commit_upload
 from tests.reliability.helpers import (
     JobSpec,
     assert_all_or_nothing,

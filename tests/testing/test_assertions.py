@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 
+from s3commit.errors import short_upload_id
 from s3commit.testing import S3Operation
 from s3commit.testing.assertions import (
     assert_no_pending_uploads,
     count_requests,
     list_keys,
     list_pending_uploads,
-    short_upload_id,
 )
 
 

@@ -3,6 +3,7 @@ manifests, ``uploads`` filtering against a fake store, delegation of ``demo``/``
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 from datetime import datetime, timedelta, timezone
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from s3commit import cli
+from s3commit.cli import args as cli_args
+from s3commit.cli.uploads import Progress
 from s3commit.errors import ConfigError
 from s3commit.manifest import CommitJournal
 from s3commit.store import UploadInfo
@@ -71,7 +74,7 @@ def test_force_without_abort_is_a_usage_error(capsys):
 
 
 def test_a_bucket_wide_abort_is_refused_without_yes(capsys, monkeypatch):
-    monkeypatch.setattr(cli, "_store", lambda args: pytest.fail("no S3 request may be made"))
+    monkeypatch.setattr(cli_args, "store_from_args", lambda args: pytest.fail("no S3 request may be made"))
     code, _, err = run(capsys, "uploads", "abort", "s3://bucket")
     assert code == cli.EXIT_USAGE
     assert "refusing to abort pending uploads in the whole bucket 'bucket': give a prefix" in err
@@ -203,7 +206,7 @@ class FakeStore:
 @pytest.fixture
 def fake(monkeypatch):
     store = FakeStore()
-    monkeypatch.setattr(cli, "_store", lambda args: store)
+    monkeypatch.setattr(cli_args, "store_from_args", lambda args: store)
     return store
 
 
@@ -280,7 +283,7 @@ def test_uploads_abort_dry_run_changes_nothing(fake, capsys):
 
 
 def test_progress_is_reported_on_long_runs(capsys):
-    progress = cli._Progress(250, quiet=False, every=100, seconds=3600)
+    progress = Progress(250, quiet=False, every=100, seconds=3600)
     for i in range(250):
         progress.step(i != 7)
     err = capsys.readouterr().err.splitlines()
@@ -299,7 +302,7 @@ def test_demo_and_bench_pass_every_argument_to_their_module(capsys, monkeypatch)
             calls.append(argv)
             return 5
 
-    monkeypatch.setattr(cli.importlib, "import_module", lambda name: Module)
+    monkeypatch.setattr(importlib, "import_module", lambda name: Module)
     assert cli.main(["bench", "--help", "--rows", "10"]) == 5
     assert cli.main(["demo"]) == 5
     assert calls == [["--help", "--rows", "10"], []]
@@ -309,7 +312,7 @@ def test_a_missing_delegate_module_gets_a_clear_message(capsys, monkeypatch):
     def missing(name):
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
-    monkeypatch.setattr(cli.importlib, "import_module", missing)
+    monkeypatch.setattr(importlib, "import_module", missing)
     code, _, err = run(capsys, "bench")
     assert code == cli.EXIT_FAILED
     assert "`s3commit bench` is not available in this installation (no module s3commit.bench)" in err

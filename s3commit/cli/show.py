@@ -1,15 +1,19 @@
 """``s3commit show``: recognise a manifest (``_SUCCESS``, ``.pendingset``, ``.pending`` or commit journal) in
 S3 or in a local file, by name or by content, and print a human summary or the validated manifest as JSON.
 
-The command line around it (parsing, exit codes, errors) is :mod:`s3commit.cli`'s.
+Exit codes and errors are :mod:`s3commit.cli.app`'s.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
-from s3commit.errors import ManifestError
+from s3commit.cli import args as cli_args
+from s3commit.cli.args import EXIT_OK, UsageError
+from s3commit.cli.output import format_bytes, json_text
+from s3commit.errors import ManifestError, short_upload_id
 from s3commit.manifest import (
     JOURNAL_FORMAT,
     PENDING_VERSION,
@@ -21,6 +25,31 @@ from s3commit.manifest import (
     SuccessData,
     java_date,
 )
+from s3commit.paths import JOURNAL_FILE
+from s3commit.uri import S3Uri
+
+
+def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
+    parser = commands.add_parser(
+        "show", parents=[common], help="show a _SUCCESS, .pendingset, .pending or commit journal",
+        description="Show a manifest: s3://bucket/key or a local file. Human summary by default.")
+    parser.add_argument("target", help="s3://bucket/key of the manifest, or a local file path")
+    parser.add_argument("--json", action="store_true", help="print the parsed manifest as JSON")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    target: str = args.target
+    if "://" in target:
+        uri = S3Uri.parse(target)
+        if not uri.key:
+            raise UsageError(f"{target} names a bucket, not a manifest object")
+        source, data = str(uri), cli_args.store_from_args(args).get_object(uri.bucket, uri.key)
+    else:
+        with open(target, "rb") as f:
+            source, data = target, f.read()
+    print(show(source, data, as_json=args.json))
+    return EXIT_OK
 
 
 def _kind_of(source: str, data: bytes) -> str:
@@ -31,7 +60,7 @@ def _kind_of(source: str, data: bytes) -> str:
         return "pendingset"
     if name.endswith(".pending"):
         return "pending"
-    if name == "_commit-journal.json":
+    if name == JOURNAL_FILE:
         return "journal"
     try:  # any other name: recognise the content
         obj = json.loads(data)
@@ -59,7 +88,7 @@ def show(source: str, data: bytes, *, as_json: bool = False) -> str:
     kind = _kind_of(source, data)
     if kind == "success" and not data:
         if as_json:
-            return _json({"kind": "success", "source": source, "empty": True, "manifest": None})
+            return json_text({"kind": "success", "source": source, "empty": True, "manifest": None})
         return (f"{source}: a 0-byte _SUCCESS. It was written by a rename-based committer (FileOutputCommitter "
                 "or s3commit's rename baseline), not by an S3A or s3commit MPU committer: there is no summary.")
     manifest: Any
@@ -76,26 +105,8 @@ def show(source: str, data: bytes, *, as_json: bool = False) -> str:
         manifest = CommitJournal.from_json(data, source=source)
         body = json.loads(manifest.to_json())
     if as_json:
-        return _json({"kind": kind, "source": source, "manifest": body})
+        return json_text({"kind": kind, "source": source, "manifest": body})
     return "\n".join(_summary(kind, source, manifest))
-
-
-def short_id(upload_id: str) -> str:
-    """An upload id short enough for a listing line."""
-    return upload_id if len(upload_id) <= 16 else f"{upload_id[:14]}…"
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True, default=str)
-
-
-def _fmt_bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _summary(kind: str, source: str, m: Any) -> list[str]:
@@ -112,7 +123,7 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
                          + (f" (first {len(s.filenames)} listed)" if len(s.filenames) < metrics["committer_files"]
                             else ""))
         if "committer_bytes_committed" in metrics:
-            lines.append(f"  bytes       {_fmt_bytes(int(metrics['committer_bytes_committed']))}")
+            lines.append(f"  bytes       {format_bytes(int(metrics['committer_bytes_committed']))}")
         durations = {k: v for k, v in metrics.items() if k.startswith("duration_")}
         if durations:
             lines.append("  timings     " + ", ".join(f"{k[9:-3]} {v} ms" for k, v in sorted(durations.items())))
@@ -128,16 +139,16 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
         lines = [f"pendingset {source}",
                  f"  job id        {p.job_id or '(none)'}",
                  f"  task attempt  {p.task_attempt_id or '(none)'}",
-                 f"  uploads       {len(p.commits)}, {_fmt_bytes(p.total_length)}"]
-        lines += [f"    s3://{c.bucket}/{c.destination_key}  {_fmt_bytes(c.length)}, {c.part_count} parts, "
-                  f"upload {short_id(c.upload_id)}" for c in p.commits]
+                 f"  uploads       {len(p.commits)}, {format_bytes(p.total_length)}"]
+        lines += [f"    s3://{c.bucket}/{c.destination_key}  {format_bytes(c.length)}, {c.part_count} parts, "
+                  f"upload {short_upload_id(c.upload_id, width=16)}" for c in p.commits]
         return lines
     if kind == "pending":
         u: PendingUpload = m
         return [f"pending upload {source}",
                 f"  destination  s3://{u.bucket}/{u.destination_key}",
                 f"  upload id    {u.upload_id}",
-                f"  length       {_fmt_bytes(u.length)} in {u.part_count} parts",
+                f"  length       {format_bytes(u.length)} in {u.part_count} parts",
                 f"  written as   {u.uri}",
                 f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
     j: CommitJournal = m

@@ -1,0 +1,128 @@
+"""The package's layout keeps the architecture readable (docs/architecture.md): no import cycle between its
+modules (lazy imports inside functions included), no module over 500 lines, every top-level name defined in
+one module only, and every module named in docs/architecture.md."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import s3commit
+
+PACKAGE = Path(s3commit.__file__).parent
+ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
+MAX_LINES = 500
+PROTOCOL_NAMES = {
+    "__all__", "log",
+    "main",  # the entry point of each runnable module (python -m ..., console scripts)
+    "add_parser", "run",  # what each module of s3commit.cli declares: its subcommand and its handler
+}
+"""Names each of several modules defines on purpose, in the same role."""
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def owning_module(name: str) -> str | None:
+    """The package's module that ``name`` (a module, or a name inside one) belongs to."""
+    while name not in MODULES and "." in name:
+        name = name.rsplit(".", 1)[0]
+    return name if name in MODULES else None
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The package's modules ``path`` imports, at the top or inside functions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(m for n in names if n.startswith("s3commit") and (m := owning_module(n)))
+    found.discard(module_name(path))
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycle_between_the_packages_modules():
+    graph = {name: imported_modules(path) for name, path in MODULES.items()}
+    # A package's __init__ importing its own modules, and they importing each other through it, is not a cycle
+    # of concepts: only edges to modules outside a module's own package (or to its siblings) are kept.
+    for name, targets in graph.items():
+        graph[name] = {t for t in targets if not name.startswith(f"{t}.")}
+    assert cycles(graph) == []
+
+
+def test_the_cycle_detector_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_module_is_over_500_lines():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_every_top_level_name_is_defined_in_one_module():
+    defined: dict[str, list[str]] = defaultdict(list)
+    for name, path in MODULES.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                targets = [node.name]
+            elif isinstance(node, ast.Assign):
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                targets = [node.target.id]
+            else:
+                continue
+            for target in targets:
+                defined[target].append(name)
+    twice = {n: where for n, where in defined.items() if len(where) > 1 and n not in PROTOCOL_NAMES}
+    assert twice == {}
+
+
+def test_docs_architecture_names_every_module():
+    text = ARCHITECTURE.read_text()
+    missing = [name for name in MODULES if name != "s3commit" and f"`{name.removeprefix('s3commit.')}`" not in text]
+    assert missing == []
