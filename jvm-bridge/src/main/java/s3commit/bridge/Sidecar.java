@@ -3,22 +3,17 @@ package s3commit.bridge;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.io.BufferedReader;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.InputStreamReader;
 import java.io.OutputStream;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedByInterruptException;
 import java.nio.channels.SocketChannel;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.security.SecureRandom;
 import java.util.HashMap;
-import java.util.HexFormat;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
@@ -45,7 +40,6 @@ import java.util.concurrent.TimeUnit;
  */
 public final class Sidecar {
   private static final Logger LOG = LoggerFactory.getLogger(Sidecar.class);
-  private static final String TOKEN_ENV = "S3COMMIT_BRIDGE_TOKEN";
   /** Operations a new sidecar can serve again after the one they were sent to died. */
   public static final Set<String> RESTARTABLE = Set.of("conf.register", "stats", "health", "fs.stat",
       "fs.list", "fs.read", "fs.delete", "fs.mkdirs", "fs.rename", "fs.open_write", "job.setup", "job.commit",
@@ -133,7 +127,7 @@ public final class Sidecar {
     if (instance == null || !instance.process.isAlive()) {
       if (instance != null) {
         LOG.warn("the s3commit sidecar (pid {}) is gone ({}); starting a new one", instance.pid(),
-            instance.exitDescription());
+            SidecarProcess.exitDescription(instance.process));
         instance.closeAll();
       }
       instance = start(++generations);
@@ -146,48 +140,10 @@ public final class Sidecar {
     return generations;
   }
 
-  private static String python() {
-    for (String name : new String[] {"S3COMMIT_PYTHON", "PYSPARK_PYTHON"}) {
-      String value = System.getenv(name);
-      if (value != null && !value.isEmpty()) {
-        return value;
-      }
-    }
-    String property = System.getProperty("s3commit.python");
-    return property != null && !property.isEmpty() ? property : "python3";
-  }
-
-  @SuppressWarnings("unchecked")
   private static Sidecar start(int generation) throws IOException {
-    String python = python();
-    byte[] secret = new byte[32];
-    new SecureRandom().nextBytes(secret);
-    String token = HexFormat.of().formatHex(secret);
-    ProcessBuilder builder = new ProcessBuilder(python, "-m", "s3commit.bridge");
-    builder.environment().put(TOKEN_ENV, token);
-    builder.redirectError(ProcessBuilder.Redirect.INHERIT);
-    Process process;
-    try {
-      process = builder.start();
-    } catch (IOException e) {
-      throw new IOException("could not start the s3commit sidecar with Python '" + python + "' (set "
-          + "PYSPARK_PYTHON or S3COMMIT_PYTHON to a Python that has s3commit installed): " + e.getMessage(), e);
-    }
-    // Our end of its stdin stays open for the life of this JVM: when the JVM goes, the sidecar sees EOF.
-    BufferedReader stdout = new BufferedReader(new InputStreamReader(process.getInputStream(),
-        StandardCharsets.UTF_8));
-    String line = stdout.readLine();
-    if (line == null) {
-      int code = waitFor(process);
-      throw new IOException("the s3commit sidecar (" + python + " -m s3commit.bridge) exited with code " + code
-          + " before it was ready; is s3commit installed for that Python? (its error is in the log above)");
-    }
-    Map<String, Object> ready = FrameChannel.JSON.readValue(line, Map.class);
-    if (ready.containsKey("error")) {
-      throw new IOException("the s3commit sidecar refused to start: " + ready.get("error"));
-    }
-    Sidecar sidecar = new Sidecar(process, Path.of((String) ready.get("socket")), token,
-        String.valueOf(ready.get("version")), String.valueOf(ready.get("blocks_dir")), generation);
+    SidecarProcess launched = SidecarProcess.launch();
+    Sidecar sidecar = new Sidecar(launched.process, launched.socket, launched.token, launched.pythonVersion,
+        launched.blocksDir, generation);
     if (generation == 1) {
       Runtime.getRuntime().addShutdownHook(new Thread(Sidecar::stopCurrent, "s3commit-sidecar-stop"));
     }
@@ -200,24 +156,6 @@ public final class Sidecar {
     if (instance != null) {
       instance.process.destroy();
     }
-  }
-
-  private static int waitFor(Process process) {
-    try {
-      process.waitFor(10, TimeUnit.SECONDS);
-      return process.isAlive() ? -1 : process.exitValue();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return -1;
-    }
-  }
-
-  private String exitDescription() {
-    if (process.isAlive()) {
-      return "still running";
-    }
-    int code = process.exitValue();
-    return code > 128 ? "killed by signal " + (code - 128) : "exit code " + code;
   }
 
   /**
@@ -429,7 +367,7 @@ public final class Sidecar {
     }
     if (!aliveAfter(200)) {
       return new SidecarDiedException("the s3commit sidecar (pid " + pid() + ") died during " + op + " ("
-          + exitDescription() + "); what it held for this request is lost", e);
+          + SidecarProcess.exitDescription(process) + "); what it held for this request is lost", e);
     }
     String cause = e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
     return new IOException("s3commit sidecar request " + op + " failed: " + cause, e);
