@@ -310,6 +310,9 @@ class MultipartWriter(io.RawIOBase):
 
     def _finish(self, last: Part | None) -> WriteResult:
         self._raise_part_failure()
+        if last is not None and not last.size and self._parts:
+            last.release()  # a file that ends on a part boundary: no empty part (one request less at close)
+            last = None
         if last is None and (self._buffer or not self._parts):
             # The last part may be short; an empty file is one empty part.
             last, self._buffer = BufferPart(self._buffer), bytearray()
