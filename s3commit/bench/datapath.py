@@ -126,6 +126,9 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
     from s3commit.measured import job_seconds, use_protocol
     from s3commit.spark import configure
 
+    # A bucket of its own: a JVM keeps one s3a FileSystem per bucket (Hadoop's FileSystem cache), configured by
+    # the first session that used it; an earlier section's session would hand this one its part size.
+    bucket = server.create_bucket(f"{bucket}-datapath")
     size, part, slots = file_mib * MIB, part_mib * MIB, 2
     gib = files * size / (1024 * MIB)
     results: dict[str, Any] = {"files": files, "file_mib": file_mib, "part_mib": part_mib, "in_flight": in_flight,

@@ -81,6 +81,9 @@ def streaming_runs(server: Any, bucket: str, *, batches: int, rows: int, trigger
 
     from s3commit.spark import CHECKPOINT_MANAGER_CLASS, STREAMING_PROTOCOL_CLASS, configure
 
+    # A bucket of its own: the JVM's s3a FileSystem for a bucket keeps the configuration of the first session
+    # that used it (Hadoop's FileSystem cache), which may be an earlier section's.
+    bucket = server.create_bucket(f"{bucket}-streaming")
     builder = (SparkSession.builder.master("local[2]").appName("s3commit-bench-streaming")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2"))
