@@ -122,24 +122,42 @@ STREAMING_LAYOUT_CLASS = "org/apache/spark/sql/execution/streaming/checkpointing
 in ``org.apache.spark.sql.execution.streaming``."""
 
 
+STREAMING_SOURCES = "streaming-4"
+"""The Structured Streaming classes (the checkpoint manager, the file sink's protocol), one source for every Spark:
+written against Spark 4.x's packages, their imports mapped for 3.5 at build time (:func:`streaming_source`)."""
+_SPARK_35_PACKAGES = (("org.apache.spark.sql.execution.streaming.checkpointing.",
+                       "org.apache.spark.sql.execution.streaming."),
+                      ("org.apache.spark.sql.execution.streaming.sinks.", "org.apache.spark.sql.execution.streaming."))
+"""Where Spark 4.x's streaming classes were in 3.5: all in ``org.apache.spark.sql.execution.streaming``."""
+
+
 def streaming_layout(jars: Path | None) -> str:
-    """Which streaming source set fits the Spark in ``jars``: ``streaming-4`` or ``streaming-3.5``."""
+    """Which streaming package layout the Spark in ``jars`` has: ``streaming-4`` or ``streaming-3.5``."""
     if jars is not None and _jars_have_class(jars, STREAMING_LAYOUT_CLASS, "spark-sql_*.jar"):
         return "streaming-4"
     return "streaming-3.5"
 
 
+def streaming_source(text: str, layout: str) -> str:
+    """A streaming class's source (written for ``streaming-4``) for ``layout``: 3.5 gets its imports mapped."""
+    if layout == "streaming-4":
+        return text
+    for spark4, spark35 in _SPARK_35_PACKAGES:
+        text = text.replace(f"import {spark4}", f"import {spark35}")
+    return text
+
+
 def bridge_sources(root: Path, scala: str, jars: Path | None = None) -> list[Path]:
     """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-<scala>/java``, plus
     ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``), plus the
-    Structured Streaming classes for Spark's package layout (``streaming-4/java`` or ``streaming-3.5/java``:
-    the checkpoint manager and the file sink's protocol implement classes that moved between them)."""
+    Structured Streaming classes (``streaming-4/java``: the checkpoint manager and the file sink's protocol
+    implement classes that moved between 3.5 and 4.x; :func:`jar_path` maps their imports for 3.5)."""
     files = sorted((root / "main" / "java").rglob("*.java"))
     specific = root / f"scala-{scala}" / "java"
     if not specific.is_dir():
         raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (expected {specific})")
     files += sorted(specific.rglob("*.java"))
-    streaming = root / streaming_layout(jars) / "java"
+    streaming = root / STREAMING_SOURCES / "java"
     if streaming.is_dir():
         files += sorted(streaming.rglob("*.java"))
     vectored = root / "hadoop-vectored" / "java"
@@ -165,8 +183,10 @@ def jar_path() -> str:
     root, jars = _source_root(), _spark_jars()
     scala = scala_version(jars)
     files = bridge_sources(root, scala, jars)
-    # The key covers the version, the Spark and Scala it is built against, and every source (path and bytes).
-    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|scala-{scala}".encode())
+    layout = streaming_layout(jars)
+    # The key covers the version, the Spark, Scala and streaming layout it is built for, and every source (path
+    # and bytes).
+    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|scala-{scala}|{layout}".encode())
     for file in files:
         digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
@@ -183,8 +203,17 @@ def jar_path() -> str:
     with tempfile.TemporaryDirectory(prefix="s3commit-bridge-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
+        streaming = root / STREAMING_SOURCES
+        sources = []
+        for file in files:
+            if layout != STREAMING_SOURCES and file.is_relative_to(streaming):
+                mapped = Path(tmp) / "src" / file.relative_to(root)
+                mapped.parent.mkdir(parents=True, exist_ok=True)
+                mapped.write_text(streaming_source(file.read_text(encoding="utf-8"), layout), encoding="utf-8")
+                file = mapped
+            sources.append(str(file))
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),
-                   "-cp", str(jars / "*"), *map(str, files)]
+                   "-cp", str(jars / "*"), *sources]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             raise BridgeBuildError(f"javac failed to build the bridge jar:\n{result.stderr[-4000:]}")

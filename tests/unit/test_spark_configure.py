@@ -133,3 +133,17 @@ def test_streaming_sources_follow_the_spark_package_layout(tmp_path):
     managers = [f for f in files if f.endswith("/S3CheckpointFileManager.java")]
     assert managers == ["streaming-4/java/s3commit/spark/S3CheckpointFileManager.java"]
     assert "main/java/s3commit/spark/StreamingSinkJob.java" in files
+
+
+def test_one_streaming_source_serves_both_spark_layouts():
+    # The streaming classes are written for Spark 4.x's packages; for 3.5 the build maps their imports.
+    from s3commit.spark import STREAMING_SOURCES, _source_root, streaming_source
+
+    for file in sorted((_source_root() / STREAMING_SOURCES / "java").rglob("*.java")):
+        text = file.read_text()
+        assert streaming_source(text, "streaming-4") == text
+        mapped = streaming_source(text, "streaming-3.5")
+        assert ".streaming.checkpointing." not in mapped and ".streaming.sinks." not in mapped, file.name
+    manager = (_source_root() / STREAMING_SOURCES / "java/s3commit/spark/S3CheckpointFileManager.java").read_text()
+    assert ("import org.apache.spark.sql.execution.streaming.CheckpointFileManager;"
+            in streaming_source(manager, "streaming-3.5"))

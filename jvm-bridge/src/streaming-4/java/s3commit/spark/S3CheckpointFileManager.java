@@ -15,11 +15,13 @@ import s3commit.hadoop.CheckpointFiles;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.lang.reflect.InvocationTargetException;
 
 /**
- * {@code spark.sql.streaming.checkpointFileManagerClass=s3commit.spark.S3CheckpointFileManager} for Spark's
- * streaming layout of 4.x ({@code ...execution.streaming.checkpointing}; 3.5's twin is in
- * {@code jvm-bridge/src/streaming-3.5}). Every checkpoint file on s3commit's {@code s3a://} FileSystem is
+ * {@code spark.sql.streaming.checkpointFileManagerClass=s3commit.spark.S3CheckpointFileManager}. Written against
+ * Spark 4.x's streaming packages ({@code ...execution.streaming.checkpointing}); for Spark 3.5, where they are all
+ * in {@code ...execution.streaming}, the build maps the imports ({@code s3commit.spark.streaming_source}). Every
+ * checkpoint file on s3commit's {@code s3a://} FileSystem is
  * written in place, atomically, with no rename ({@link CheckpointFiles}); without overwrite, with
  * {@code If-None-Match: *}. Paths on any other FileSystem get Spark's own manager, chosen as Spark chooses it.
  * Opening a file sink's log ({@code <sink>/_spark_metadata}) settles the batches an earlier run left
@@ -160,10 +162,23 @@ public class S3CheckpointFileManager implements CheckpointFileManager {
     return files == null ? other.createCheckpointDirectory() : files.qualify(path);
   }
 
-  @Override
+  /**
+   * Spark 4.x's {@code CheckpointFileManager.close()}, passed on to Spark's own manager. Spark 3.5's interface has
+   * no {@code close()} (this one is then just a method), so it is called by name.
+   */
   public void close() {
-    if (other != null) {
-      other.close();
+    if (other == null) {
+      return;
+    }
+    try {
+      other.getClass().getMethod("close").invoke(other);
+    } catch (NoSuchMethodException e) {
+      // Spark 3.5: nothing to close
+    } catch (InvocationTargetException e) {
+      throw e.getCause() instanceof RuntimeException ? (RuntimeException) e.getCause()
+          : new IllegalStateException("could not close " + other + ": " + e.getCause(), e.getCause());
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException("could not close " + other + ": " + e, e);
     }
   }
 

@@ -14,8 +14,8 @@ import java.util.List;
  * batches committed so that a batch's data files stay pending uploads until the batch is in the sink's log
  * ({@link StreamingSinkJob} has the order and the recovery). A {@code ManifestFileCommitProtocol}, because
  * that is how the file sink hands over its log and batch id ({@code setupManifestOptions}); none of its
- * behaviour is used. For Spark's 4.x streaming layout ({@code ...streaming.sinks}); 3.5's twin is in
- * {@code jvm-bridge/src/streaming-3.5}. {@code commitJob} is declared for both Scala collections' {@code Seq}:
+ * behaviour is used. Written against Spark 4.x's packages ({@code ...streaming.sinks}); for 3.5 the build maps
+ * the imports to {@code ...streaming}. {@code commitJob} is declared for both Scala collections' {@code Seq}:
  * the one the Spark in use calls is the override.
  */
 public class S3StreamingCommitProtocol extends ManifestFileCommitProtocol {
