@@ -1,22 +1,18 @@
 package s3commit.spark;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
-import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.internal.io.FileNameSpec;
-import org.apache.spark.mapred.SparkHadoopMapRedUtil;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Sidecar;
-import s3commit.hadoop.S3FileSystem;
 
 import java.io.IOException;
 import java.io.Serializable;
@@ -56,7 +52,6 @@ import java.util.Map;
 public abstract class S3CommitProtocolBase extends FileCommitProtocol implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(S3CommitProtocolBase.class);
-  private static final ObjectMapper JSON = new ObjectMapper();
 
   private final String jobId;
   private final String path;
@@ -175,55 +170,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     return newTaskTempFileAbsPath(context, absoluteDir, new FileNameSpec("", ext));
   }
 
-  /** This task's magic files are committed or aborted: the FileSystem need not remember their lengths. */
-  private void forgetMagicLengths() {
-    if (workPath != null && workPath.endsWith("/__base")) {
-      S3FileSystem.forgetMagic(workPath.substring(0, workPath.length() - "/__base".length()));
-    }
-  }
-
-  /** Adapts the sidecar's task calls to Hadoop's OutputCommitter, for Spark's commit coordination. */
-  private final class TaskCommitter extends OutputCommitter {
-    private String message;
-
-    @Override
-    public void setupJob(JobContext jobContext) {
-    }
-
-    @Override
-    public void setupTask(TaskAttemptContext taskContext) {
-    }
-
-    @Override
-    public boolean needsTaskCommit(TaskAttemptContext taskContext) {
-      return true;
-    }
-
-    @Override
-    public void commitTask(TaskAttemptContext taskContext) throws IOException {
-      Map<String, Object> args = args(taskContext.getConfiguration());
-      args.put("task_attempt_id", attemptId(taskContext));
-      try {
-        message = JSON.writeValueAsString(Sidecar.run("task.commit", args).get("message"));
-      } finally {
-        forgetMagicLengths();
-      }
-    }
-
-    @Override
-    public void abortTask(TaskAttemptContext taskContext) throws IOException {
-      S3CommitProtocolBase.this.abortTask(taskContext);
-    }
-  }
-
   @Override
   public TaskCommitMessage commitTask(TaskAttemptContext context) {
-    TaskCommitter committer = new TaskCommitter();
-    // Asks the driver's OutputCommitCoordinator first; a denied attempt is aborted and CommitDeniedException
-    // raised (an IOException from the sidecar propagates as it is: Scala does not declare it).
-    SparkHadoopMapRedUtil.commitTask(committer, context, context.getJobID().getId(),
-        context.getTaskAttemptID().getTaskID().getId());
-    return new TaskCommitMessage(committer.message);
+    return new TaskCommitMessage(CoordinatedTaskCommit.commit(context, "task.commit", this::args, this::abortTask,
+        workPath));
   }
 
   @Override
@@ -235,7 +185,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     } catch (IOException e) {
       LOG.warn("s3commit task abort of {} failed: {}", attemptId(context), e.getMessage());
     } finally {
-      forgetMagicLengths();
+      CoordinatedTaskCommit.forgetMagicLengths(workPath);
     }
   }
 

@@ -6,16 +6,13 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
-import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.spark.internal.io.FileCommitProtocol.TaskCommitMessage;
-import org.apache.spark.mapred.SparkHadoopMapRedUtil;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Sidecar;
-import s3commit.hadoop.S3FileSystem;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -340,48 +337,10 @@ public final class StreamingSinkJob implements Serializable {
     return dir.isDefined() ? base + "/" + dir.get() + "/" + name : base + "/" + name;
   }
 
-  private void forgetMagicLengths() {
-    if (workPath != null && workPath.endsWith("/__base")) {
-      S3FileSystem.forgetMagic(workPath.substring(0, workPath.length() - "/__base".length()));
-    }
-  }
-
   /** Commits through Spark's commit coordinator: a denied attempt is aborted ({@code CommitDeniedException}). */
   public TaskCommitMessage commitTask(TaskAttemptContext context) {
-    String[] message = new String[1];
-    OutputCommitter committer = new OutputCommitter() {
-      @Override
-      public void setupJob(JobContext jobContext) {
-      }
-
-      @Override
-      public void setupTask(TaskAttemptContext taskContext) {
-      }
-
-      @Override
-      public boolean needsTaskCommit(TaskAttemptContext taskContext) {
-        return true;
-      }
-
-      @Override
-      public void commitTask(TaskAttemptContext taskContext) throws IOException {
-        Map<String, Object> args = args(taskContext.getConfiguration());
-        args.put("task_attempt_id", attemptId(taskContext));
-        try {
-          message[0] = JSON.writeValueAsString(Sidecar.run("stream.task_commit", args).get("message"));
-        } finally {
-          forgetMagicLengths();
-        }
-      }
-
-      @Override
-      public void abortTask(TaskAttemptContext taskContext) {
-        StreamingSinkJob.this.abortTask(taskContext);
-      }
-    };
-    SparkHadoopMapRedUtil.commitTask(committer, context, context.getJobID().getId(),
-        context.getTaskAttemptID().getTaskID().getId());
-    return new TaskCommitMessage(message[0]);
+    return new TaskCommitMessage(CoordinatedTaskCommit.commit(context, "stream.task_commit", this::args,
+        this::abortTask, workPath));
   }
 
   public void abortTask(TaskAttemptContext context) {
@@ -392,7 +351,7 @@ public final class StreamingSinkJob implements Serializable {
     } catch (IOException e) {
       LOG.warn("s3commit task abort of {} failed: {}", attemptId(context), e.getMessage());
     } finally {
-      forgetMagicLengths();
+      CoordinatedTaskCommit.forgetMagicLengths(workPath);
     }
   }
 }
