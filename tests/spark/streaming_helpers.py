@@ -13,6 +13,25 @@ from s3commit.testing.assertions import list_keys
 
 ROWS_PER_BATCH = 10
 
+CHILD_DRIVER = """
+    import json, sys, time
+    from pyspark.sql import SparkSession
+    from s3commit.spark import configure
+    sys.path.insert(0, sys.argv[4])
+    from tests.spark.streaming_helpers import rate
+    endpoint, bucket, name = sys.argv[1:4]
+    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    spark = configure(builder, endpoint_url=endpoint, region="us-east-1", access_key="testing",
+                      secret_key="testing").getOrCreate()
+    query = (rate(spark).writeStream.format("parquet").option("path", f"s3a://{bucket}/{name}/sink")
+             .option("checkpointLocation", f"s3a://{bucket}/{name}/checkpoint")
+             .trigger(processingTime="100 milliseconds").start())
+"""
+"""The start of a child driver's script (run with ``python -c`` after ``textwrap.dedent``; argv: endpoint, bucket,
+name, the repository root): a rate -> Parquet query on ``s3a://<bucket>/<name>/``, started; what the driver does
+then is appended by the test."""
+
 
 def rate(spark, *, rows: int = ROWS_PER_BATCH, partitions: int = 2):
     """Batch ``b`` holds values ``[b * rows, (b + 1) * rows)`` with timestamp ``b`` seconds."""

@@ -17,6 +17,7 @@ import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.spark.streaming_helpers import (
+    CHILD_DRIVER,
     assert_exactly_once,
     between_batches,
     rate,
@@ -215,20 +216,7 @@ def test_faults_on_checkpoint_requests_are_retried_without_a_duplicate(streaming
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
-CONCURRENT_RUN = """
-    import json, sys, time
-    from pyspark.sql import SparkSession
-    from s3commit.spark import configure
-    sys.path.insert(0, sys.argv[4])
-    from tests.spark.streaming_helpers import rate
-    endpoint, bucket, name = sys.argv[1:4]
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2"))
-    spark = configure(builder, endpoint_url=endpoint, region="us-east-1", access_key="testing",
-                      secret_key="testing").getOrCreate()
-    query = (rate(spark).writeStream.format("parquet").option("path", f"s3a://{bucket}/{name}/sink")
-             .option("checkpointLocation", f"s3a://{bucket}/{name}/checkpoint")
-             .trigger(processingTime="100 milliseconds").start())
+CONCURRENT_RUN = CHILD_DRIVER + """
     try:
         query.awaitTermination(float(sys.argv[5]))
     except Exception:

@@ -15,26 +15,19 @@ import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, list_pending_uploads
 from s3commit.testing.profiles import LatencyProfile
-from tests.spark.streaming_helpers import assert_exactly_once, rate, run_available_now, wait_for_batch
+from tests.spark.streaming_helpers import (
+    CHILD_DRIVER,
+    assert_exactly_once,
+    rate,
+    run_available_now,
+    wait_for_batch,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-DRIVER = """
-    import sys
-    from pyspark.sql import SparkSession
-    from s3commit.spark import configure
-    sys.path.insert(0, sys.argv[4])
-    from tests.spark.streaming_helpers import rate
-    endpoint, bucket, name = sys.argv[1:4]
-    builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2"))
-    spark = configure(builder, endpoint_url=endpoint, region="us-east-1", access_key="testing",
-                      secret_key="testing").getOrCreate()
-    query = (rate(spark).writeStream.format("parquet").option("path", f"s3a://{bucket}/{name}/sink")
-             .option("checkpointLocation", f"s3a://{bucket}/{name}/checkpoint")
-             .trigger(processingTime="100 milliseconds").start())
+DRIVER = CHILD_DRIVER + """
     query.awaitTermination(600)
 """
 
