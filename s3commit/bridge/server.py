@@ -2,7 +2,8 @@
 
 The JVM (``s3commit.bridge.Sidecar`` in the jar) starts ``python -m s3commit.bridge`` with a random token in
 the environment (``S3COMMIT_BRIDGE_TOKEN``, never on the command line). The sidecar makes a private (0700)
-directory (``s3commit-sidecar-<pid>-*``), listens on a socket inside it, prints one JSON line (socket path,
+directory (``s3commit-sidecar-<pid>-*``), listens on a socket inside it (or, when that path is too long for a
+Unix socket, in a private directory of its own under the temp directory), prints one JSON line (socket path,
 block directory, version, pid) and serves until its stdin closes, which happens when the JVM exits for any
 reason. Block files the JVM hands over live in that directory too; a starting sidecar deletes the
 directories of sidecars that are gone (:mod:`s3commit.bridge.blocks`). Every connection must open with a
@@ -18,14 +19,16 @@ import hmac
 import json
 import logging
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
 from typing import Any
 
 from s3commit import __version__
-from s3commit.bridge.blocks import BlockDirectories, BlockDirectory
+from s3commit.bridge.blocks import PREFIX, BlockDirectories, BlockDirectory
 from s3commit.bridge.failpoints import Failpoints
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
 from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
@@ -34,13 +37,19 @@ from s3commit.errors import S3CommitError
 log = logging.getLogger("s3commit.bridge")
 
 TOKEN_ENV = "S3COMMIT_BRIDGE_TOKEN"
+MAX_SOCKET_PATH = 100
+"""The longest socket path used as is: a Unix socket's address holds 108 bytes on Linux (104 on macOS), its
+terminating NUL included. A longer one (a deep ``fs.s3a.buffer.dir``, a container's work directory) moves the
+socket into a private directory of its own under the system's temp directory (or ``/tmp``)."""
 
 
 class SidecarServer:
     """Accepts connections on ``socket_path`` and serves each on a thread."""
 
-    def __init__(self, socket_path: str, token: str, handlers: BridgeHandlers | None = None) -> None:
+    def __init__(self, socket_path: str, token: str, handlers: BridgeHandlers | None = None, *,
+                 own_directory: str | None = None) -> None:
         self.socket_path = socket_path
+        self._own_directory = own_directory
         self.token = token
         self.handlers = handlers or BridgeHandlers()
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -49,6 +58,24 @@ class SidecarServer:
         self._sock.listen(128)
         self._stopped = threading.Event()
         self.failpoints = Failpoints()
+
+    @classmethod
+    def listen_in(cls, directory: str, token: str, handlers: BridgeHandlers | None = None) -> SidecarServer:
+        """A server on ``<directory>/sock``, or, if that path is too long for a Unix socket, on a socket in a
+        private (0700) directory of its own (named like a block directory, so it is swept the same way if the
+        sidecar dies), removed when the server stops."""
+        path = os.path.join(directory, "sock")
+        if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+            return cls(path, token, handlers)
+        base = tempfile.gettempdir()
+        if len(os.fsencode(base)) > MAX_SOCKET_PATH // 2:
+            base = "/tmp"
+        own = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)
+        try:
+            return cls(os.path.join(own, "sock"), token, handlers, own_directory=own)
+        except BaseException:
+            shutil.rmtree(own, ignore_errors=True)
+            raise
 
     def serve_forever(self) -> None:
         while not self._stopped.is_set():
@@ -65,6 +92,8 @@ class SidecarServer:
         finally:
             if os.path.exists(self.socket_path):
                 os.unlink(self.socket_path)
+            if self._own_directory is not None:
+                shutil.rmtree(self._own_directory, ignore_errors=True)
         self.handlers.close()
 
     def _hello(self, channel: Channel) -> bool:
@@ -173,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("S3COMMIT_BRIDGE_LOG", "WARNING"), stream=sys.stderr,
                         format="s3commit-sidecar %(levelname)s %(name)s: %(message)s")
     blocks = BlockDirectories(BlockDirectory.create())  # 0700; sweeps the directories of sidecars that are gone
-    server = SidecarServer(os.path.join(blocks.path, "sock"), token, BridgeHandlers(blocks=blocks))
+    server = SidecarServer.listen_in(blocks.path, token, BridgeHandlers(blocks=blocks))
     print(json.dumps({"socket": server.socket_path, "blocks_dir": blocks.path, "version": __version__,
                       "pid": os.getpid()}), flush=True)
     if not args.no_stdin_watch:

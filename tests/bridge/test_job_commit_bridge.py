@@ -5,7 +5,6 @@ directory), against the test server."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 import uuid
@@ -23,7 +22,7 @@ from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 @pytest.fixture
 def client(tmp_path):
     blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
-    server = SidecarServer(os.path.join(blocks.path, "sock"), "t", BridgeHandlers(blocks=blocks))
+    server = SidecarServer.listen_in(blocks.path, "t", BridgeHandlers(blocks=blocks))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     with BridgeClient(server.socket_path, "t") as connection:
         yield connection

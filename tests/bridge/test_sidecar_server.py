@@ -21,7 +21,7 @@ from s3commit.bridge.server import SidecarServer
 @pytest.fixture
 def sidecar(tmp_path):
     blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
-    server = SidecarServer(os.path.join(blocks.path, "sock"), "secret-token", BridgeHandlers(blocks=blocks))
+    server = SidecarServer.listen_in(blocks.path, "secret-token", BridgeHandlers(blocks=blocks))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server
@@ -43,6 +43,26 @@ def test_socket_and_block_directory_are_reachable_only_by_their_owner(sidecar):
     assert stat.S_IMODE(os.stat(sidecar.socket_path).st_mode) == 0o600
     assert stat.S_IMODE(os.stat(os.path.dirname(sidecar.socket_path)).st_mode) == 0o700
     assert os.path.basename(os.path.dirname(sidecar.socket_path)).startswith(f"s3commit-sidecar-{os.getpid()}-")
+
+
+def test_a_directory_too_deep_for_a_unix_socket_gets_a_private_socket_directory(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    blocks = BlockDirectories(BlockDirectory.create(str(deep)))
+    server = SidecarServer.listen_in(blocks.path, "secret-token", BridgeHandlers(blocks=blocks))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    own = os.path.dirname(server.socket_path)
+    try:
+        assert len(os.fsencode(os.path.join(blocks.path, "sock"))) > 100
+        assert len(os.fsencode(server.socket_path)) <= 100
+        assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
+        client = connect(server)
+        assert client.hello["ok"] is True
+        client.close()
+    finally:
+        server.stop()
+        blocks.remove()
+    assert not os.path.exists(own)
 
 
 def test_a_wrong_token_is_refused(sidecar):

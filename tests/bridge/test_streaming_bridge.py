@@ -5,7 +5,6 @@ server."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import pytest
@@ -22,7 +21,7 @@ from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, li
 @pytest.fixture
 def client(tmp_path):
     blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
-    server = SidecarServer(os.path.join(blocks.path, "sock"), "t", BridgeHandlers(blocks=blocks))
+    server = SidecarServer.listen_in(blocks.path, "t", BridgeHandlers(blocks=blocks))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     with BridgeClient(server.socket_path, "t") as connection:
         yield connection
@@ -88,7 +87,7 @@ def test_finish_in_a_new_sidecar_reads_the_journal(client, s3_server, s3_bucket,
     job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
     client.call_stream("stream.prepare", ndjson([sink_task(client, conf_id, dest, job_id, 0)]), **job)
     blocks = BlockDirectories(BlockDirectory.create(str(tmp_path / "second")))
-    second = SidecarServer(os.path.join(blocks.path, "sock"), "t", BridgeHandlers(blocks=blocks))
+    second = SidecarServer.listen_in(blocks.path, "t", BridgeHandlers(blocks=blocks))
     threading.Thread(target=second.serve_forever, daemon=True).start()
     try:
         with BridgeClient(second.socket_path, "t") as other:
