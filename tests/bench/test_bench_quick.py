@@ -57,6 +57,7 @@ def test_quick_run_of_every_section(tmp_path):
     assert "## Data path" in (tmp_path / "quick.md").read_text()
 
 
+@pytest.mark.slow
 def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols(tmp_path):
     # In a child Python: the section starts (and stops) a SparkSession of its own, on its own S3 server.
     pytest.importorskip("pyspark")

@@ -80,7 +80,7 @@ def test_a_version_mismatch_names_both_versions(sidecar):
 
 def test_the_hello_names_the_block_directory(sidecar):
     client = connect(sidecar)
-    assert client.hello["ok"] is True and client.hello["blocks_dir"] == os.path.dirname(sidecar.socket_path)
+    assert client.hello["ok"] is True and client.hello["blocks_dir"] == sidecar.handlers.blocks.path
 
 
 def test_unknown_operation_is_an_error_and_the_connection_lives_on(sidecar):
