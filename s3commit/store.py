@@ -351,40 +351,49 @@ class S3Store:
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
         streamed, never the whole range in memory. Idempotent: a transient failure part way (a reset, a
-        timeout, a short body) resumes from the next byte with a new GET, within the retry policy's attempts
-        (``Retry.IDEMPOTENT``, with a resume loop of its own because the failure can come mid-body).
+        timeout, a short body) resumes from the next byte with a new GET, under the same retry policy as every
+        request (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
         """
         position = start
-        failures = 0
-        while position < end:
-            response = self._call(
-                "GetObject",
-                lambda p=position: self.client.get_object(  # type: ignore[misc]
-                    Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
-                retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
-            body = response["Body"]
-            try:
-                while position < end:
-                    data = body.read(min(chunk_size, end - position))
-                    if not data:
-                        raise TransientError(f"s3://{bucket}/{key}: the body ended at byte {position} of "
-                                             f"{start}..{end}", operation="GetObject", bucket=bucket, key=key)
-                    position += len(data)
-                    yield data
-            except Exception as err:
-                error = err if isinstance(err, StoreError) else translate_client_error(
-                    err, operation="GetObject", bucket=bucket, key=key)
-                failures += 1
-                if not is_retryable(error) or failures >= self.options.retry.max_attempts:
-                    error.attempts = failures
-                    self.counters.add("failures", "GetObject")
-                    if error is err:
-                        raise
-                    raise error from err
-                self.counters.add("retries", "GetObject")
-                self._sleep(min(self.options.retry.max_delay, self.options.retry.initial_delay * 2 ** failures))
-            finally:
-                body.close()
+        retrying = build_retrying(
+            self.options.retry, sleep=self._sleep,
+            on_retry=lambda _state: self.counters.add("retries", "GetObject"),
+            retry_on=lambda exc: isinstance(exc, _BrokenBody) and is_retryable(exc.error))
+        try:
+            for attempt in retrying:
+                with attempt:
+                    response = self._call(
+                        "GetObject",
+                        lambda p=position: self.client.get_object(  # type: ignore[misc]
+                            Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
+                        retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                    body = response["Body"]
+                    try:
+                        while position < end:
+                            data = self._read_body(body, min(chunk_size, end - position), bucket, key,
+                                                   position, start, end)
+                            position += len(data)
+                            yield data
+                    finally:
+                        body.close()
+        except _BrokenBody as broken:
+            broken.error.attempts = retrying.statistics.get("attempt_number", 1)
+            self.counters.add("failures", "GetObject")
+            raise broken.error from broken.__cause__
+
+    @staticmethod
+    def _read_body(body: Any, size: int, bucket: str, key: str, position: int, start: int, end: int) -> bytes:
+        """One read of a GET's body; any failure, or an early end, comes out as :class:`_BrokenBody`."""
+        try:
+            data = body.read(size)
+        except Exception as err:
+            error = err if isinstance(err, StoreError) else translate_client_error(
+                err, operation="GetObject", bucket=bucket, key=key)
+            raise _BrokenBody(error) from err
+        if not data:
+            raise _BrokenBody(TransientError(f"s3://{bucket}/{key}: the body ended at byte {position} of "
+                                             f"{start}..{end}", operation="GetObject", bucket=bucket, key=key))
+        return bytes(data)
 
     def head_object(self, bucket: str, key: str) -> ObjectInfo:
         """Metadata of an object; raises :class:`NotFoundError`. ``Retry.IDEMPOTENT``."""
@@ -489,3 +498,11 @@ def _answered_at(response: Any) -> datetime:
         return parsedate_to_datetime(date) if date else datetime.now(timezone.utc)
     except (TypeError, ValueError):
         return datetime.now(timezone.utc)
+
+
+class _BrokenBody(Exception):
+    """A GET's body failed part way (``error``, translated): :meth:`S3Store.stream_object` resumes it."""
+
+    def __init__(self, error: StoreError) -> None:
+        super().__init__(str(error))
+        self.error = error

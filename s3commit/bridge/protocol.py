@@ -205,16 +205,6 @@ class Body:
             self.received += len(data)
             yield data
 
-    def read_all(self, limit: int) -> bytes:
-        """The whole body as bytes; refuses one over ``limit`` bytes."""
-        out = bytearray()
-        for chunk in self.chunks():
-            out += chunk
-            if len(out) > limit:
-                self.drain()
-                raise ProtocolError(f"a body of more than {limit} bytes where at most {limit} were expected")
-        return bytes(out)
-
     def lines(self) -> Iterator[bytes]:
         """The body as newline-separated records (NDJSON), each at most one frame long."""
         rest = b""

@@ -11,7 +11,6 @@ import pytest
 
 from s3commit.bridge.protocol import (
     FRAME_LIMIT,
-    Body,
     BodyError,
     Channel,
     FrameTooLarge,
@@ -133,12 +132,3 @@ def test_a_truncated_or_foreign_message_is_a_protocol_error(pair):
     with pytest.raises(EOFError):
         right.read_header()
 
-
-def test_read_all_refuses_a_body_larger_than_expected(pair):
-    left, right = pair
-    left.write_message({"op": "x"}, b"y" * 100)
-    _, body = right.read_message()
-    assert isinstance(body, Body)
-    with pytest.raises(ProtocolError):
-        body.read_all(10)
-    assert body.done

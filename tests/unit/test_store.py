@@ -198,3 +198,66 @@ def test_throttled_error_is_retryable_type():
     store, _ = store_with(client, attempts=2)
     with pytest.raises(ThrottledError):
         store.put_object("b", "k", b"")
+
+
+class BrokenBody:
+    """A GET body that returns ``data`` in 4-byte reads, then fails with ``error`` (or ends) after ``fail_at``."""
+
+    def __init__(self, data, fail_at=None, error=None):
+        self.data, self.fail_at, self.error, self.position, self.closed = data, fail_at, error, 0, False
+
+    def read(self, n):
+        if self.fail_at is not None and self.position >= self.fail_at:
+            if self.error is not None:
+                raise self.error
+            return b""
+        chunk = self.data[self.position:self.position + min(n, 4)]
+        self.position += len(chunk)
+        return chunk
+
+    def close(self):
+        self.closed = True
+
+
+def test_a_stream_broken_mid_body_resumes_from_the_next_byte_through_the_retry_policy():
+    data = b"0123456789abcdef"
+    first = BrokenBody(data, fail_at=8, error=ReadTimeoutError(endpoint_url="http://s3"))
+    second = BrokenBody(data[8:], fail_at=4)  # a short body: ends early without an error
+    third = BrokenBody(data[12:])
+    client = ScriptedClient(get_object=[{"Body": first}, {"Body": second}, {"Body": third}])
+    store, sleeps = store_with(client)
+    assert b"".join(store.stream_object("b", "k", start=0, end=16, chunk_size=4)) == data
+    assert [kwargs["Range"] for _, kwargs in client.calls] == ["bytes=0-15", "bytes=8-15", "bytes=12-15"]
+    assert first.closed and second.closed and third.closed
+    counters = store.counters.snapshot()
+    assert counters["requests"]["GetObject"] == 3 and counters["retries"]["GetObject"] == 2
+    assert len(sleeps) == 2
+
+
+def test_a_stream_that_keeps_breaking_fails_after_the_policys_attempts_naming_the_object():
+    client = ScriptedClient(get_object=[{"Body": BrokenBody(b"abcdefgh", fail_at=0, error=ReadTimeoutError(
+        endpoint_url="http://s3"))} for _ in range(3)])
+    store, _ = store_with(client, attempts=3)
+    with pytest.raises(StoreError) as failure:
+        list(store.stream_object("b", "k", start=0, end=8))
+    assert failure.value.attempts == 3 and "k" in str(failure.value)
+    assert store.counters.snapshot()["failures"]["GetObject"] == 1
+
+
+def test_a_stream_refused_outright_is_not_resumed():
+    client = ScriptedClient(get_object=[client_error("AccessDenied", 403)])
+    store, sleeps = store_with(client)
+    with pytest.raises(AccessDeniedError):
+        list(store.stream_object("b", "k", start=0, end=8))
+    assert len(client.calls) == 1 and sleeps == []
+
+
+def test_a_stream_closed_by_its_reader_closes_the_body_without_a_retry():
+    body = BrokenBody(b"abcdefgh")
+    client = ScriptedClient(get_object=[{"Body": body}])
+    store, sleeps = store_with(client)
+    stream = store.stream_object("b", "k", start=0, end=8, chunk_size=4)
+    assert next(stream) == b"abcd"
+    stream.close()
+    assert body.closed and sleeps == [] and len(client.calls) == 1
+    assert "failures" not in store.counters.snapshot() or not store.counters.snapshot()["failures"]

@@ -66,11 +66,6 @@ public final class BridgeConf {
     return register(relevant(conf, bucket));
   }
 
-  /** Kept for callers that name a sidecar: registration always goes to the current one. */
-  public static String register(Sidecar sidecar, Configuration conf, String bucket) throws IOException {
-    return register(conf, bucket);
-  }
-
   static String register(Map<String, String> keys) throws IOException {
     String id = IDS.get(keys);
     if (id == null) {

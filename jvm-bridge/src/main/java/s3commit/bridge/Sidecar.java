@@ -258,27 +258,6 @@ public final class Sidecar {
     }
   }
 
-  /** Send one request to this sidecar; wait for its response. */
-  public Response call(String op, Map<String, Object> args, byte[] payload) throws IOException {
-    return exchange(op, args, payload == null ? null : channel -> {
-      channel.writeData(ByteBuffer.wrap(payload));
-      channel.endBody();
-    }, Sidecar::collect);
-  }
-
-  public Response call(String op, Map<String, Object> args) throws IOException {
-    return exchange(op, args, null, Sidecar::collect);
-  }
-
-  /**
-   * A clean-up request (an abort) to the current sidecar, through {@link #run}: sent even when the calling
-   * thread has been interrupted, as Spark does to the tasks it cancels, which must still abort their
-   * uploads. The interrupt status is restored after.
-   */
-  public Response cleanup(String op, Map<String, Object> args) throws IOException {
-    return uninterruptibly(() -> run(op, args));
-  }
-
   /** Run {@code action} with the thread's interrupt status cleared (restored after). */
   public static <T> T uninterruptibly(IOAction<T> action) throws IOException {
     boolean interrupted = Thread.interrupted();
