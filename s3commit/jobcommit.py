@@ -1,4 +1,4 @@
-"""The job commit engine (DESIGN §5): validate, journal, complete in parallel, overwrite, mark, clean up.
+"""The job commit engine: validate, journal, complete in parallel, overwrite, mark, clean up.
 
 1. Load every pendingset (in parallel) and validate it: format, job id, bucket, every key under the
    destination (or in an absolute directory a committed task declared) and outside any scratch directory,

@@ -1,6 +1,6 @@
 """Assertions and helpers for tests against S3: object listings, pending uploads, request costs.
 
-DESIGN §9 asks tests to assert behaviour *and* cost: "no pending uploads left", "exact object sets after
+Tests assert behaviour *and* cost: "no pending uploads left", "exact object sets after
 commit", "request counts per operation". These helpers do the listing (paginated, so they work on real S3
 too) and produce failure messages that say what was found. They take a plain boto3 client, and for request
 counts anything with a ``stats()`` method returning a :class:`~s3commit.testing.stats.StatsSnapshot` (an

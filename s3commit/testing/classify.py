@@ -60,7 +60,7 @@ class S3Operation(str, Enum):
 
 
 #: Operations S3 counts against the 3,500 PUT/COPY/POST/DELETE per second and prefix budget
-#: (reference peers-and-limits §5.1); everything else counts against the 5,500 GET/HEAD budget.
+#: (S3's documented request rates); everything else counts against the 5,500 GET/HEAD budget.
 WRITE_OPERATIONS = frozenset(
     {
         S3Operation.CREATE_MULTIPART_UPLOAD,

@@ -52,7 +52,7 @@ class FaultKind(str, Enum):
             raise ValueError(f"unknown fault kind {name!r}; valid values are {valid}") from None
 
 
-#: S3 documents that these two may answer 200 OK and put the error in the body (reference §5.1).
+#: S3 documents that these two may answer 200 OK and put the error in the body.
 ERROR_200_OPERATIONS = frozenset({S3Operation.COMPLETE_MULTIPART_UPLOAD, S3Operation.COPY_OBJECT})
 
 

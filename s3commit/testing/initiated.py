@@ -1,4 +1,4 @@
-"""Initiation dates of multipart uploads, which moto does not keep (reference peers-and-limits §4.3.5).
+"""Initiation dates of multipart uploads, which moto does not keep.
 
 moto answers every upload in ``ListMultipartUploads`` with ``Initiated`` 2010-11-10T20:48:33.000Z. S3 gives
 the time the upload was created, and s3commit relies on it: an orphan left by a CreateMultipartUpload whose

@@ -2,8 +2,8 @@
 
 A :class:`LatencyProfile` says how long S3 takes per operation (time to first byte), how fast one request
 moves its body, and how fast S3 copies bytes server-side (CopyObject, UploadPartCopy). Three named profiles
-are provided (``none``, ``s3-standard``, ``s3-express``); every number carries its source from
-``shared/reference/peers-and-limits.md`` §5. A :class:`Throttle` answers "may this write go through now?"
+are provided (``none``, ``s3-standard``, ``s3-express``); every number carries its source (AWS's
+published S3 performance figures and measurements). A :class:`Throttle` answers "may this write go through now?"
 per prefix with a token bucket, the way S3 answers 503 SlowDown above its per-prefix request rate.
 
 This module only computes delays and admissions. Sleeping, counting and answering HTTP are the
@@ -116,18 +116,18 @@ class LatencyProfile:
 NO_LATENCY = LatencyProfile(name=ProfileName.NONE.value)
 
 # S3 Standard. Source for first-byte latency: AWS whitepaper "Timeouts and Retries for Latency-Sensitive
-# Applications" (reference §5.1): small requests (< 512 KB) have "median latencies often in the range of
+# Applications": small requests (< 512 KB) have "median latencies often in the range of
 # tens of milliseconds". We pick values inside that range, ordered by how much work S3 does:
 #   - HEAD / small GET 20-25 ms: metadata lookups, the cheapest calls.
 #   - PUT, UploadPart, CreateMultipartUpload, copies 30 ms: a durable write of metadata (plus the body's
 #     transfer time below).
 #   - LIST 40 ms: index scans returning up to 1,000 entries.
-#   - CompleteMultipartUpload and DeleteObjects 50 ms: they touch many parts / keys. §5.4 derives its
-#     "MPU commit of 1 TB in 31 s" with ~0.1 s per Complete; 50 ms keeps the "tens of ms" of §5.1.
-# Transfer rate, 80 MB/s per request: §5.5 measured 37-100 MB/s on one socket (scylladb#22732) and
+#   - CompleteMultipartUpload and DeleteObjects 50 ms: they touch many parts / keys. A published estimate of an
+#     "MPU commit of 1 TB in 31 s" assumes ~0.1 s per Complete; 50 ms keeps the whitepaper's "tens of ms".
+# Transfer rate, 80 MB/s per request: users measured 37-100 MB/s on one socket (scylladb#22732) and
 # ~84 MiB/s for a single 50 MiB PUT (MaterializeInc/materialize#10138).
-# Server-side copy, 66 MB/s per copy stream: §5.4, awslabs/aws-c-s3 PR #288 (1 GiB in 15.57 s with
-# 1024 MiB parts). (§5.4 also quotes "6-10 MB/s" from 2017; we use the newer measurement.)
+# Server-side copy, 66 MB/s per copy stream: awslabs/aws-c-s3 PR #288 (1 GiB in 15.57 s with
+# 1024 MiB parts). (Older reports from 2017 quote "6-10 MB/s"; we use the newer measurement.)
 S3_STANDARD = LatencyProfile(
     name=ProfileName.S3_STANDARD.value,
     first_byte_seconds={
@@ -154,7 +154,7 @@ S3_STANDARD = LatencyProfile(
     copy_bytes_per_second=66 * MB,
 )
 
-# S3 Express One Zone: "single-digit millisecond latency" (reference §5.1). Reads 3 ms, writes 5 ms,
+# S3 Express One Zone: "single-digit millisecond latency" (AWS's product page). Reads 3 ms, writes 5 ms,
 # multi-object work (Complete, DeleteObjects, LIST) 8 ms. No published per-connection transfer or copy
 # rate exists for Express in our references, so we assume the S3 Standard rates (80 MB/s, 66 MB/s).
 S3_EXPRESS = LatencyProfile(
@@ -191,7 +191,7 @@ class ThrottleSpec:
     """Per-prefix request-rate limits, answered with 503 SlowDown when exceeded.
 
     S3 supports "at least 3,500 PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests per second per
-    partitioned prefix" (reference §5.1). The simulator treats the first path element of the key
+    partitioned prefix" (AWS's S3 performance guidelines). The simulator treats the first path element of the key
     (``a`` in ``a/b/c``; ``""`` for keys without ``/``) as the partitioned prefix, per bucket.
 
     Attributes:

@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``--watch-stdin``; off by default so that ``python -m ... < /dev/null &`` keeps serving)."""
     args = _parse_args(argv)
     if args.min_part_size is not None:
-        # moto reads this once, when it is imported (reference §4.2), so it must be set before the import.
+        # moto reads this once, when it is imported, so it must be set before the import.
         os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
     from moto.server import ThreadedMotoServer
 
@@ -321,7 +321,7 @@ class S3TestServer:
         Args:
             raw: talk to moto directly instead of the simulator.
             max_attempts: botocore's total attempts per call; 1 (no botocore retry) leaves retrying to the
-                code under test, as s3commit's store does (DESIGN §8).
+                code under test, as s3commit's store does.
             max_pool_connections: the client's connection pool size.
         """
         import boto3

@@ -1,6 +1,6 @@
 """A simulated S3: an HTTP proxy in front of a moto server that adds latency, throttling and faults.
 
-moto answers S3 requests correctly but instantly and never fails (reference peers-and-limits §4.3.8).
+moto answers S3 requests correctly but instantly and never fails.
 :class:`SimulatorServer` sits between the client and moto on 127.0.0.1 and, for every request:
 
 1. classifies it into an S3 operation (:mod:`~s3commit.testing.classify`) and counts it
@@ -45,7 +45,7 @@ from s3commit.testing.stats import StatsRecorder, StatsSnapshot
 _CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle")
 
 # moto indexes ``bucket.multiparts[upload_id]`` directly in these operations, so an unknown upload id
-# raises KeyError and the server answers HTTP 500, where AWS answers 404 NoSuchUpload (reference §4.3.1).
+# raises KeyError and the server answers HTTP 500, where AWS answers 404 NoSuchUpload.
 # That is exactly the answer a committer gets when another job aborted its upload, so we translate it.
 _NO_SUCH_UPLOAD_GAP = frozenset(
     {S3Operation.UPLOAD_PART, S3Operation.UPLOAD_PART_COPY, S3Operation.COMPLETE_MULTIPART_UPLOAD}
@@ -388,7 +388,7 @@ class _Exchange:
             self._send_error("InternalError")
         elif fault.kind is FaultKind.ERROR_200:
             # S3 may send 200 OK, then fail while assembling the object, and put the error in the body
-            # (reference §5.1). Clients must parse the body to notice.
+            #. Clients must parse the body to notice.
             _, document = wire.error_document("InternalError", resource=self.split.path)
             self._respond(200, document, self._error_headers())
         else:

@@ -1,4 +1,4 @@
-"""One lifecycle contract, run against every committer (Hadoop's AbstractITCommitProtocol list, §11.1).
+"""One lifecycle contract, run against every committer (after Hadoop's AbstractITCommitProtocol list).
 
 Every test ends with no pending uploads in the bucket (fixture ``no_pending_uploads``), and the tests that
 commit check that nothing was visible at the destination before the job commit.

@@ -1,4 +1,4 @@
-"""Staging committers: conflict modes (reference §5.2-5.4), unique names, parallel parts, task failures."""
+"""Staging committers: conflict modes, unique names, parallel parts, task failures."""
 
 from __future__ import annotations
 

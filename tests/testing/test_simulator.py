@@ -262,7 +262,7 @@ def test_unknown_upload_id_is_no_such_upload_not_moto_500(
             Bucket=s3_bucket, Key="k", UploadId=upload_id, MultipartUpload=parts),
     }  # fmt: skip
     for name, call in calls.items():
-        # moto itself answers 500 (reference §4.3.1) ...
+        # moto itself answers 500 ...
         with pytest.raises(ClientError) as raw_error:
             call(raw_client)
         assert raw_error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500, name

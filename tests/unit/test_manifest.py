@@ -1,4 +1,4 @@
-"""The persistent formats: golden files, round trips, and every validation rule (reference §7)."""
+"""The persistent formats: golden files, round trips, and every validation rule."""
 
 import json
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""Layouts and magic-path mapping (Hadoop's MagicCommitPaths and staging Paths examples, reference §3)."""
+"""Layouts and magic-path mapping."""
 
 import pytest
 
