@@ -13,16 +13,15 @@ import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
 
 import s3commit.bridge.BridgeConf;
+import s3commit.bridge.Ndjson;
+import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 
-import java.io.BufferedReader;
 import java.io.FileNotFoundException;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.reflect.Constructor;
 import java.net.URI;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -123,10 +122,7 @@ public class S3FileSystem extends FileSystem {
   String location(Path path) {
     Path qualified = makeQualified(path);
     URI u = qualified.toUri();
-    String key = u.getPath() == null ? "" : u.getPath();
-    while (key.startsWith("/")) {
-      key = key.substring(1);
-    }
+    String key = u.getPath() == null ? "" : S3Paths.withoutLeadingSlashes(u.getPath());
     return getScheme() + "://" + u.getAuthority() + "/" + key;
   }
 
@@ -273,20 +269,8 @@ public class S3FileSystem extends FileSystem {
   @Override
   @SuppressWarnings("unchecked")
   public FileStatus[] listStatus(Path path) throws IOException {
-    List<FileStatus> result = Sidecar.run("fs.list", args(path), null, (header, body) -> {
-      List<FileStatus> statuses = new ArrayList<>();
-      if (body == null) {
-        return statuses;
-      }
-      BufferedReader lines = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8));
-      String line;
-      while ((line = lines.readLine()) != null) {
-        if (!line.isEmpty()) {
-          statuses.add(toStatus(s3commit.bridge.FrameChannel.JSON.readValue(line, Map.class)));
-        }
-      }
-      return statuses;
-    });
+    List<FileStatus> result = Sidecar.run("fs.list", args(path), null,
+        (header, body) -> Ndjson.read(body, this::toStatus));
     return result.toArray(new FileStatus[0]);
   }
 

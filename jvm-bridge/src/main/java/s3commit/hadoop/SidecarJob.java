@@ -5,6 +5,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobID;
 
 import s3commit.bridge.BridgeConf;
+import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 
 import java.io.IOException;
@@ -46,8 +47,7 @@ public final class SidecarJob {
     URI uri = output.toUri();
     this.location = output.toString();
     this.bucket = uri.getAuthority();
-    String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
-    this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
+    this.dest = S3Paths.destination(uri);
   }
 
   /** True for an {@code s3a://} or {@code s3://} path (the destinations s3commit commits to). */

@@ -12,12 +12,13 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import s3commit.bridge.BridgeConf;
+import s3commit.bridge.Ndjson;
+import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 
 import java.io.IOException;
 import java.io.Serializable;
 import java.net.URI;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -74,14 +75,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     this.path = path;
     this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
     this.bucket = uri.getAuthority();
-    String key = uri.getPath() == null ? "" : uri.getPath();
-    while (key.startsWith("/")) {
-      key = key.substring(1);
-    }
-    while (key.endsWith("/")) {
-      key = key.substring(0, key.length() - 1);
-    }
-    this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
+    this.dest = S3Paths.destination(uri);
   }
 
   private Map<String, Object> args(Configuration conf) throws IOException {
@@ -117,12 +111,8 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   }
 
   private String fileName(TaskAttemptContext context, FileNameSpec spec) {
-    return fileName(spec.prefix(), context.getTaskAttemptID().getTaskID().getId(), jobId, spec.suffix());
-  }
-
-  /** Spark's task file name: {@code <prefix>part-<split, 5 digits>-<job id><suffix>}. */
-  static String fileName(String prefix, int split, String jobId, String suffix) {
-    return String.format("%spart-%05d-%s%s", prefix, split, jobId, suffix);
+    return S3Paths.partFileName(spec.prefix(), context.getTaskAttemptID().getTaskID().getId(), jobId,
+        spec.suffix());
   }
 
   /** The destination as the sidecar names it: {@code s3://bucket/key}, no trailing slash. */
@@ -136,9 +126,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       throw new IllegalArgumentException(
           "The dataset to be written must be partitioned when dynamicPartitionOverwrite is true.");
     }
-    String base = workPath.endsWith("/") ? workPath.substring(0, workPath.length() - 1) : workPath;
-    return dir.isDefined() ? base + "/" + dir.get() + "/" + fileName(context, spec)
-        : base + "/" + fileName(context, spec);
+    return S3Paths.taskFile(workPath, dir.isDefined() ? dir.get() : null, fileName(context, spec));
   }
 
   @Override
@@ -203,12 +191,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       args.put("delete_paths", deletePaths);
       args.put("replace_partitions", dynamicPartitionOverwrite);
       // The messages stream as the request's body, one JSON record per line: no frame grows with the job.
-      Sidecar.run("job.commit", args, Sidecar.streamed(out -> {
-        for (String message : messages) {
-          out.write(message.getBytes(StandardCharsets.UTF_8));
-          out.write('\n');
-        }
-      }), Sidecar::collect);
+      Sidecar.run("job.commit", args, Ndjson.body(messages), Sidecar::collect);
     } catch (IOException e) {
       throw new RuntimeException("s3commit job commit to " + path + " failed: " + e.getMessage(), e);
     }
@@ -228,7 +211,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   @Override
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
     URI uri = fs.makeQualified(target).toUri();
-    String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
+    String key = S3Paths.key(uri);
     if (bucket.equals(uri.getAuthority())) {
       // Deferred, under the destination or elsewhere in its bucket (a custom partition location): the job
       // commit deletes the old objects after the new ones are complete (OverwritePlan.of sorts the location).

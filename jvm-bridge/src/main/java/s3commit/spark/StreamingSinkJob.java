@@ -12,14 +12,13 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import s3commit.bridge.BridgeConf;
+import s3commit.bridge.Ndjson;
+import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.io.Serializable;
 import java.net.URI;
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.ConcurrentModificationException;
 import java.util.HashMap;
@@ -103,8 +102,7 @@ public final class StreamingSinkJob implements Serializable {
     }
     this.path = path;
     this.bucket = uri.getAuthority();
-    String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
-    this.dest = "s3://" + bucket + (key.isEmpty() ? "" : "/" + key);
+    this.dest = S3Paths.destination(uri);
     try {
       setBatch(Long.parseLong(sparkJobId));
     } catch (NumberFormatException e) {
@@ -147,8 +145,7 @@ public final class StreamingSinkJob implements Serializable {
    */
   public static TreeSet<Long> recover(Configuration conf, Path sinkPath, String exclude) {
     URI uri = sinkPath.toUri();
-    String key = uri.getPath() == null ? "" : uri.getPath().replaceAll("^/+", "").replaceAll("/+$", "");
-    String sink = "s3://" + uri.getAuthority() + (key.isEmpty() ? "" : "/" + key);
+    String sink = S3Paths.destination(uri);
     TreeSet<Long> undecided = new TreeSet<>();
     try {
       Map<String, Object> args = new HashMap<>();
@@ -213,12 +210,7 @@ public final class StreamingSinkJob implements Serializable {
     Map<String, Object> args;
     try {
       args = args(conf);
-      files = Sidecar.run("stream.prepare", args, Sidecar.streamed(out -> {
-        for (String message : messages) {
-          out.write(message.getBytes(StandardCharsets.UTF_8));
-          out.write('\n');
-        }
-      }), (header, body) -> readFiles(body));
+      files = Sidecar.run("stream.prepare", args, Ndjson.body(messages), (header, body) -> readFiles(body));
     } catch (IOException e) {
       throw new RuntimeException("s3commit: batch " + batchId + " of the sink " + path + " could not be prepared: "
           + e.getMessage(), e);
@@ -284,22 +276,10 @@ public final class StreamingSinkJob implements Serializable {
   }
 
   private List<CommittedFile> readFiles(s3commit.bridge.FrameChannel.Body body) throws IOException {
-    List<CommittedFile> files = new ArrayList<>();
-    if (body == null) {
-      return files;
-    }
-    BufferedReader lines = new BufferedReader(new InputStreamReader(body, StandardCharsets.UTF_8));
-    String line;
-    while ((line = lines.readLine()) != null) {
-      if (!line.isEmpty()) {
-        Map<?, ?> record = JSON.readValue(line, Map.class);
-        String key = (String) record.get("key");
-        // As Spark records a file: its qualified path as a URI (so a reader decodes it back).
-        String qualified = new Path(scheme, bucket, "/" + key).toUri().toString();
-        files.add(new CommittedFile(qualified, ((Number) record.get("length")).longValue()));
-      }
-    }
-    return files;
+    // As Spark records a file: its qualified path as a URI (so a reader decodes it back).
+    return Ndjson.read(body, record -> new CommittedFile(
+        new Path(scheme, bucket, "/" + record.get("key")).toUri().toString(),
+        ((Number) record.get("length")).longValue()));
   }
 
   /** A failed batch: roll it back, unless its log entry may exist (then recovery decides). */
@@ -332,9 +312,8 @@ public final class StreamingSinkJob implements Serializable {
   public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, String prefix,
       String suffix) {
     int split = context.getTaskAttemptID().getTaskID().getId();
-    String name = String.format("%spart-%05d-%s%s", prefix, split, jobId, suffix);
-    String base = workPath.endsWith("/") ? workPath.substring(0, workPath.length() - 1) : workPath;
-    return dir.isDefined() ? base + "/" + dir.get() + "/" + name : base + "/" + name;
+    return S3Paths.taskFile(workPath, dir.isDefined() ? dir.get() : null,
+        S3Paths.partFileName(prefix, split, jobId, suffix));
   }
 
   /** Commits through Spark's commit coordinator: a denied attempt is aborted ({@code CommitDeniedException}). */

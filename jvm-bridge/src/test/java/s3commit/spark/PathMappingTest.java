@@ -7,6 +7,7 @@ import static s3commit.testing.JavaTests.raises;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapreduce.JobID;
 
+import s3commit.bridge.S3Paths;
 import s3commit.hadoop.SidecarJob;
 
 import java.io.IOException;
@@ -36,9 +37,9 @@ public final class PathMappingTest {
   }
 
   public static void testSparkFileNamesCarryTheSplitAndTheJobId() {
-    equal("part-00003-6f1c.c000.snappy.parquet", S3CommitProtocolBase.fileName("", 3, "6f1c", ".c000.snappy.parquet"),
+    equal("part-00003-6f1c.c000.snappy.parquet", S3Paths.partFileName("", 3, "6f1c", ".c000.snappy.parquet"),
         "flat");
-    equal("x-part-12345-j.txt", S3CommitProtocolBase.fileName("x-", 12345, "j", ".txt"), "prefix");
+    equal("x-part-12345-j.txt", S3Paths.partFileName("x-", 12345, "j", ".txt"), "prefix");
   }
 
   public static void testHadoopJobsUseTheTrackerIdOrAnExplicitUuid() throws IOException {
