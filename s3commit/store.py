@@ -350,28 +350,23 @@ class S3Store:
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
-        streamed, never the whole range in memory. Idempotent: a transient failure part way (a reset, a
-        timeout, a short body) resumes from the next byte with a new GET, under the same retry policy as every
-        request (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
+        streamed, never the whole range in memory. A transient failure part way (a reset, a timeout, a short
+        body) resumes from the next byte with a new GET, under the retry policy of every request
+        (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
         """
         position = start
-        retrying = build_retrying(
-            self.options.retry, sleep=self._sleep,
-            on_retry=lambda _state: self.counters.add("retries", "GetObject"),
-            retry_on=lambda exc: isinstance(exc, _BrokenBody) and is_retryable(exc.error))
+        retrying = build_retrying(self.options.retry, sleep=self._sleep,
+                                  on_retry=lambda _state: self.counters.add("retries", "GetObject"),
+                                  retry_on=lambda exc: isinstance(exc, _BrokenBody) and is_retryable(exc.error))
         try:
             for attempt in retrying:
                 with attempt:
-                    response = self._call(
-                        "GetObject",
-                        lambda p=position: self.client.get_object(  # type: ignore[misc]
-                            Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
-                        retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
-                    body = response["Body"]
+                    body = self._call("GetObject", lambda p=position: self.client.get_object(  # type: ignore[misc]
+                        Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
+                        retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
                     try:
                         while position < end:
-                            data = self._read_body(body, min(chunk_size, end - position), bucket, key,
-                                                   position, start, end)
+                            data = _read_body(body, min(chunk_size, end - position), bucket, key, position)
                             position += len(data)
                             yield data
                     finally:
@@ -381,32 +376,12 @@ class S3Store:
             self.counters.add("failures", "GetObject")
             raise broken.error from broken.__cause__
 
-    @staticmethod
-    def _read_body(body: Any, size: int, bucket: str, key: str, position: int, start: int, end: int) -> bytes:
-        """One read of a GET's body; any failure, or an early end, comes out as :class:`_BrokenBody`."""
-        try:
-            data = body.read(size)
-        except Exception as err:
-            error = err if isinstance(err, StoreError) else translate_client_error(
-                err, operation="GetObject", bucket=bucket, key=key)
-            raise _BrokenBody(error) from err
-        if not data:
-            raise _BrokenBody(TransientError(f"s3://{bucket}/{key}: the body ended at byte {position} of "
-                                             f"{start}..{end}", operation="GetObject", bucket=bucket, key=key))
-        return bytes(data)
-
     def head_object(self, bucket: str, key: str) -> ObjectInfo:
         """Metadata of an object; raises :class:`NotFoundError`. ``Retry.IDEMPOTENT``."""
         response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key),
                               retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
                           response.get("LastModified"))
-
-    def head_metadata(self, bucket: str, key: str) -> dict[str, Any]:
-        """The full HEAD response (encryption, storage class, user metadata). ``Retry.IDEMPOTENT``."""
-        response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key),
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
-        return {k: v for k, v in response.items() if k != "ResponseMetadata"}
 
     def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
         """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``).
@@ -500,9 +475,23 @@ def _answered_at(response: Any) -> datetime:
         return datetime.now(timezone.utc)
 
 
+
 class _BrokenBody(Exception):
     """A GET's body failed part way (``error``, translated): :meth:`S3Store.stream_object` resumes it."""
 
     def __init__(self, error: StoreError) -> None:
         super().__init__(str(error))
         self.error = error
+
+
+def _read_body(body: Any, size: int, bucket: str, key: str, position: int) -> bytes:
+    """One read of a GET's body; a failure, or an early end, comes out as :class:`_BrokenBody`."""
+    try:
+        data = body.read(size)
+    except Exception as err:
+        raise _BrokenBody(err if isinstance(err, StoreError) else translate_client_error(
+            err, operation="GetObject", bucket=bucket, key=key)) from err
+    if not data:
+        raise _BrokenBody(TransientError(f"s3://{bucket}/{key}: the body ended early, at byte {position}",
+                                         operation="GetObject", bucket=bucket, key=key))
+    return bytes(data)

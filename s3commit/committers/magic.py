@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import IO, Any
@@ -58,22 +59,50 @@ from s3commit.writer import CompletionPolicy, MultipartWriter
 log = logging.getLogger(__name__)
 
 
+CLOSED_ATTEMPTS_KEPT = 4096
+"""How many committed or aborted attempts the registry remembers, to refuse their late files."""
+
+
 class MagicTaskRegistry:
-    """Process-wide memory of each task attempt's uploads: pending (closed) and open (in progress)."""
+    """Process-wide memory of each task attempt's uploads: pending (closed) and open (in progress).
+
+    An attempt whose uploads were taken (committed or aborted) is remembered as closed: a file of it that
+    starts or closes afterwards (a request of a cancelled task still running in the sidecar while the task's
+    abort arrives on another connection) is refused, and its upload aborted by the caller. Setting the attempt
+    up again opens it again.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], dict[str, PendingUpload]] = {}
         self._open: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {}
+        self._closed: OrderedDict[tuple[str, str], None] = OrderedDict()
 
-    def started(self, job_id: str, attempt: str, *, bucket: str, key: str, upload_id: str) -> None:
+    def opened(self, job_id: str, attempt: str) -> None:
+        """The attempt is (set up) again: its files are accepted."""
         with self._lock:
+            self._closed.pop((job_id, attempt), None)
+
+    def started(self, job_id: str, attempt: str, *, bucket: str, key: str, upload_id: str) -> bool:
+        """Remember an upload in progress; False if the attempt is closed (the caller aborts the upload)."""
+        with self._lock:
+            if (job_id, attempt) in self._closed:
+                return False
             self._open.setdefault((job_id, attempt), {})[upload_id] = (bucket, key, upload_id)
+            return True
 
-    def finished(self, job_id: str, attempt: str, pending_key: str, pending: PendingUpload) -> None:
+    def is_closed(self, job_id: str, attempt: str) -> bool:
         with self._lock:
+            return (job_id, attempt) in self._closed
+
+    def finished(self, job_id: str, attempt: str, pending_key: str, pending: PendingUpload) -> bool:
+        """Remember a closed file's pending upload; False if the attempt is closed (the caller aborts it)."""
+        with self._lock:
+            if (job_id, attempt) in self._closed:
+                return False
             self._open.get((job_id, attempt), {}).pop(pending.upload_id, None)
             self._pending.setdefault((job_id, attempt), {})[pending_key] = pending
+            return True
 
     def aborted(self, job_id: str, attempt: str, upload_id: str) -> None:
         with self._lock:
@@ -84,6 +113,10 @@ class MagicTaskRegistry:
         with self._lock:
             pending = self._pending.pop((job_id, attempt), {})
             still_open = list(self._open.pop((job_id, attempt), {}).values())
+            self._closed[(job_id, attempt)] = None
+            self._closed.move_to_end((job_id, attempt))
+            while len(self._closed) > CLOSED_ATTEMPTS_KEPT:
+                self._closed.popitem(last=False)
         return pending, still_open
 
     def forget_job(self, job_id: str) -> None:
@@ -119,7 +152,10 @@ class MagicCompletion(CompletionPolicy):
         self.registry = registry
 
     def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
-        self.registry.started(self.job_id, self.task_attempt_id, bucket=bucket, key=key, upload_id=upload_id)
+        if not self.registry.started(self.job_id, self.task_attempt_id, bucket=bucket, key=key,
+                                     upload_id=upload_id):
+            abort_upload_quietly(self.store, bucket, key, upload_id)
+            raise self._closed_error(f"s3://{bucket}/{key} was being opened")
         if self.track:
             # Durable record so an abort from another process (or after a crash) can find this upload.
             self._record(UploadRef(bucket, key, upload_id))
@@ -135,9 +171,17 @@ class MagicCompletion(CompletionPolicy):
 
     def upload_ready(self, pending: PendingUpload) -> bool:
         key = self.magic_key + PENDING_SUFFIX
-        save_pending_upload(self.store, self.bucket, key, pending)
-        self.registry.finished(self.job_id, self.task_attempt_id, key, pending)
-        return False
+        if not self.registry.is_closed(self.job_id, self.task_attempt_id):
+            save_pending_upload(self.store, self.bucket, key, pending)
+            if self.registry.finished(self.job_id, self.task_attempt_id, key, pending):
+                return False
+            self.store.delete_objects(self.bucket, [key])
+        abort_upload_quietly(self.store, pending.bucket, pending.destination_key, pending.upload_id)
+        raise self._closed_error(f"s3://{pending.bucket}/{pending.destination_key} was being closed")
+
+    def _closed_error(self, what: str) -> CommitStateError:
+        return CommitStateError(f"task attempt {self.task_attempt_id} of job {self.job_id} was aborted or committed "
+                                f"while {what}: its upload was aborted")
 
     def upload_aborted(self, *, bucket: str, key: str, upload_id: str) -> None:
         self.registry.aborted(self.job_id, self.task_attempt_id, upload_id)
@@ -158,6 +202,9 @@ def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptio
     final_key = magic_key_to_final(target.key)
     job_id = job_id_of_magic_key(target.key)
     attempt = task_attempt_id_of_magic_key(target.key)
+    if registry.is_closed(job_id, attempt):
+        raise CommitStateError(f"task attempt {attempt} of job {job_id} was aborted or committed: it cannot open "
+                               f"{target}")
     # Recorded by default when no sweep can tell the upload is this job's: a key without the job id, or a
     # key outside the destination (an absolute location), where the destination's sweep does not look.
     elements = split_elements(target.key)
@@ -221,7 +268,9 @@ class MagicCommitter(Committer):
 
     def setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
         self._check_job_open()
-        return MagicTaskAttempt(self, task_attempt_id)
+        attempt = MagicTaskAttempt(self, task_attempt_id)
+        REGISTRY.opened(self.job_id, attempt.task_attempt_id)
+        return attempt
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)

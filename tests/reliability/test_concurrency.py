@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from s3commit import JobCommitError, create_committer
-from s3commit.errors import TransientError
+from s3commit.errors import CommitStateError, TransientError
 from s3commit.store import S3Store
 from s3commit.testing.assertions import list_keys
 from tests.reliability.crash_child import file_body, file_name
@@ -200,3 +200,41 @@ def test_four_job_processes_on_adjacent_paths_at_once(s3_sim, s3_bucket, tmp_pat
     assert list_keys(raw, s3_bucket, f"{SHARED}/") == []
     assert_clean(raw, s3_bucket)
 
+
+
+@pytest.mark.parametrize("late", ["open", "close"])
+def test_a_file_opened_or_closed_for_an_attempt_already_aborted_leaves_no_upload(s3_sim, s3_bucket, late):
+    """Spark cancels a task by interrupting its thread: the JVM's request (open a file, close it) may still be
+    running in the sidecar when the task's abort arrives on another connection and takes the attempt's
+    uploads. What that request then starts or saves belongs to nobody: it must be aborted, not left behind."""
+    from s3commit.committers.magic import open_magic_file
+
+    committer = create_committer("magic", f"s3://{s3_bucket}/{SHARED}", store=make_store(s3_sim))
+    committer.setup_job()
+    attempt = committer.setup_task(f"attempt_{uuid.uuid4().hex[:12]}_0000_m_000003_0")
+    custom = f"s3://{s3_bucket}/custom/p=1"
+    late_path = attempt.absolute_work_path(custom, "part-00003.parquet")
+    writer = open_magic_file(committer.store, late_path) if late == "close" else None
+    if writer is not None:
+        writer.write(b"written before the abort")
+    committer.abort_task(attempt)  # a late file is not among the attempt's writers: only the registry knows
+    with pytest.raises(CommitStateError, match="was aborted"):
+        if writer is None:
+            open_magic_file(committer.store, late_path).write(b"x")
+        else:
+            writer.close()
+    committer.abort_job()
+    assert_clean(s3_sim.client(), s3_bucket)
+    assert list_keys(s3_sim.client(), s3_bucket, "custom/") == []
+
+
+def test_an_attempt_set_up_again_after_an_abort_writes_again(s3_sim, s3_bucket):
+    committer = create_committer("magic", f"s3://{s3_bucket}/{SHARED}", store=make_store(s3_sim))
+    committer.setup_job()
+    attempt_id = f"attempt_{uuid.uuid4().hex[:12]}_0000_m_000001_0"
+    committer.abort_task(committer.setup_task(attempt_id))
+    attempt = committer.setup_task(attempt_id)
+    with attempt.open("again.txt") as f:
+        f.write(b"again")
+    committer.commit_job([committer.commit_task(attempt)])
+    assert read(s3_sim.client(), s3_bucket, f"{SHARED}/again.txt") == b"again"
