@@ -68,7 +68,8 @@ SCALA_VERSIONS = ("2.12", "2.13")
 
 def _source_root() -> Path:
     """The Java sources: ``jvm-bridge/src/`` beside the package (a source checkout or editable install), with
-    ``main/java`` (every Spark version) and ``scala-<version>/java`` (the classes whose signatures differ)."""
+    ``main/java`` (every Spark version), ``scala-lines/java`` (the class whose signature differs between Scala
+    lines, mapped per line) and the optional source sets."""
     here = Path(__file__).resolve().parent
     for candidate in (here.parent / "jvm-bridge" / "src", here / "java"):
         if (candidate / "main" / "java").is_dir():
@@ -147,16 +148,31 @@ def streaming_source(text: str, layout: str) -> str:
     return text
 
 
+SCALA_LINE_SOURCES = "scala-lines"
+"""``S3CommitProtocol``, whose ``commitJob`` signature differs between Scala lines: one source written for Scala
+2.13, its ``Seq`` type mapped for 2.12 at build time (:func:`scala_line_source`)."""
+_SCALA_212_TYPES = (("scala.collection.immutable.Seq<", "scala.collection.Seq<"),)
+"""Scala 2.13's ``Seq`` in Spark's signatures (``scala.collection.immutable.Seq``) and 2.12's."""
+
+
+def scala_line_source(text: str, scala: str) -> str:
+    """A Scala-line class's source (written for 2.13) for ``scala``: 2.12 gets its ``Seq`` type mapped."""
+    if scala == "2.13":
+        return text
+    for scala213, scala212 in _SCALA_212_TYPES:
+        text = text.replace(scala213, scala212)
+    return text
+
+
 def bridge_sources(root: Path, scala: str, jars: Path | None = None) -> list[Path]:
-    """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-<scala>/java``, plus
+    """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-lines/java``, plus
     ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``), plus the
     Structured Streaming classes (``streaming-4/java``: the checkpoint manager and the file sink's protocol
     implement classes that moved between 3.5 and 4.x; :func:`jar_path` maps their imports for 3.5)."""
+    if scala not in SCALA_VERSIONS:
+        raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (it supports Scala 2.12 and 2.13)")
     files = sorted((root / "main" / "java").rglob("*.java"))
-    specific = root / f"scala-{scala}" / "java"
-    if not specific.is_dir():
-        raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (expected {specific})")
-    files += sorted(specific.rglob("*.java"))
+    files += sorted((root / SCALA_LINE_SOURCES / "java").rglob("*.java"))
     streaming = root / STREAMING_SOURCES / "java"
     if streaming.is_dir():
         files += sorted(streaming.rglob("*.java"))
@@ -203,13 +219,18 @@ def jar_path() -> str:
     with tempfile.TemporaryDirectory(prefix="s3commit-bridge-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
-        streaming = root / STREAMING_SOURCES
         sources = []
         for file in files:
-            if layout != STREAMING_SOURCES and file.is_relative_to(streaming):
+            original = file.read_text(encoding="utf-8")
+            text = original
+            if file.is_relative_to(root / STREAMING_SOURCES):
+                text = streaming_source(original, layout)
+            elif file.is_relative_to(root / SCALA_LINE_SOURCES):
+                text = scala_line_source(original, scala)
+            if text != original:
                 mapped = Path(tmp) / "src" / file.relative_to(root)
                 mapped.parent.mkdir(parents=True, exist_ok=True)
-                mapped.write_text(streaming_source(file.read_text(encoding="utf-8"), layout), encoding="utf-8")
+                mapped.write_text(text, encoding="utf-8")
                 file = mapped
             sources.append(str(file))
         command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),

@@ -59,16 +59,26 @@ def test_unsupported_or_missing_scala_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("scala", ["2.12", "2.13"])
-def test_each_scala_build_has_one_commit_protocol_class(scala):
-    # The common sources plus exactly one S3CommitProtocol, the one whose commitJob matches that Scala's Seq.
-    from s3commit.spark import _source_root, bridge_sources
+def test_each_scala_build_has_one_commit_protocol_class_with_that_scalas_seq(scala):
+    # The common sources plus exactly one S3CommitProtocol, one source whose commitJob takes that Scala's Seq.
+    from s3commit.spark import SCALA_LINE_SOURCES, _source_root, bridge_sources, scala_line_source
 
     root = _source_root()
     files = [f.relative_to(root).as_posix() for f in bridge_sources(root, scala)]
     protocols = [f for f in files if f.endswith("/S3CommitProtocol.java")]
-    assert protocols == [f"scala-{scala}/java/s3commit/spark/S3CommitProtocol.java"]
+    assert protocols == [f"{SCALA_LINE_SOURCES}/java/s3commit/spark/S3CommitProtocol.java"]
     assert "main/java/s3commit/spark/S3CommitProtocolBase.java" in files
-    assert not [f for f in files if f.startswith("scala-") and not f.startswith(f"scala-{scala}/")]
+    text = scala_line_source((root / protocols[0]).read_text(), scala)
+    seq = {"2.12": "scala.collection.Seq<TaskCommitMessage>",
+           "2.13": "scala.collection.immutable.Seq<TaskCommitMessage>"}[scala]
+    assert f"commitJob(JobContext context, {seq} taskCommits)" in text
+
+
+def test_a_scala_the_bridge_has_no_sources_for_is_named():
+    from s3commit.spark import BridgeBuildError, _source_root, bridge_sources
+
+    with pytest.raises(BridgeBuildError, match=r"no sources for Scala 3\.3 \(it supports Scala 2\.12 and 2\.13\)"):
+        bridge_sources(_source_root(), "3.3")
 
 
 class FakeBuilder:

@@ -45,10 +45,9 @@ import java.util.Map;
  * <p>The body of {@code s3commit.spark.S3CommitProtocol}, common to every Spark version. The only
  * signature that differs between Spark 3.5 (Scala 2.12) and 4.x (Scala 2.13) is
  * {@code commitJob(JobContext, Seq<TaskCommitMessage>)}: {@code scala.collection.Seq} against
- * {@code scala.collection.immutable.Seq}. The public class, one per Scala version
- * ({@code jvm-bridge/src/scala-2.12}, {@code scala-2.13}), overrides it and hands the messages to
- * {@link #commitJobWithMessages}; the build compiles the one matching the
- * installed PySpark ({@code s3commit.spark.jar_path()}).
+ * {@code scala.collection.immutable.Seq}. The public class ({@code jvm-bridge/src/scala-lines}, one source
+ * whose {@code Seq} type the build maps to the installed PySpark's Scala line, {@code s3commit.spark.jar_path()})
+ * overrides it and hands the messages to {@link #commitJobWithMessages}.
  */
 public abstract class S3CommitProtocolBase extends FileCommitProtocol implements Serializable {
   private static final long serialVersionUID = 1L;

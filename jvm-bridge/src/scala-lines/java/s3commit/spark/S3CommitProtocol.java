@@ -3,8 +3,10 @@ package s3commit.spark;
 import org.apache.hadoop.mapreduce.JobContext;
 
 /**
- * {@code spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol} for Spark 4.x (Scala 2.13),
- * whose {@code FileCommitProtocol.commitJob} takes a {@code scala.collection.immutable.Seq}. Everything else is in
+ * {@code spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol}. One source for both Scala lines:
+ * it is written for Scala 2.13 (Spark 4.x), whose {@code FileCommitProtocol.commitJob} takes a
+ * {@code scala.collection.immutable.Seq}; the build maps that type to 2.12's {@code scala.collection.Seq} for
+ * Spark 3.5 ({@code s3commit.spark.scala_line_source}), the one thing that differs. Everything else is in
  * {@link S3CommitProtocolBase}, common to every Spark version.
  */
 public class S3CommitProtocol extends S3CommitProtocolBase {
