@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from s3commit import S3Store, StoreOptions
@@ -10,6 +12,10 @@ from s3commit.config import RetryPolicy
 from s3commit.testing.assertions import assert_no_pending_uploads
 
 STAGING_AND_MAGIC = ["magic", "directory", "partitioned"]
+
+# Every sidecar the tests start (in-process or spawned by a JVM, which inherits the environment) checks its
+# replies and its handlers' reads against the bridge's operation table too (s3commit.bridge.operations).
+os.environ.setdefault("S3COMMIT_BRIDGE_STRICT", "1")
 
 
 def store_options_for(server) -> StoreOptions:

@@ -21,6 +21,7 @@ from typing import Any
 from s3commit.bridge.blocks import BlockDirectories
 from s3commit.bridge.commits import CommitOps
 from s3commit.bridge.files import FileOps
+from s3commit.bridge.operations import check_handlers
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply, error_header, error_type
@@ -52,6 +53,7 @@ class BridgeHandlers:
             **self.files.ops(), **self.streams.ops(), **self.commits.ops(), **self.streaming.ops(),
             "stats": self.stats, "health": self.health,
         }
+        check_handlers(self.ops)  # the table in operations.json, and nothing else
 
     def conf_register(self, req: dict[str, Any], _: Body | None) -> Reply:
         """Remember a Hadoop configuration (``fs.s3a.*``, ``s3commit.*``...); returns its id and the options

@@ -31,6 +31,7 @@ from s3commit import __version__
 from s3commit.bridge.blocks import PREFIX, BlockDirectories, BlockDirectory
 from s3commit.bridge.failpoints import Failpoints
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
+from s3commit.bridge.operations import OPERATIONS, DeclaredFields, hello_table, strict
 from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
 from s3commit.errors import S3CommitError
 
@@ -58,6 +59,8 @@ class SidecarServer:
         self._sock.listen(128)
         self._stopped = threading.Event()
         self.failpoints = Failpoints()
+        self.strict = strict()
+        self.operations = hello_table()
 
     @classmethod
     def listen_in(cls, directory: str, token: str, handlers: BridgeHandlers | None = None) -> SidecarServer:
@@ -108,7 +111,7 @@ class SidecarServer:
             channel.write_header({"ok": False, "error": {"type": "IllegalState", "message": message}})
             return False
         channel.write_header({"ok": True, "version": __version__, "pid": os.getpid(),
-                              "blocks_dir": self.handlers.blocks.path})
+                              "blocks_dir": self.handlers.blocks.path, "operations": self.operations})
         return True
 
     def _serve(self, conn: socket.socket) -> None:
@@ -133,12 +136,15 @@ class SidecarServer:
 
     def _answer(self, channel: Channel, header: dict[str, Any], body: Body | None) -> None:
         op = str(header.get("op"))
-        handler = self.handlers.ops.get(op)
+        handler, operation = self.handlers.ops.get(op), OPERATIONS.get(op)
         self.failpoints.reach("before", op)
         try:
-            if handler is None:
+            if handler is None or operation is None:
                 raise _UnknownOperation(f"unknown operation {op!r}")
-            reply = handler(header, body)
+            operation.check_request(header)
+            reply = handler(DeclaredFields(operation, header) if self.strict else header, body)
+            if self.strict:
+                operation.check_reply(reply.header)
         except S3CommitError as err:  # S3 or committer trouble (an unreachable endpoint included): an answer
             self._refuse(channel, op, body, err)
             return

@@ -168,8 +168,7 @@ class Streams:
         with self._lock:
             handle = self._handles.pop(int(req["handle"]), None)
         if handle is not None:
-            handle.writer.abort()
-        self._discard_block(req, handle)
+            handle.writer.abort()  # the blocks it was handed are released by the writer; unsent ones are the JVM's
         return Reply({})
 
     def _abort(self, handle: _Handle, req: dict[str, Any]) -> None:

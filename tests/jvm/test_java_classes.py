@@ -18,10 +18,13 @@ def unit_outcomes(java_classpath):
 
 
 @pytest.fixture(scope="module")
-def integration_outcomes(java_classpath, s3_server):
+def integration_outcomes(java_classpath, s3_server, tmp_path_factory):
     bucket = s3_server.create_bucket("java-lifecycle-tests")
+    # ckpt.exists stalls once (longer than the metadata timeout): the JVM's watchdog must give up on it.
+    stall = tmp_path_factory.mktemp("stall")
     outcomes = run_java_tests(java_classpath, INTEGRATION, env={
-        "S3COMMIT_TEST_ENDPOINT": s3_server.endpoint_url, "S3COMMIT_TEST_BUCKET": bucket})
+        "S3COMMIT_TEST_ENDPOINT": s3_server.endpoint_url, "S3COMMIT_TEST_BUCKET": bucket,
+        "S3COMMIT_BRIDGE_METADATA_TIMEOUT": "8", "S3COMMIT_SIDECAR_CRASH": f"stall:ckpt.exists@{stall}"})
     print(outcomes.get("_info", ""))
     return outcomes
 

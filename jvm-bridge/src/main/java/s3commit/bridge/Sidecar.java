@@ -3,10 +3,10 @@ package s3commit.bridge;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
+import java.net.SocketTimeoutException;
 import java.net.StandardProtocolFamily;
 import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
@@ -19,7 +19,11 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
 import java.util.concurrent.ConcurrentLinkedDeque;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The JVM's handle on its Python sidecar ({@code python -m s3commit.bridge}): starts it lazily, once per
@@ -32,19 +36,24 @@ import java.util.concurrent.TimeUnit;
  * <p><b>When the sidecar dies</b> (killed by the OOM killer, say), the next request finds it gone and starts
  * a new one. The new sidecar knows nothing: {@link #run} registers the caller's configuration again when
  * the sidecar answers {@code UnknownConfiguration}, and sends a request again on the new sidecar when
- * repeating it is safe ({@link #RESTARTABLE}: stateless reads and metadata, setups, aborts, and the job
- * commit, which resumes from its journal). A request that depended on the dead sidecar's state (writing a
+ * repeating it is safe (the operations the sidecar's table, {@code s3commit/bridge/operations.json}, marks
+ * restartable: stateless reads and metadata, setups, aborts, and the job commit, which resumes from its
+ * journal; the sidecar sends that table in its hello, so this class keeps no copy). A request that depended on the dead sidecar's state (writing a
  * file, committing a task) fails with a {@link SidecarDiedException} naming the operation and the exit
  * status, and Spark retries the task. Streams pin the sidecar that opened them ({@link #exchange}), so a
  * handle of a dead sidecar is never sent to its successor.
  */
 public final class Sidecar {
   private static final Logger LOG = LoggerFactory.getLogger(Sidecar.class);
-  /** Operations a new sidecar can serve again after the one they were sent to died. */
-  public static final Set<String> RESTARTABLE = Set.of("conf.register", "stats", "health", "fs.stat",
-      "fs.list", "fs.read", "fs.delete", "fs.mkdirs", "fs.rename", "fs.open_write", "job.setup", "job.commit",
-      "job.abort", "task.setup", "task.absolute_path", "task.abort", "ckpt.exists", "stream.task_setup",
-      "stream.task_abort", "stream.finish", "stream.abort", "stream.recover");
+  /** Operations a new sidecar can serve again after the one they were sent to died (from the last hello). */
+  private static volatile Set<String> restartable = Set.of();
+  /** Seconds to wait for each operation's answer, 0 for as long as the sidecar lives (from the last hello). */
+  private static volatile Map<String, Double> timeouts = Map.of();
+  private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
+    Thread thread = new Thread(r, "s3commit-sidecar-watchdog");
+    thread.setDaemon(true);
+    return thread;
+  });
   private static Sidecar instance;
   private static int generations;
 
@@ -220,7 +229,7 @@ public final class Sidecar {
         }
         reregistered = true;
       } catch (SidecarDiedException e) {
-        if (restarted || !RESTARTABLE.contains(op)) {
+        if (restarted || !restartable.contains(op)) {
           throw e;
         }
         restarted = true;
@@ -301,6 +310,13 @@ public final class Sidecar {
     }
     Map<String, Object> reply;
     T result;
+    double seconds = timeouts.getOrDefault(op, 0.0);
+    AtomicBoolean timedOut = new AtomicBoolean();
+    FrameChannel watched = channel;
+    ScheduledFuture<?> alarm = seconds <= 0 ? null : WATCHDOG.schedule(() -> {
+      timedOut.set(true);
+      watched.close();  // the blocked read fails; this connection is never used again
+    }, (long) (seconds * 1000), TimeUnit.MILLISECONDS);
     try {
       if (body == null) {
         channel.writeHeader(header);
@@ -333,9 +349,21 @@ public final class Sidecar {
       throw e.unwrap();
     } catch (IOException e) {
       discard(channel);
+      if (timedOut.get()) {
+        throw new SocketTimeoutException("s3commit sidecar request " + op + " got no answer within " + seconds
+            + " s (the sidecar's limit for metadata operations, S3COMMIT_BRIDGE_METADATA_TIMEOUT)");
+      }
       throw failure(op, e);
+    } finally {
+      if (alarm != null) {
+        alarm.cancel(false);
+      }
     }
-    release(channel);
+    if (timedOut.get()) {
+      discard(channel);
+    } else {
+      release(channel);
+    }
     return result;
   }
 
@@ -403,29 +431,7 @@ public final class Sidecar {
   @SuppressWarnings("unchecked")
   static IOException toException(Map<String, Object> header) {
     Map<String, Object> error = (Map<String, Object>) header.getOrDefault("error", new HashMap<>());
-    String type = String.valueOf(error.get("type"));
-    String message = String.valueOf(error.get("message"));
-    IOException mapped;
-    switch (type) {
-      case "FileNotFound":
-        mapped = new FileNotFoundException(message);
-        break;
-      case "FileAlreadyExists":
-        mapped = new org.apache.hadoop.fs.FileAlreadyExistsException(message);
-        break;
-      case "IllegalArgument":
-        mapped = new IOException(message, new IllegalArgumentException(message));
-        break;
-      case "UnknownConfiguration":
-        mapped = new UnknownConfigurationException(message);
-        break;
-      case "FrameTooLarge":
-        mapped = new FrameChannel.FrameTooLargeException(message);
-        break;
-      default:
-        mapped = new IOException(message);
-    }
-    return new SidecarException(mapped);
+    return new SidecarException(SidecarErrors.of(error));
   }
 
   private FrameChannel connect() throws IOException {
@@ -443,11 +449,44 @@ public final class Sidecar {
         channel.close();
         throw ((SidecarException) toException(response)).unwrap();
       }
+      learn(response.get("operations"));
       return channel;
     } catch (IOException | RuntimeException e) {
       socketChannel.close();
       throw e;
     }
+  }
+
+  /** Take the restartable operations and the timeouts from the sidecar's operation table (its hello). */
+  @SuppressWarnings("unchecked")
+  static void learn(Object operations) {
+    if (!(operations instanceof Map)) {
+      return;
+    }
+    Map<String, Object> table = (Map<String, Object>) operations;
+    Object names = table.get("restartable");
+    if (names instanceof java.util.Collection) {
+      Set<String> set = new java.util.HashSet<>();
+      for (Object name : (java.util.Collection<Object>) names) {
+        set.add(String.valueOf(name));
+      }
+      restartable = Set.copyOf(set);
+    }
+    Object limits = table.get("timeouts");
+    if (limits instanceof Map) {
+      Map<String, Double> map = new HashMap<>();
+      for (Map.Entry<String, Object> e : ((Map<String, Object>) limits).entrySet()) {
+        if (e.getValue() instanceof Number) {
+          map.put(e.getKey(), ((Number) e.getValue()).doubleValue());
+        }
+      }
+      timeouts = Map.copyOf(map);
+    }
+  }
+
+  /** Whether a new sidecar may be sent {@code op} again (as the last hello's table says). */
+  public static boolean isRestartable(String op) {
+    return restartable.contains(op);
   }
 
   /** Helper for callers that stream a request body from an output stream. */

@@ -136,19 +136,51 @@ public final class FrameChannelTest {
   }
 
   public static void testErrorTypesBecomeJavaExceptions() {
-    equal(FileNotFoundException.class, mapped("FileNotFound").getClass(), "FileNotFound");
-    equal(org.apache.hadoop.fs.FileAlreadyExistsException.class, mapped("FileAlreadyExists").getClass(),
-        "FileAlreadyExists");
+    check(mapped("FileNotFound") instanceof FileNotFoundException, "FileNotFound");
+    check(mapped("FileAlreadyExists") instanceof org.apache.hadoop.fs.FileAlreadyExistsException, "FileAlreadyExists");
+    check(mapped("AccessDenied") instanceof java.nio.file.AccessDeniedException, "AccessDenied");
     equal(Sidecar.UnknownConfigurationException.class, mapped("UnknownConfiguration").getClass(), "unknown conf");
     equal(FrameChannel.FrameTooLargeException.class, mapped("FrameTooLarge").getClass(), "frame");
     check(mapped("IllegalArgument").getCause() instanceof IllegalArgumentException, "illegal argument");
-    equal(IOException.class, mapped("IO").getClass(), "anything else");
+    for (String family : new String[] {"Transient", "Unreachable", "IllegalState", "IO", "Security"}) {
+      Throwable e = mapped(family);
+      equal(SidecarErrors.SidecarIOException.class, e.getClass(), family);
+      equal(family, ((SidecarErrors.SidecarIOException) e).family(), family);
+    }
+  }
+
+  public static void testAnErrorCarriesTheS3CodeTheObjectAndTheUpload() {
+    Map<String, Object> error = new HashMap<>();
+    error.put("type", "FileNotFound");
+    error.put("message", "CompleteMultipartUpload failed for s3://b/k: NoSuchUpload");
+    error.put("error_class", "NoSuchUploadError");
+    error.put("code", "NoSuchUpload");
+    error.put("bucket", "b");
+    error.put("key", "out/part-0");
+    error.put("upload_id", "u-1");
+    Throwable e = mapped(error);
+    check(e instanceof FileNotFoundException, e.getClass().getName());
+    SidecarErrors.Details details = (SidecarErrors.Details) e;
+    equal("NoSuchUpload", details.code(), "code");
+    equal("b", details.bucket(), "bucket");
+    equal("out/part-0", details.key(), "key");
+    equal("u-1", details.uploadId(), "upload");
+    equal("NoSuchUploadError", details.errorClass(), "python class");
+    error.put("type", "AccessDenied");
+    error.put("code", "AccessDenied");
+    java.nio.file.AccessDeniedException denied = (java.nio.file.AccessDeniedException) mapped(error);
+    equal("b/out/part-0", denied.getFile(), "the object denied");
+    equal("AccessDenied", ((SidecarErrors.Details) denied).code(), "code");
   }
 
   private static Throwable mapped(String type) {
     Map<String, Object> error = new HashMap<>();
     error.put("type", type);
     error.put("message", "m");
+    return mapped(error);
+  }
+
+  private static Throwable mapped(Map<String, Object> error) {
     Map<String, Object> header = new HashMap<>();
     header.put("error", error);
     IOException wrapped = Sidecar.toException(header);

@@ -81,12 +81,25 @@ public final class SidecarLifecycleTest {
     check(Sidecar.get().isAlive(), "the JVM's current sidecar is a new one");
   }
 
-  public static void testNonRestartableRequestsAreNotSentAgain() {
-    check(!Sidecar.RESTARTABLE.contains("task.commit"), "task.commit depends on nothing, but is not idempotent");
-    check(!Sidecar.RESTARTABLE.contains("fs.write_block"), "a write handle dies with its sidecar");
-    check(!Sidecar.RESTARTABLE.contains("fs.close_write"), "a write handle dies with its sidecar");
-    check(Sidecar.RESTARTABLE.contains("job.commit"), "the job commit resumes from its journal");
-    check(Sidecar.RESTARTABLE.contains("fs.read"), "reads are stateless");
+  /** The integration run sets S3COMMIT_BRIDGE_METADATA_TIMEOUT and a one-shot stall of ckpt.exists. */
+  public static void testAMetadataRequestWithoutAnAnswerTimesOutNamingIt() throws Exception {
+    String confId = BridgeConf.register(conf());
+    Map<String, Object> args = stat(confId, "no-such-checkpoint");
+    java.net.SocketTimeoutException e = raises(java.net.SocketTimeoutException.class,
+        () -> Sidecar.run("ckpt.exists", args), "a stalled metadata request");
+    check(e.getMessage().contains("ckpt.exists") && e.getMessage().contains("S3COMMIT_BRIDGE_METADATA_TIMEOUT"),
+        e.getMessage());
+    // The stall fires once; the connection it held was dropped, and the next request is answered.
+    equal(Boolean.FALSE, Sidecar.run("ckpt.exists", args).header.get("exists"), "answered afterwards");
+  }
+
+  public static void testNonRestartableRequestsAreNotSentAgain() throws Exception {
+    Sidecar.get();  // its hello carries the operation table
+    check(!Sidecar.isRestartable("task.commit"), "task.commit depends on nothing, but is not idempotent");
+    check(!Sidecar.isRestartable("fs.write_block"), "a write handle dies with its sidecar");
+    check(!Sidecar.isRestartable("fs.close_write"), "a write handle dies with its sidecar");
+    check(Sidecar.isRestartable("job.commit"), "the job commit resumes from its journal");
+    check(Sidecar.isRestartable("fs.read"), "reads are stateless");
   }
 
   public static void testAnOversizedHeaderIsRefusedInTheJvmWithTheLimitNamed() throws Exception {
