@@ -1,6 +1,8 @@
 """PySpark binding: the bridge jar, and ``configure()`` to point a SparkSession at s3commit.
 
-The only module that imports pyspark. ``configure(builder)`` sets:
+The only module that imports pyspark. ``spark_conf()`` returns these settings and ``configure(builder)`` applies
+them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arguments for ``spark-submit``,
+``pyspark`` and ``start-connect-server.sh``, and ``python -m s3commit.spark build`` the jar's path:
 
 - ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
   then cached; Maven is never needed);
@@ -14,19 +16,26 @@ The only module that imports pyspark. ``configure(builder)`` sets:
   written in place, atomically, no rename) and the file sink's commit protocol (a batch's files stay pending
   uploads until the batch is in the sink's log);
 - the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
-- ``S3COMMIT_PYTHON`` for the driver and every executor, so each JVM's sidecar runs with this Python.
+- ``S3COMMIT_PYTHON`` for the driver and every executor (``spark.executorEnv.S3COMMIT_PYTHON``; for a driver
+  launched by ``spark-submit``, ``spark.s3commit.python``), so each JVM's sidecar runs with this Python.
+
+``conf [--committer NAME] [--endpoint-url URL] [--region R] [--path-style] [--python PATH] [--conf KEY=VALUE
+...]``: a ``--conf`` key of ``fs.s3a.*``/``s3commit.*`` is a Hadoop key (passed as ``spark.hadoop.<key>``); a
+``spark.*`` key is passed as is. Bad options: a clear error, exit 2.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -284,12 +293,50 @@ def hadoop_options(*, committer: str = "magic", endpoint_url: str | None = None,
     return options
 
 
+def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, region: str | None = None,
+               path_style: bool | None = None, access_key: str | None = None, secret_key: str | None = None,
+               session_token: str | None = None, conflict_mode: str | None = None, threads: int | None = None,
+               part_size: str | int | None = None, use_s3a_filesystem: bool = True, rdd_writes: bool = True,
+               streaming: bool = True, extra: Mapping[str, Any] | None = None,
+               spark_options: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every Spark setting that makes a session write through s3commit, as ``{key: value}``: the one source
+    of :func:`configure` and of ``python -m s3commit.spark conf`` (``--jars``/``--conf`` arguments for
+    ``spark-submit``, ``pyspark`` and a Spark Connect server).
+
+    The options are :func:`configure`'s. ``spark_options``: settings already made (``spark.pyspark.python``
+    picks the sidecars' Python). ``spark.jars`` is the bridge jar (built on first use); the sidecars' Python is
+    named for the executors (``spark.executorEnv.S3COMMIT_PYTHON``) and for a driver launched by
+    ``spark-submit`` (``spark.s3commit.python``, which the driver's JVM reads as a system property).
+    """
+    options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
+                             access_key=access_key, secret_key=secret_key, session_token=session_token,
+                             conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
+    conf = {"spark.jars": jar_path(), "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
+    if use_s3a_filesystem:
+        conf["spark.hadoop.fs.s3a.impl"] = FILESYSTEM_CLASS
+        conf["spark.hadoop.fs.AbstractFileSystem.s3a.impl"] = ABSTRACT_FILESYSTEM_CLASS
+        if streaming:
+            conf.update(STREAMING_KEYS)
+    if rdd_writes:
+        conf.update({f"spark.hadoop.{key}": value for key, value in HADOOP_COMMITTER_KEYS.items()})
+    conf.update({f"spark.hadoop.{key}": value for key, value in options.items()})
+    python = sidecar_python(dict(spark_options or {}))
+    conf[SIDECAR_PYTHON_KEY] = python
+    conf["spark.executorEnv.S3COMMIT_PYTHON"] = python
+    return conf
+
+
+SIDECAR_PYTHON_KEY = "spark.s3commit.python"
+"""The sidecars' Python for a driver launched by ``spark-submit`` (``SidecarProcess.java`` reads it)."""
+
+
 def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | None = None,
               region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
               secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
               threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
               rdd_writes: bool = True, streaming: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
-    """Configure a ``SparkSession.builder`` to write through s3commit; returns the builder.
+    """Configure a ``SparkSession.builder`` to write through s3commit (the settings of :func:`spark_conf`);
+    returns the builder.
 
     Args:
         builder: ``SparkSession.builder`` (or anything with ``.config(key, value)``).
@@ -309,28 +356,18 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
             pending uploads (``spark.sql.streaming.commitProtocolClass``). False leaves both to Spark.
         extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
     """
-    options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
-                             access_key=access_key, secret_key=secret_key, session_token=session_token,
-                             conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
-    jar = jar_path()
-    existing = getattr(builder, "_options", {}).get("spark.jars")
-    builder = builder.config("spark.jars", f"{existing},{jar}" if existing else jar)
-    builder = builder.config("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
-    if use_s3a_filesystem:
-        builder = builder.config("spark.hadoop.fs.s3a.impl", FILESYSTEM_CLASS)
-        builder = builder.config("spark.hadoop.fs.AbstractFileSystem.s3a.impl", ABSTRACT_FILESYSTEM_CLASS)
-        if streaming:
-            for key, value in STREAMING_KEYS.items():
-                builder = builder.config(key, value)
-    if rdd_writes:
-        for key, value in HADOOP_COMMITTER_KEYS.items():
-            builder = builder.config(f"spark.hadoop.{key}", value)
-    for key, value in options.items():
-        builder = builder.config(f"spark.hadoop.{key}", value)
-    # Every JVM starts its sidecar with this Python (the driver inherits the environment at launch).
-    python = sidecar_python(getattr(builder, "_options", {}))
-    os.environ["S3COMMIT_PYTHON"] = python
-    builder = builder.config("spark.executorEnv.S3COMMIT_PYTHON", python)
+    existing = dict(getattr(builder, "_options", {}))
+    conf = spark_conf(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
+                      access_key=access_key, secret_key=secret_key, session_token=session_token,
+                      conflict_mode=conflict_mode, threads=threads, part_size=part_size,
+                      use_s3a_filesystem=use_s3a_filesystem, rdd_writes=rdd_writes, streaming=streaming,
+                      extra=extra, spark_options=existing)
+    if existing.get("spark.jars"):
+        conf["spark.jars"] = f"{existing['spark.jars']},{conf['spark.jars']}"
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    # The driver's JVM starts when the session is created, in this process: it inherits the environment.
+    os.environ["S3COMMIT_PYTHON"] = conf[SIDECAR_PYTHON_KEY]
     return builder
 
 
@@ -345,13 +382,65 @@ def sidecar_python(spark_options: dict[str, str]) -> str:
     return sys.executable
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m s3commit.spark build``: build (or find) the jar and print its path."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] != ["build"]:
-        print("usage: python -m s3commit.spark build", file=sys.stderr)
+HADOOP_PREFIXES = ("fs.s3a.", "s3commit.")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m s3commit.spark",
+                                     description="s3commit's bridge jar and Spark settings")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("build", help="build (or find) the bridge jar and print its path")
+    conf = commands.add_parser("conf", help="print --jars/--conf arguments for spark-submit, pyspark and a "
+                                            "Spark Connect server")
+    conf.add_argument("--committer", default="magic", help="magic (default), directory or partitioned")
+    conf.add_argument("--endpoint-url", help="the S3 endpoint (default: AWS, as boto3 resolves it)")
+    conf.add_argument("--region", help="the S3 region")
+    conf.add_argument("--path-style", action="store_true", help="path-style addressing (default with an endpoint)")
+    conf.add_argument("--python", help="the sidecars' Python on every node (default: this one, or "
+                                       "S3COMMIT_PYTHON / PYSPARK_PYTHON if set)")
+    conf.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                      help="another setting: fs.s3a.* and s3commit.* keys are Hadoop keys; spark.* as is")
+    return parser
+
+
+def conf_arguments(args: argparse.Namespace) -> list[str]:
+    """The ``--jars``/``--conf`` arguments for ``args`` (raises ConfigError for a bad option)."""
+    hadoop: dict[str, str] = {}
+    spark: dict[str, str] = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
+        if key.startswith(HADOOP_PREFIXES):
+            hadoop[key] = value
+        elif key.startswith("spark."):
+            spark[key] = value
+        else:
+            raise ConfigError(f"--conf {item!r}: the key must start with fs.s3a., s3commit. or spark.")
+    conf = spark_conf(committer=args.committer, endpoint_url=args.endpoint_url, region=args.region,
+                      path_style=True if args.path_style else None, extra=hadoop,
+                      spark_options={"spark.pyspark.python": args.python} if args.python else None)
+    if args.python:
+        conf[SIDECAR_PYTHON_KEY] = conf["spark.executorEnv.S3COMMIT_PYTHON"] = args.python
+    conf.update(spark)
+    out = ["--jars", conf.pop("spark.jars")]
+    for key, value in conf.items():
+        out += ["--conf", f"{key}={value}"]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m s3commit.spark build|conf``: see the module's docstring."""
+    args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))  # bad usage: exit 2
+    if args.command == "build":
+        print(jar_path())
+        return 0
+    try:
+        arguments = conf_arguments(args)
+    except ConfigError as err:
+        print(f"python -m s3commit.spark conf: {err}", file=sys.stderr)
         return 2
-    print(jar_path())
+    print(shlex.join(arguments))
     return 0
 
 

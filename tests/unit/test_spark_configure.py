@@ -157,3 +157,65 @@ def test_one_streaming_source_serves_both_spark_layouts():
     manager = (_source_root() / STREAMING_SOURCES / "java/s3commit/spark/S3CheckpointFileManager.java").read_text()
     assert ("import org.apache.spark.sql.execution.streaming.CheckpointFileManager;"
             in streaming_source(manager, "streaming-3.5"))
+
+
+def test_configure_applies_exactly_spark_conf(clean_env, monkeypatch):
+    import s3commit.spark as spark_module
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setenv("S3COMMIT_PYTHON", "/opt/env/bin/python")
+    kwargs = {"committer": "directory", "endpoint_url": "http://127.0.0.1:9000", "region": "eu-west-1",
+              "conflict_mode": "replace", "extra": {"fs.s3a.multipart.size": "64M"}}
+    builder = FakeBuilder()
+    builder._options["spark.jars"] = "/other.jar"
+    options = spark_module.configure(builder, **kwargs)._options
+    expected = spark_module.spark_conf(**kwargs)
+    assert options == {**expected, "spark.jars": "/other.jar,/tmp/bridge.jar"}
+    assert expected["spark.s3commit.python"] == expected["spark.executorEnv.S3COMMIT_PYTHON"] == "/opt/env/bin/python"
+    assert expected["spark.hadoop.fs.s3a.committer.staging.conflict-mode"] == "replace"
+
+
+def test_the_conf_command_prints_spark_conf_as_shell_arguments(clean_env, monkeypatch, capsys):
+    import shlex
+
+    import s3commit.spark as spark_module
+    from s3commit.spark import main
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/opt/jars/s3commit bridge.jar")
+    assert main(["conf", "--committer", "partitioned", "--endpoint-url", "http://127.0.0.1:9000", "--region", "r",
+                 "--python", "/opt/env/bin/python", "--conf", "fs.s3a.multipart.size=64M",
+                 "--conf", "spark.sql.shuffle.partitions=4"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1, "one line"
+    words = shlex.split(out)
+    assert words[:2] == ["--jars", "/opt/jars/s3commit bridge.jar"]
+    conf = dict(pair.split("=", 1) for flag, pair in zip(words[2::2], words[3::2], strict=True)
+                if flag == "--conf")
+    expected = spark_module.spark_conf(committer="partitioned", endpoint_url="http://127.0.0.1:9000", region="r",
+                                       extra={"fs.s3a.multipart.size": "64M"})
+    expected.pop("spark.jars")
+    expected["spark.s3commit.python"] = expected["spark.executorEnv.S3COMMIT_PYTHON"] = "/opt/env/bin/python"
+    assert conf == {**expected, "spark.sql.shuffle.partitions": "4"}
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["conf", "--committer", "nope"], "'nope' is not a valid committer name"),
+    (["conf", "--conf", "novalue"], "--conf 'novalue': expected KEY=VALUE"),
+    (["conf", "--conf", "hive.metastore=x"], "must start with fs.s3a., s3commit. or spark."),
+    (["conf", "--committer", "rename-v1"], "Python-only baselines"),
+])
+def test_the_conf_command_refuses_bad_options_with_exit_2(clean_env, monkeypatch, capsys, argv, message):
+    import s3commit.spark as spark_module
+    from s3commit.spark import main
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_conf_command_without_a_subcommand_is_a_usage_error(capsys):
+    from s3commit.spark import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2 and "usage" in capsys.readouterr().err

@@ -32,16 +32,20 @@ final class SidecarProcess {
     this.blocksDir = blocksDir;
   }
 
-  /** The Python that runs the sidecar: S3COMMIT_PYTHON, PYSPARK_PYTHON, -Ds3commit.python, else python3. */
+  /**
+   * The Python that runs the sidecar: S3COMMIT_PYTHON; else the system property spark.s3commit.python (a driver
+   * launched by spark-submit has its --conf settings as system properties) or s3commit.python; else
+   * PYSPARK_PYTHON; else python3.
+   */
   static String python() {
-    for (String name : new String[] {"S3COMMIT_PYTHON", "PYSPARK_PYTHON"}) {
-      String value = System.getenv(name);
+    String[] candidates = {System.getenv("S3COMMIT_PYTHON"), System.getProperty("spark.s3commit.python"),
+        System.getProperty("s3commit.python"), System.getenv("PYSPARK_PYTHON")};
+    for (String value : candidates) {
       if (value != null && !value.isEmpty()) {
         return value;
       }
     }
-    String property = System.getProperty("s3commit.python");
-    return property != null && !property.isEmpty() ? property : "python3";
+    return "python3";
   }
 
   /** Start a sidecar and wait until it says it is ready (or why it cannot be). */
