@@ -31,10 +31,7 @@ import hashlib
 import os
 import shlex
 import shutil
-import subprocess
 import sys
-import tempfile
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,6 +39,20 @@ from typing import Any
 from s3commit import __version__
 from s3commit.config import CommitterName, ConflictMode
 from s3commit.errors import ConfigError
+from s3commit.jarbuild import (
+    BUILT_AGAINST,
+    SCALA_LINE_SOURCES,
+    STREAMING_SOURCES,
+    BridgeBuildError,
+    bridge_sources,
+    compile_jar,
+    fingerprint,
+    scala_line_source,
+    scala_version,
+    shipped_jar_name,
+    streaming_layout,
+    streaming_source,
+)
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
@@ -66,13 +77,21 @@ HADOOP_COMMITTER_KEYS = {
 JAR_ENV = "S3COMMIT_JAR"
 """Path of a prebuilt bridge jar; skips the build (for machines with a JRE but no javac)."""
 
-
-class BridgeBuildError(RuntimeError):
-    """The bridge jar could not be found or built."""
-
-
-SCALA_VERSIONS = ("2.12", "2.13")
-"""The Scala versions the bridge has sources for: 2.12 (PySpark 3.5), 2.13 (PySpark 4.x)."""
+__all__ = [
+    "SCALA_LINE_SOURCES",
+    "STREAMING_SOURCES",
+    "BridgeBuildError",
+    "bridge_sources",
+    "configure",
+    "hadoop_options",
+    "jar_path",
+    "main",
+    "scala_line_source",
+    "scala_version",
+    "spark_conf",
+    "streaming_layout",
+    "streaming_source",
+]
 
 
 def _source_root() -> Path:
@@ -89,17 +108,6 @@ def _source_root() -> Path:
         "to a prebuilt jar")
 
 
-def _jars_have_class(jars: Path, entry: str, pattern: str = "hadoop-client-api-*.jar") -> bool:
-    for jar in sorted(jars.glob(pattern)):
-        with zipfile.ZipFile(jar) as archive:
-            try:
-                archive.getinfo(entry)
-                return True
-            except KeyError:
-                continue
-    return False
-
-
 def _spark_jars() -> Path:
     import pyspark
 
@@ -109,95 +117,19 @@ def _spark_jars() -> Path:
     return jars
 
 
-def scala_version(jars: Path) -> str:
-    """The Scala binary version (``2.12``, ``2.13``) of the Spark in ``jars``, from its ``scala-library`` jar.
-
-    Raises:
-        BridgeBuildError: no scala-library jar, or a Scala version the bridge has no sources for.
-    """
-    found = sorted(jars.glob("scala-library-*.jar"))
-    if not found:
-        raise BridgeBuildError(f"no scala-library-*.jar in {jars}: cannot tell which Scala this Spark is built for")
-    full = found[-1].name[len("scala-library-"):-len(".jar")]
-    version = ".".join(full.split(".")[:2])
-    if version not in SCALA_VERSIONS:
-        raise BridgeBuildError(
-            f"PySpark at {jars.parent} is built for Scala {full}; the s3commit bridge supports Scala "
-            f"{' and '.join(SCALA_VERSIONS)} (PySpark 3.5 and 4.x)")
-    return version
-
-
-STREAMING_LAYOUT_CLASS = "org/apache/spark/sql/execution/streaming/checkpointing/CheckpointFileManager.class"
-"""Present in Spark 4.x's SQL jar (streaming classes split into ``checkpointing``, ``sinks``...); 3.5 has them all
-in ``org.apache.spark.sql.execution.streaming``."""
-
-
-STREAMING_SOURCES = "streaming-4"
-"""The Structured Streaming classes (the checkpoint manager, the file sink's protocol), one source for every Spark:
-written against Spark 4.x's packages, their imports mapped for 3.5 at build time (:func:`streaming_source`)."""
-_SPARK_35_PACKAGES = (("org.apache.spark.sql.execution.streaming.checkpointing.",
-                       "org.apache.spark.sql.execution.streaming."),
-                      ("org.apache.spark.sql.execution.streaming.sinks.", "org.apache.spark.sql.execution.streaming."))
-"""Where Spark 4.x's streaming classes were in 3.5: all in ``org.apache.spark.sql.execution.streaming``."""
-
-
-def streaming_layout(jars: Path | None) -> str:
-    """Which streaming package layout the Spark in ``jars`` has: ``streaming-4`` or ``streaming-3.5``."""
-    if jars is not None and _jars_have_class(jars, STREAMING_LAYOUT_CLASS, "spark-sql_*.jar"):
-        return "streaming-4"
-    return "streaming-3.5"
-
-
-def streaming_source(text: str, layout: str) -> str:
-    """A streaming class's source (written for ``streaming-4``) for ``layout``: 3.5 gets its imports mapped."""
-    if layout == "streaming-4":
-        return text
-    for spark4, spark35 in _SPARK_35_PACKAGES:
-        text = text.replace(f"import {spark4}", f"import {spark35}")
-    return text
-
-
-SCALA_LINE_SOURCES = "scala-lines"
-"""``S3CommitProtocol``, whose ``commitJob`` signature differs between Scala lines: one source written for Scala
-2.13, its ``Seq`` type mapped for 2.12 at build time (:func:`scala_line_source`)."""
-_SCALA_212_TYPES = (("scala.collection.immutable.Seq<", "scala.collection.Seq<"),)
-"""Scala 2.13's ``Seq`` in Spark's signatures (``scala.collection.immutable.Seq``) and 2.12's."""
-
-
-def scala_line_source(text: str, scala: str) -> str:
-    """A Scala-line class's source (written for 2.13) for ``scala``: 2.12 gets its ``Seq`` type mapped."""
-    if scala == "2.13":
-        return text
-    for scala213, scala212 in _SCALA_212_TYPES:
-        text = text.replace(scala213, scala212)
-    return text
-
-
-def bridge_sources(root: Path, scala: str, jars: Path | None = None) -> list[Path]:
-    """The Java files of the bridge for one Scala version: ``main/java`` plus ``scala-lines/java``, plus
-    ``hadoop-vectored/java`` when the Hadoop in ``jars`` has vectored reads (3.3.5+: ``FileRange``), plus the
-    Structured Streaming classes (``streaming-4/java``: the checkpoint manager and the file sink's protocol
-    implement classes that moved between 3.5 and 4.x; :func:`jar_path` maps their imports for 3.5)."""
-    if scala not in SCALA_VERSIONS:
-        raise BridgeBuildError(f"the bridge has no sources for Scala {scala} (it supports Scala 2.12 and 2.13)")
-    files = sorted((root / "main" / "java").rglob("*.java"))
-    files += sorted((root / SCALA_LINE_SOURCES / "java").rglob("*.java"))
-    streaming = root / STREAMING_SOURCES / "java"
-    if streaming.is_dir():
-        files += sorted(streaming.rglob("*.java"))
-    vectored = root / "hadoop-vectored" / "java"
-    if jars is not None and vectored.is_dir() and _jars_have_class(jars, "org/apache/hadoop/fs/FileRange.class"):
-        files += sorted(vectored.rglob("*.java"))
-    return files
-
-
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "s3commit"
 
 
+SHIPPED_JARS = Path(__file__).resolve().parent / "jars"
+"""Where a wheel carries its prebuilt jars, one per Spark fingerprint (:data:`s3commit.jarbuild.BUILT_AGAINST`)."""
+
+
 def jar_path() -> str:
-    """The bridge jar for this s3commit and pyspark, building it with ``javac`` if needed."""
+    """The bridge jar for this s3commit and the installed pyspark: ``S3COMMIT_JAR``; else a jar the wheel carries
+    for this Spark's fingerprint; else one compiled with ``javac`` from the carried sources (cached); else a
+    :class:`BridgeBuildError` naming the Spark, what the shipped jars serve, and the remedies."""
     prebuilt = os.environ.get(JAR_ENV)
     if prebuilt:
         if not os.path.isfile(prebuilt):
@@ -205,56 +137,35 @@ def jar_path() -> str:
         return prebuilt
     import pyspark
 
-    root, jars = _source_root(), _spark_jars()
-    scala = scala_version(jars)
-    files = bridge_sources(root, scala, jars)
-    layout = streaming_layout(jars)
-    # The key covers the version, the Spark, Scala and streaming layout it is built for, and every source (path
-    # and bytes).
-    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|scala-{scala}|{layout}".encode())
+    jars = _spark_jars()
+    fp = fingerprint(jars)
+    shipped = SHIPPED_JARS / shipped_jar_name(__version__, fp)
+    if shipped.is_file():
+        return str(shipped)
+    javac = shutil.which("javac")
+    try:
+        root = _source_root()
+    except BridgeBuildError:
+        root = None
+    if root is None or javac is None:
+        carried = sorted(p.name for p in SHIPPED_JARS.glob("*.jar")) if SHIPPED_JARS.is_dir() else []
+        raise BridgeBuildError(
+            f"no s3commit bridge jar fits PySpark {pyspark.__version__} ({fp.describe()}): this s3commit carries "
+            f"{', '.join(carried) or 'no prebuilt jar'} (built against PySpark "
+            f"{' and '.join(BUILT_AGAINST.values())}), and "
+            + ("its Java sources were not found" if root is None else "javac was not found on PATH to build one")
+            + f". Remedies: install a PySpark those jars serve (3.5.x or 4.x), install a JDK 17 (javac) so the "
+              f"carried sources are compiled, or set {JAR_ENV} to a jar built with `python -m s3commit.spark build`")
+    files = bridge_sources(root, fp.scala, jars)
+    # The key covers the version, the Spark and its fingerprint, and every source (path and bytes).
+    digest = hashlib.sha256(f"{__version__}|{pyspark.__version__}|{fp}".encode())
     for file in files:
         digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
-    name = f"s3commit-bridge-{__version__}-spark{pyspark.__version__}-scala{scala}-{digest.hexdigest()[:12]}.jar"
+    name = f"s3commit-bridge-{__version__}-spark{pyspark.__version__}-scala{fp.scala}-{digest.hexdigest()[:12]}.jar"
     jar = _cache_dir() / name
-    if jar.is_file():
-        return str(jar)
-    javac = shutil.which("javac")
-    if javac is None:
-        raise BridgeBuildError(
-            "building the s3commit bridge jar needs a JDK (javac was not found on PATH; a JRE is not enough). "
-            f"Install a JDK 17, or set {JAR_ENV} to a jar built elsewhere with `python -m s3commit.spark build`")
-    jar.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="s3commit-bridge-") as tmp:
-        classes = Path(tmp) / "classes"
-        classes.mkdir()
-        sources = []
-        for file in files:
-            original = file.read_text(encoding="utf-8")
-            text = original
-            if file.is_relative_to(root / STREAMING_SOURCES):
-                text = streaming_source(original, layout)
-            elif file.is_relative_to(root / SCALA_LINE_SOURCES):
-                text = scala_line_source(original, scala)
-            if text != original:
-                mapped = Path(tmp) / "src" / file.relative_to(root)
-                mapped.parent.mkdir(parents=True, exist_ok=True)
-                mapped.write_text(text, encoding="utf-8")
-                file = mapped
-            sources.append(str(file))
-        command = [javac, "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(classes),
-                   "-cp", str(jars / "*"), *sources]
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise BridgeBuildError(f"javac failed to build the bridge jar:\n{result.stderr[-4000:]}")
-        (classes / "s3commit-bridge.properties").write_text(f"version={__version__}\n")
-        partial = Path(tmp) / "bridge.jar"
-        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: s3commit\n")
-            for path in sorted(classes.rglob("*")):
-                if path.is_file():
-                    archive.write(path, path.relative_to(classes).as_posix())
-        os.replace(partial, jar)  # atomic: concurrent builders each produce the same jar
+    if not jar.is_file():
+        compile_jar(root, jars, jar, __version__, javac=javac)
     return str(jar)
 
 

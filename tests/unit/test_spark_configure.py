@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from s3commit.spark import sidecar_python
+from s3commit.spark import BridgeBuildError, sidecar_python
 
 
 @pytest.fixture
@@ -219,3 +219,34 @@ def test_the_conf_command_without_a_subcommand_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exit_:
         main([])
     assert exit_.value.code == 2 and "usage" in capsys.readouterr().err
+
+
+def test_a_shipped_jar_that_fits_this_spark_is_chosen_over_building(clean_env, monkeypatch, tmp_path):
+    import s3commit.spark as spark_module
+    from s3commit.jarbuild import fingerprint, shipped_jar_name
+
+    monkeypatch.delenv("S3COMMIT_JAR", raising=False)
+    fp = fingerprint(spark_module._spark_jars())
+    (tmp_path / shipped_jar_name(spark_module.__version__, fp)).write_bytes(b"jar")
+    monkeypatch.setattr(spark_module, "SHIPPED_JARS", tmp_path)
+    monkeypatch.setattr(spark_module.shutil, "which", lambda name: pytest.fail("no build when a shipped jar fits"))
+    assert spark_module.jar_path() == str(tmp_path / shipped_jar_name(spark_module.__version__, fp))
+
+
+def test_no_fitting_jar_and_no_javac_is_a_clear_error_naming_spark_the_jars_and_the_remedies(clean_env, monkeypatch,
+                                                                                            tmp_path):
+    import pyspark
+
+    import s3commit.spark as spark_module
+    from s3commit.jarbuild import Fingerprint, shipped_jar_name
+
+    monkeypatch.delenv("S3COMMIT_JAR", raising=False)
+    other = shipped_jar_name(spark_module.__version__, Fingerprint("2.11", "streaming-2", False))
+    (tmp_path / other).write_bytes(b"jar")
+    monkeypatch.setattr(spark_module, "SHIPPED_JARS", tmp_path)
+    monkeypatch.setattr(spark_module.shutil, "which", lambda name: None)
+    with pytest.raises(BridgeBuildError) as failure:
+        spark_module.jar_path()
+    message = str(failure.value)
+    assert f"PySpark {pyspark.__version__}" in message and "Scala 2." in message and other in message
+    assert "javac was not found" in message and "S3COMMIT_JAR" in message and "JDK 17" in message
