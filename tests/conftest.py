@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -16,6 +17,10 @@ STAGING_AND_MAGIC = ["magic", "directory", "partitioned"]
 # Every sidecar the tests start (in-process or spawned by a JVM, which inherits the environment) checks its
 # replies and its handlers' reads against the bridge's operation table too (s3commit.bridge.operations).
 os.environ.setdefault("S3COMMIT_BRIDGE_STRICT", "1")
+# PySpark's Python workers (and every child process's) run this Python, which has pyarrow and pandas (with the
+# connect extra): left to PySpark, they would run whatever python3 is on PATH, which may have neither while the
+# driver, seeing pandas, turns Arrow-optimised UDFs on.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 def store_options_for(server) -> StoreOptions:

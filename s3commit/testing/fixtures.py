@@ -32,12 +32,19 @@ _CREDENTIAL_OVERRIDES = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKE
 
 
 @pytest.fixture(scope="session")
-def s3_server() -> Iterator[S3TestServer]:
+def moto_server() -> Iterator[S3TestServer]:
     """An S3 test server (moto behind the simulator, profile ``none``) shared by the whole session."""
     from s3commit.testing.server import S3TestServer
 
     with S3TestServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server(moto_server: S3TestServer) -> S3TestServer:
+    """The S3 server of the tests: ``moto_server`` unless a directory parametrises it over several servers
+    (``tests/contract/conftest.py`` adds SeaweedFS)."""
+    return moto_server
 
 
 @pytest.fixture
@@ -72,3 +79,25 @@ def s3_env(s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch) -> dict[str
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
+
+
+SERVERS = ["moto", pytest.param("seaweedfs", marks=[pytest.mark.slow, pytest.mark.seaweedfs])]
+"""The test servers a module or directory can run on: moto (default tier) and SeaweedFS (slow tier)."""
+
+
+def every_server_fixture() -> Any:
+    """An ``s3_server`` fixture parametrised over :data:`SERVERS`, for a module or ``conftest.py`` to opt in
+    with ``s3_server = every_server_fixture()``: each test runs on moto and on SeaweedFS (one server each per
+    session)."""
+
+    @pytest.fixture(scope="session", params=SERVERS)
+    def s3_server(request: pytest.FixtureRequest) -> Iterator[Any]:
+        if request.param == "moto":
+            yield request.getfixturevalue("moto_server")
+            return
+        from s3commit.testing.seaweed import SeaweedServer
+
+        with SeaweedServer() as server:
+            yield server
+
+    return s3_server

@@ -1,4 +1,5 @@
-"""PySpark end to end through S3CommitProtocol and the s3a:// FileSystem, against the moto server."""
+"""PySpark end to end through S3CommitProtocol and the s3a:// FileSystem, against moto (default tier) and
+SeaweedFS (slow tier)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import time
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.fixtures import every_server_fixture
 from tests.spark.conftest import DEFAULT_PROTOCOL
 
 pytestmark = pytest.mark.spark
+s3_server = every_server_fixture()
 
 FORMATS = {"parquet": ".snappy.parquet", "orc": ".zstd.orc", "csv": ".csv", "json": ".json", "text": ".txt"}
 
