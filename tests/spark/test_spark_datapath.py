@@ -64,7 +64,7 @@ def test_parquet_reads_are_vectored_where_hadoop_has_them_and_exact(spark, commi
 
     import pyspark
 
-    from s3commit.spark import _jars_have_class
+    from s3commit.jarbuild import _jars_have_class
 
     df = spark.range(0, 300_000, numPartitions=2).selectExpr(
         "id", "sha2(cast(id as string), 256) as s", "cast(id % 7 as double) as d")
