@@ -10,8 +10,10 @@ import json
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.fixtures import every_server_fixture
 
 pytestmark = pytest.mark.spark
+s3_server = every_server_fixture()  # moto (default tier) and SeaweedFS (slow tier)
 
 MIB = 1024 * 1024
 
