@@ -1,4 +1,4 @@
-"""A session-scoped SparkSession (local[2]) writing through s3commit to the test S3 server."""
+"""A SparkSession (local[2]) writing through s3commit to the test S3 server, kept across tests."""
 
 from __future__ import annotations
 
@@ -29,12 +29,40 @@ def spark_builder(master: str, server, **options):
                      secret_key="testing", **options)
 
 
+class _Sessions:
+    """The one SparkSession a test process can have, bound to one S3 server: a test on another server (the
+    modules that also run on SeaweedFS) gets a new session, built for that server's endpoint."""
+
+    def __init__(self) -> None:
+        self.endpoint: str | None = None
+        self.session = None
+
+    def for_server(self, server):
+        if self.session is None or self.endpoint != server.endpoint_url:
+            self.stop()
+            self.session = spark_builder("local[2]", server).getOrCreate()
+            self.session.sparkContext.setLogLevel("ERROR")
+            self.endpoint = server.endpoint_url
+        return self.session
+
+    def stop(self) -> None:
+        if self.session is not None:
+            self.session.stop()
+        self.session, self.endpoint = None, None
+
+
 @pytest.fixture(scope="session")
-def spark(s3_server):
-    session = spark_builder("local[2]", s3_server).getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+def _spark_sessions():
+    sessions = _Sessions()
+    yield sessions
+    sessions.stop()
+
+
+@pytest.fixture
+def spark(_spark_sessions, s3_server):
+    """A SparkSession (local[2]) writing through s3commit to this test's S3 server; one per server at a time,
+    kept across tests (pytest's session scope would keep a session bound to another server's endpoint)."""
+    return _spark_sessions.for_server(s3_server)
 
 
 @pytest.fixture
