@@ -253,7 +253,11 @@ class MultipartWriter(io.RawIOBase):
     def _check_writable(self) -> None:
         if self.closed:
             raise ValueError(f"write to closed writer for s3://{self.bucket}/{self.key}")
-        self._raise_part_failure()
+        try:
+            self._raise_part_failure()
+        except BaseException:
+            self._abort_quietly()  # the file can no longer be completed: its upload goes now, not at close
+            raise
 
     def _ensure_upload(self) -> str:
         if self.upload_id is None:
