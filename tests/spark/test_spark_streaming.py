@@ -77,7 +77,7 @@ def test_rate_to_parquet_is_exactly_once_across_stops_and_restarts(streaming, s3
 def test_checkpoint_of_a_batch_is_two_puts_and_two_lists_and_no_copy(streaming, s3_sim, s3_bucket, s3_client):
     spark = streaming
     query = (rate(spark).writeStream.format("noop").option("checkpointLocation", f"s3a://{s3_bucket}/cost/ckpt")
-             .trigger(processingTime="2 seconds").start())
+             .trigger(processingTime="5 seconds").start())
     between_batches(query, 1)
     before = s3_sim.stats()
     between_batches(query, 4)
@@ -93,7 +93,7 @@ def test_checkpoint_of_a_batch_is_two_puts_and_two_lists_and_no_copy(streaming, 
 def test_sink_commit_of_a_batch_completes_its_uploads_and_copies_nothing(streaming, s3_sim, s3_bucket, tmp_path):
     spark = streaming
     query = (rate(spark).writeStream.format("parquet").option("path", f"s3a://{s3_bucket}/sinkcost")
-             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="3 seconds").start())
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="5 seconds").start())
     between_batches(query, 1)
     before = s3_sim.stats()
     between_batches(query, 4)
