@@ -76,6 +76,8 @@ class S3Store:
         self._sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
+        #: ListMultipartUploads' MaxUploads (None: the server's default page, 1,000 on AWS).
+        self.upload_page_size: int | None = None
 
     # --- pickling: ship options, not the client ---------------------------------------------------
 
@@ -281,6 +283,8 @@ class S3Store:
         upload_marker: str | None = None
         while True:
             args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if self.upload_page_size:
+                args["MaxUploads"] = self.upload_page_size
             if key_marker is not None:
                 args["KeyMarker"] = key_marker
                 if upload_marker:
@@ -295,6 +299,10 @@ class S3Store:
             key_marker = page.get("NextKeyMarker")
             upload_marker = page.get("NextUploadIdMarker")
             if not key_marker:
+                # SeaweedFS does this (docs/test-servers.md); it answers up to 10,000 uploads a page by default.
+                log.warning("ListMultipartUploads of s3://%s/%s was truncated without NextKeyMarker: the "
+                            "server cannot page this listing, uploads past this page are not listed",
+                            bucket, prefix)
                 return
 
     # --- objects --------------------------------------------------------------------------------

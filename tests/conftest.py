@@ -23,6 +23,18 @@ os.environ.setdefault("S3COMMIT_BRIDGE_STRICT", "1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A case that needs the simulator (request counts, latency, faults: the ``s3_sim`` fixture or the
+    ``simulator`` marker) runs on moto only where its module runs on every server: SeaweedFS has no simulator
+    in front of it (docs/test-servers.md)."""
+    moto_only = [item for item in items
+                 if getattr(getattr(item, "callspec", None), "params", {}).get("s3_server") == "seaweedfs"
+                 and ("s3_sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("simulator"))]
+    if moto_only:
+        config.hook.pytest_deselected(items=moto_only)
+        items[:] = [item for item in items if item not in moto_only]
+
+
 def store_options_for(server) -> StoreOptions:
     return StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
                         access_key="testing", secret_key="testing",

@@ -11,10 +11,12 @@ import re
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.fixtures import every_server_fixture
 from tests.spark.conftest import DEFAULT_PROTOCOL
 from tests.spark.test_spark_clusters import run
 
 pytestmark = pytest.mark.spark
+s3_server = every_server_fixture()
 
 ROWS = [f"row {i:03d}" for i in range(40)]
 SCRATCH = ("__magic_job-", "__staging_job-")
@@ -99,11 +101,11 @@ def check_clean(client, bucket, prefix):
 def test_rdd_write_commits_through_s3commit(spark, rdd_committer, s3_server, s3_client, s3_bucket, api):
     write, prefix, how = APIS[api]
     dest = f"s3a://{s3_bucket}/{api}"
-    before = s3_server.stats()
+    counted = hasattr(s3_server, "stats")  # moto's simulator counts requests; SeaweedFS has none in front
+    before = s3_server.stats() if counted else None
 
     write(spark, dest)
 
-    requests = s3_server.stats().minus(before).requests
     keys = data_keys(s3_client, s3_bucket, f"{api}/")
     marker = json.loads(s3_client.get_object(Bucket=s3_bucket, Key=f"{api}/_SUCCESS")["Body"].read())
     # One file per partition, Hadoop's names (staging adds the job id, its unique file names).
@@ -113,8 +115,10 @@ def test_rdd_write_commits_through_s3commit(spark, rdd_committer, s3_server, s3_
     # s3commit's JSON _SUCCESS, not FileOutputCommitter's empty one; every upload completed, none copied.
     assert marker["committer"] == rdd_committer
     assert sorted(marker["filenames"]) == [f"/{k}" for k in keys]
-    assert requests.get("CopyObject", 0) == 0 and requests.get("UploadPartCopy", 0) == 0
-    assert requests["CompleteMultipartUpload"] == 4
+    if counted:
+        requests = s3_server.stats().minus(before).requests
+        assert requests.get("CopyObject", 0) == 0 and requests.get("UploadPartCopy", 0) == 0
+        assert requests["CompleteMultipartUpload"] == 4
     check_clean(s3_client, s3_bucket, f"{api}/")
 
 
@@ -192,6 +196,7 @@ def test_a_failing_rdd_job_leaves_nothing_and_no_pending_uploads(spark, rdd_comm
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.simulator
 def test_four_files_cost_no_copy_against_eight_with_file_output_committer(spark, rdd_committer, s3_server,
                                                                           s3_client, s3_bucket):
     # s3commit (magic): 4 uploads completed at job commit, nothing copied.

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.fixtures import every_server_fixture
 from tests.spark.streaming_helpers import (
     CHILD_DRIVER,
     assert_exactly_once,
@@ -28,6 +29,7 @@ from tests.spark.streaming_helpers import (
 )
 
 pytestmark = pytest.mark.spark
+s3_server = every_server_fixture()
 
 
 @pytest.fixture
