@@ -209,15 +209,17 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
                session_token: str | None = None, conflict_mode: str | None = None, threads: int | None = None,
                part_size: str | int | None = None, use_s3a_filesystem: bool = True, rdd_writes: bool = True,
                streaming: bool = True, extra: Mapping[str, Any] | None = None,
-               spark_options: Mapping[str, str] | None = None) -> dict[str, str]:
+               spark_options: Mapping[str, str] | None = None, python: str | None = None) -> dict[str, str]:
     """Every Spark setting that makes a session write through s3commit, as ``{key: value}``: the one source
     of :func:`configure` and of ``python -m s3commit.spark conf`` (``--jars``/``--conf`` arguments for
     ``spark-submit``, ``pyspark`` and a Spark Connect server).
 
-    The options are :func:`configure`'s. ``spark_options``: settings already made (``spark.pyspark.python``
-    picks the sidecars' Python). ``spark.jars`` is the bridge jar (built on first use); the sidecars' Python is
-    named for the executors (``spark.executorEnv.S3COMMIT_PYTHON``) and for a driver launched by
-    ``spark-submit`` (``spark.s3commit.python``, which the driver's JVM reads as a system property).
+    The options are :func:`configure`'s. ``python``: the sidecars' Python on every node (default:
+    :func:`sidecar_python`); ``spark_options``: settings already made (``spark.pyspark.python`` picks the
+    sidecars' Python when ``python`` and ``S3COMMIT_PYTHON`` do not). ``spark.jars`` is the bridge jar (built
+    on first use); the sidecars' Python is named for the executors (``spark.executorEnv.S3COMMIT_PYTHON``) and
+    for a driver launched by ``spark-submit`` (``spark.s3commit.python``, which the driver's JVM reads as a
+    system property).
     """
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
@@ -231,7 +233,7 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     if rdd_writes:
         conf.update({f"spark.hadoop.{key}": value for key, value in HADOOP_COMMITTER_KEYS.items()})
     conf.update({f"spark.hadoop.{key}": value for key, value in options.items()})
-    python = sidecar_python(dict(spark_options or {}))
+    python = python or sidecar_python(dict(spark_options or {}))
     conf[SIDECAR_PYTHON_KEY] = python
     conf["spark.executorEnv.S3COMMIT_PYTHON"] = python
     return conf
@@ -329,10 +331,7 @@ def conf_arguments(args: argparse.Namespace) -> list[str]:
         else:
             raise ConfigError(f"--conf {item!r}: the key must start with fs.s3a., s3commit. or spark.")
     conf = spark_conf(committer=args.committer, endpoint_url=args.endpoint_url, region=args.region,
-                      path_style=True if args.path_style else None, extra=hadoop,
-                      spark_options={"spark.pyspark.python": args.python} if args.python else None)
-    if args.python:
-        conf[SIDECAR_PYTHON_KEY] = conf["spark.executorEnv.S3COMMIT_PYTHON"] = args.python
+                      path_style=True if args.path_style else None, extra=hadoop, python=args.python)
     conf.update(spark)
     out = ["--jars", conf.pop("spark.jars")]
     for key, value in conf.items():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +15,7 @@ pyspark = pytest.importorskip("pyspark")
 if shutil.which("java") is None:  # pragma: no cover - the README's machines have a JDK
     pytest.skip("PySpark tests need a JDK (java not found)", allow_module_level=True)
 
+ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
 
@@ -81,3 +84,17 @@ def committer(spark, request):
 def _python_for_children(monkeypatch):
     # Child Pythons (and their JVMs) start sidecars with this interpreter; restored after each test.
     monkeypatch.setenv("S3COMMIT_PYTHON", os.environ.get("S3COMMIT_PYTHON") or sys.executable)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel as users get it: ``pip wheel --no-deps`` of this checkout (the in-tree backend prebuilds the
+    bridge jars; the 4.x jar against this very PySpark when it is the one the build targets)."""
+    dist = tmp_path_factory.mktemp("dist")
+    env = dict(os.environ)
+    if pyspark.__version__ == "4.3.0":
+        env["S3COMMIT_BUILD_PYSPARK_4"] = str(Path(pyspark.__file__).parent / "jars")
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+                           capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-4000:]
+    return next(dist.glob("s3commit-*.whl"))

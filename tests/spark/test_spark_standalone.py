@@ -138,3 +138,84 @@ def test_a_standalone_cluster_commits_exactly_once_even_when_an_executor_is_kill
     assert_no_pending_uploads(s3_client, s3_bucket)
     assert "ExecutorLostFailure" in result.stderr or "lost executor" in result.stderr.lower(), \
         "the executor was not lost mid-stage: " + result.stderr[-3000:]
+
+
+ARCHIVED_APP = """
+    import json, os, sys
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.appName("s3commit-archives").getOrCreate()
+    dest, rows = sys.argv[1], int(sys.argv[2])
+    spark.range(0, rows, numPartitions=4).selectExpr("id", "id % 3 AS p").write.partitionBy("p").parquet(dest)
+    back = spark.read.parquet(dest).selectExpr("count(*) AS n", "count(DISTINCT id) AS d").first()
+
+    def pythons(_):
+        # On an executor: this Python worker's interpreter, and the command line of every s3commit sidecar
+        # running (the executors' started with the write above).
+        sidecars = set()
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\\0")
+            except OSError:
+                continue
+            if b"s3commit.bridge" in argv:
+                sidecars.add(argv[0].decode())
+        import s3commit
+        yield (sys.executable, s3commit.__file__, sorted(sidecars))
+
+    seen = spark.sparkContext.parallelize(range(4), 4).mapPartitions(pythons).collect()
+    print("RESULT " + json.dumps({"rows": [back.n, back.d], "workers": sorted({s[0] for s in seen}),
+                                  "modules": sorted({s[1] for s in seen}),
+                                  "sidecars": sorted({p for s in seen for p in s[2]})}))
+    spark.stop()
+"""
+
+
+def packed_virtualenv(wheel: Path, tmp_path: Path) -> Path:
+    """A virtualenv holding only the built wheel and its dependencies (no PySpark: Spark puts its own on the
+    Python workers' path), packed with venv-pack as PySpark's documentation does."""
+    env_dir, packed = tmp_path / "packed-env", tmp_path / "packed-env.tar.gz"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
+    installed = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
+                               capture_output=True, text=True, timeout=600, check=False)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(env_dir), "-o", str(packed), "-q"], check=True,
+                   timeout=300)
+    return packed
+
+
+def test_a_packed_virtualenv_shipped_with_archives_runs_the_executors_python_and_sidecars(
+        cluster, wheel, tmp_path, s3_server, s3_bucket, s3_client):
+    url, env = cluster
+    packed = packed_virtualenv(wheel, tmp_path)
+    archived = "./environment/bin/python"  # relative to each executor's working directory, where Spark unpacks
+    printed = subprocess.run([sys.executable, "-m", "s3commit.spark", "conf", "--endpoint-url",
+                              s3_server.endpoint_url, "--region", "us-east-1", "--python", archived],
+                             capture_output=True, text=True, check=True).stdout
+    app = tmp_path / "archived_app.py"
+    app.write_text(textwrap.dedent(ARCHIVED_APP))
+    # Client mode: the driver is this machine's Python (its sidecar too, through S3COMMIT_PYTHON), the
+    # executors run the archive's, as PySpark documents (PYSPARK_DRIVER_PYTHON / PYSPARK_PYTHON).
+    submit_env = dict(env, S3COMMIT_PYTHON=sys.executable)
+    command = [str(HOME / "bin" / "spark-submit"), "--master", url, "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.driver.host=127.0.0.1", *shlex.split(printed),
+               "--conf", f"spark.pyspark.python={archived}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+               "--archives", f"{packed}#environment", "--executor-memory", "768m",
+               str(app), f"s3a://{s3_bucket}/archived", "3000"]
+    result = subprocess.run(command, capture_output=True, text=True, env=submit_env, cwd=tmp_path, timeout=420,
+                            check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
+    assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-6000:]
+    out = json.loads(lines[0][7:])
+    assert out["rows"] == [3000, 3000]
+    # Every Python worker ran the unpacked archive's interpreter and imported s3commit from it ...
+    assert out["workers"] and all("/environment/bin/python" in p and "packed-env" not in p for p in out["workers"])
+    assert out["modules"] and all("/environment/lib/" in m for m in out["modules"]), out["modules"]
+    # ... and the executors' sidecars ran it too (the driver's, this Python, is not seen from an executor's
+    # worker unless both share a machine: here they do, so both may be listed).
+    assert archived in out["sidecars"], out["sidecars"]
+    success = json.loads(s3_client.get_object(Bucket=s3_bucket, Key="archived/_SUCCESS")["Body"].read())
+    data = [k for k in list_keys(s3_client, s3_bucket, "archived/") if k.endswith(".parquet")]
+    assert success["committer"] == "magic" and sorted(success["filenames"]) == sorted(f"/{k}" for k in data)
+    assert_no_pending_uploads(s3_client, s3_bucket)

@@ -49,18 +49,6 @@ def path_without_javac(tmp_path: Path) -> str:
     return str(bin_dir)
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    env = dict(os.environ)
-    if pyspark.__version__ == "4.3.0":  # the 4.x line compiles against this very PySpark: no download needed
-        env["S3COMMIT_BUILD_PYSPARK_4"] = str(Path(pyspark.__file__).parent / "jars")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-                           capture_output=True, text=True, env=env, timeout=900, check=False)
-    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-4000:]
-    return next(dist.glob("s3commit-*.whl"))
-
-
 @pytest.mark.parametrize("spark_version", [pyspark.__version__, "3.5.9"])
 def test_the_built_wheel_writes_through_spark_on_a_machine_without_javac(wheel, spark_version, tmp_path, s3_server,
                                                                          s3_bucket, s3_client):

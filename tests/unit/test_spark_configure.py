@@ -198,6 +198,19 @@ def test_the_conf_command_prints_spark_conf_as_shell_arguments(clean_env, monkey
     assert conf == {**expected, "spark.sql.shuffle.partitions": "4"}
 
 
+def test_the_conf_commands_python_wins_over_this_environments(clean_env, monkeypatch, capsys):
+    # A packed virtualenv's relative Python, printed from a shell where S3COMMIT_PYTHON names this one.
+    import s3commit.spark as spark_module
+    from s3commit.spark import main
+
+    monkeypatch.setattr(spark_module, "jar_path", lambda: "/opt/bridge.jar")
+    monkeypatch.setenv("S3COMMIT_PYTHON", "/usr/bin/python3")
+    assert main(["conf", "--python", "./environment/bin/python"]) == 0
+    out = capsys.readouterr().out
+    assert "spark.s3commit.python=./environment/bin/python" in out
+    assert "spark.executorEnv.S3COMMIT_PYTHON=./environment/bin/python" in out and "/usr/bin/python3" not in out
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["conf", "--committer", "nope"], "'nope' is not a valid committer name"),
     (["conf", "--conf", "novalue"], "--conf 'novalue': expected KEY=VALUE"),
