@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from s3commit.checksums import normalise
 from s3commit.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -118,6 +119,9 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.encryption.key", "", "KMS key id for SSE-KMS."),
         Key("fs.s3a.create.storage.class", "", "Storage class of every object written (e.g. STANDARD_IA)."),
         Key("fs.s3a.acl.default", "", "Canned ACL of every object written (e.g. bucket-owner-full-control)."),
+        Key("fs.s3a.create.checksum.algorithm", "CRC32",
+            "Checksum sent with every part and single-PUT object, recorded in the .pending and passed at "
+            "Complete: CRC32, CRC32C or CRC64NVME (these two need s3commit[crt]), SHA256, or none."),
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
@@ -226,8 +230,11 @@ class StoreOptions:
     sse_kms_key_id: str | None = None
     storage_class: str | None = None
     acl: str | None = None
+    checksum_algorithm: str | None = "CRC32"
+    """Sent with every part and single-PUT object (:mod:`s3commit.checksums`); None or ``"none"``: off."""
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
         if self.sse_algorithm not in (None, "AES256", "aws:kms"):
             raise ConfigError(
                 f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"
@@ -247,6 +254,11 @@ class StoreOptions:
         if self.acl:
             args["ACL"] = self.acl
         return args
+
+    @property
+    def etags_are_md5(self) -> bool:
+        """Whether S3 defines a part's or single-PUT object's ETag as the MD5 of its bytes (not with SSE-KMS)."""
+        return self.sse_algorithm != "aws:kms"
 
     @classmethod
     def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StoreOptions:
@@ -279,6 +291,7 @@ class StoreOptions:
             sse_kms_key_id=get("fs.s3a.encryption.key") or None,
             storage_class=get("fs.s3a.create.storage.class") or None,
             acl=get("fs.s3a.acl.default") or None,
+            checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
         )
 
 

@@ -106,6 +106,12 @@ class TransientError(StoreError):
     """A 5xx, a timeout or a dropped connection: retried before this is raised."""
 
 
+class ChecksumMismatchError(TransientError):
+    """Bytes did not arrive as sent: the server refused a part or object whose checksum did not match
+    (``BadDigest``), or the ETag it answered is not the MD5 of the bytes sent. Re-sent from the buffer a
+    bounded number of times (the retry policy's attempts) before this is raised."""
+
+
 class PreconditionFailedError(StoreError, FileExistsError):
     """A conditional write lost: the key already exists (If-None-Match) or changed (If-Match)."""
 
@@ -199,6 +205,9 @@ _CODE_TO_ERROR: dict[str, type[StoreError]] = {
     "RequestTimeTooSkewed": TransientError,
     "OperationAborted": TransientError,
     "ConditionalRequestConflict": TransientError,
+    "BadDigest": ChecksumMismatchError,
+    "InvalidDigest": ChecksumMismatchError,
+    "XAmzContentChecksumMismatch": ChecksumMismatchError,
     "PreconditionFailed": PreconditionFailedError,
     "412": PreconditionFailedError,
     "InvalidPart": InvalidRequestError,

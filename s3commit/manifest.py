@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from s3commit import checksums
 from s3commit.errors import ManifestError
 
 PENDING_VERSION = 2
@@ -119,6 +120,7 @@ class PendingUpload:
         _check(len(self.etags) > 0, f"No upload parts for {self.dest_uri} (empty etag list)", src)
         for i, etag in enumerate(self.etags):
             _check(isinstance(etag, str) and bool(etag), f"Empty etag for part {i + 1} of {self.dest_uri}", src)
+        checksums.recorded(self.extra_data, len(self.etags), src or self.dest_uri)  # refuses a mismatch
         return self
 
     def to_dict(self) -> dict[str, Any]:

@@ -35,10 +35,10 @@ log = logging.getLogger(__name__)
 
 NOT_APPLIED_CODES = frozenset({
     "ServiceUnavailable", "RequestTimeout", "RequestTimeTooSkewed", "OperationAborted",
-    "ConditionalRequestConflict",
+    "ConditionalRequestConflict", "BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch",
 })
 """Transient error codes with which S3 refuses a request without applying it (503 ServiceUnavailable, a body
-S3 timed out reading, a skewed clock, a conflicting operation in progress)."""
+S3 timed out reading, a skewed clock, a conflicting operation in progress, a body whose checksum did not match)."""
 
 
 def is_retryable(exc: BaseException) -> bool:

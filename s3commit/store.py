@@ -26,14 +26,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import datetime, timezone
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 from s3commit import redact
+from s3commit.checksums import Sending, SentPart, complete_parts
 from s3commit.config import StoreOptions
 from s3commit.counters import StoreCounters
 from s3commit.errors import (
+    ChecksumMismatchError,
     NoSuchBucketError,
     NoSuchUploadError,
     NotFoundError,
@@ -41,9 +41,11 @@ from s3commit.errors import (
     StoreError,
     TransientError,
     error_class_for_code,
+    short_upload_id,
     translate_client_error,
 )
 from s3commit.objects import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload, multipart_etag
+from s3commit.responses import BrokenBody, answered_at, read_get_body
 from s3commit.retry import Attempts, Retry, build_retrying, is_retryable
 
 __all__ = ["DELETE_BATCH", "ObjectInfo", "S3Store", "StoreCounters", "UploadInfo", "multipart_etag"]
@@ -185,6 +187,8 @@ class S3Store:
         args = dict(self.options.write_args())
         if content_type:
             args["ContentType"] = content_type
+        if self.options.checksum_algorithm:  # every part then carries one, and Complete names them
+            args["ChecksumAlgorithm"] = self.options.checksum_algorithm
         attempts = Attempts()
         response = self._call(
             "CreateMultipartUpload",
@@ -194,31 +198,43 @@ class S3Store:
         )
         upload_id = str(response["UploadId"])
         if attempts.ambiguous and on_possible_orphan is not None:
-            window = CreateWindow.around(_answered_at(response), time.monotonic() - attempts.first_sent)
+            window = CreateWindow.around(answered_at(response), time.monotonic() - attempts.first_sent)
             log.info("s3://%s/%s: %d CreateMultipartUpload attempts lost their answer; uploads of the key "
                      "initiated in %s are orphans of this job", bucket, key, attempts.ambiguous, window.encode())
             on_possible_orphan(window)
         return upload_id
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                    body: bytes | bytearray | memoryview) -> str:
-        """Upload one part; returns its ETag. ``Retry.IDEMPOTENT`` (a part number can be re-sent).
+                    body: bytes | bytearray | memoryview) -> SentPart:
+        """Upload one part; returns its ETag and the checksum sent with it. ``Retry.IDEMPOTENT`` (a part
+        number can be re-sent): a part whose bytes did not arrive as sent (:class:`ChecksumMismatchError`:
+        ``BadDigest``, or an ETag that is not their MD5) is re-sent from ``body`` like any transient failure.
 
         A ``bytes`` or ``bytearray`` body is hashed and sent as it is (botocore sends a bytes-like body with
         one ``sendall``); a ``memoryview`` is copied once, because botocore accepts only the former."""
         data = bytes(body) if isinstance(body, memoryview) else body
-        response = self._call(
-            "UploadPart",
-            lambda: self.client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id,
-                                            PartNumber=part_number, Body=data),
-            retry=Retry.IDEMPOTENT, bucket=bucket, key=key, upload_id=upload_id,
-        )
+        sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.options.etags_are_md5)
+        where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"
+
+        def send() -> Any:
+            return sending.check(where, self.client.upload_part(
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=data, **sending.args()))
+
+        try:
+            response = self._call("UploadPart", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key,
+                                  upload_id=upload_id)
+        except ChecksumMismatchError as err:
+            raise ChecksumMismatchError(
+                f"{where} could not be sent intact in {err.attempts} attempt(s) ({sending.describe()}): {err}",
+                operation="UploadPart", bucket=bucket, key=key, upload_id=upload_id, code=err.code,
+                attempts=err.attempts) from err
         self.counters.add_bytes(uploaded=len(data))
-        return str(response["ETag"])
+        return SentPart(str(response["ETag"]), sending.value)
 
     def complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, etags: Sequence[str], *, expected_length: int | None = None,
-        if_none_match: bool = False, created_ms: int = 0,
+        if_none_match: bool = False, created_ms: int = 0, checksum_algorithm: str | None = None,
+        part_checksums: Sequence[str] = (),
     ) -> str:
         """Complete an upload from its ordered part ETags; returns the object's ETag.
 
@@ -229,7 +245,7 @@ class S3Store:
         ``if_none_match`` the object must not exist yet (``If-None-Match: *``): a key that exists with other
         content raises :class:`PreconditionFailedError`. ``created_ms``: when the upload was started.
         """
-        parts = [{"PartNumber": i + 1, "ETag": etag} for i, etag in enumerate(etags)]
+        parts = complete_parts(etags, checksum_algorithm, part_checksums)
         extra = {"IfNoneMatch": "*"} if if_none_match else {}
         attempts = Attempts()
         try:
@@ -321,13 +337,19 @@ class S3Store:
             args["IfNoneMatch"] = "*"
         if content_type:
             args["ContentType"] = content_type
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.options.etags_are_md5)
+        args.update(sending.args())
+
+        def send() -> Any:
+            response = self.client.put_object(Bucket=bucket, Key=key, Body=body, **args)
+            if not sending.arrived(str(response.get("ETag", ""))) and if_none_match:
+                self.client.delete_object(Bucket=bucket, Key=key)  # ours, corrupt: the retry must not meet it
+            return sending.check(f"s3://{bucket}/{key}", response)
+
         attempts = Attempts()
         try:
-            response = self._call(
-                "PutObject", lambda: self.client.put_object(Bucket=bucket, Key=key, Body=body, **args),
-                retry=Retry.VERIFIED if if_none_match else Retry.IDEMPOTENT, attempts=attempts,
-                bucket=bucket, key=key,
-            )
+            response = self._call("PutObject", send, retry=Retry.VERIFIED if if_none_match else Retry.IDEMPOTENT,
+                                  attempts=attempts, bucket=bucket, key=key)
         except PreconditionFailedError as err:
             if not attempts.ambiguous or not self._holds(bucket, key, body):
                 raise
@@ -365,7 +387,7 @@ class S3Store:
         position = start
         retrying = build_retrying(self.options.retry, sleep=self._sleep,
                                   on_retry=lambda _state: self.counters.add("retries", "GetObject"),
-                                  retry_on=lambda exc: isinstance(exc, _BrokenBody) and is_retryable(exc.error))
+                                  retry_on=lambda exc: isinstance(exc, BrokenBody) and is_retryable(exc.error))
         try:
             for attempt in retrying:
                 with attempt:
@@ -374,12 +396,12 @@ class S3Store:
                         retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
                     try:
                         while position < end:
-                            data = _read_body(body, min(chunk_size, end - position), bucket, key, position)
+                            data = read_get_body(body, min(chunk_size, end - position), bucket, key, position)
                             position += len(data)
                             yield data
                     finally:
                         body.close()
-        except _BrokenBody as broken:
+        except BrokenBody as broken:
             broken.error.attempts = retrying.statistics.get("attempt_number", 1)
             self.counters.add("failures", "GetObject")
             raise broken.error from broken.__cause__
@@ -472,34 +494,3 @@ class S3Store:
                 f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
                 code="NoSuchBucket", attempts=err.attempts,
             ) from err
-
-
-def _answered_at(response: Any) -> datetime:
-    """S3's clock when it answered (the ``Date`` header, which S3 always sends); this host's clock if absent."""
-    date = (response.get("ResponseMetadata") or {}).get("HTTPHeaders", {}).get("date")
-    try:
-        return parsedate_to_datetime(date) if date else datetime.now(timezone.utc)
-    except (TypeError, ValueError):
-        return datetime.now(timezone.utc)
-
-
-
-class _BrokenBody(Exception):
-    """A GET's body failed part way (``error``, translated): :meth:`S3Store.stream_object` resumes it."""
-
-    def __init__(self, error: StoreError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _read_body(body: Any, size: int, bucket: str, key: str, position: int) -> bytes:
-    """One read of a GET's body; a failure, or an early end, comes out as :class:`_BrokenBody`."""
-    try:
-        data = body.read(size)
-    except Exception as err:
-        raise _BrokenBody(err if isinstance(err, StoreError) else translate_client_error(
-            err, operation="GetObject", bucket=bucket, key=key)) from err
-    if not data:
-        raise _BrokenBody(TransientError(f"s3://{bucket}/{key}: the body ended early, at byte {position}",
-                                         operation="GetObject", bucket=bucket, key=key))
-    return bytes(data)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 
+from s3commit import checksums
 from s3commit.errors import S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload
 from s3commit.store import S3Store
@@ -18,10 +19,13 @@ log = logging.getLogger(__name__)
 
 
 def commit_upload(store: S3Store, pending: PendingUpload) -> str:
-    """Complete one pending upload (idempotent: an already-completed one counts as done)."""
+    """Complete one pending upload (idempotent: an already-completed one counts as done), naming the part
+    checksums its ``.pending`` records, so that a server that validates refuses parts that are not those."""
+    algorithm, part_checksums = checksums.recorded(pending.extra_data, pending.part_count, pending.filename)
     return store.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
                                            pending.etags, expected_length=pending.length,
-                                           created_ms=pending.created)
+                                           created_ms=pending.created, checksum_algorithm=algorithm,
+                                           part_checksums=part_checksums)
 
 
 def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:

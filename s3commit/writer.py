@@ -26,6 +26,8 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
 
+from s3commit import checksums
+from s3commit.checksums import SentPart
 from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
@@ -144,7 +146,7 @@ class MultipartWriter(io.RawIOBase):
         self._executor: Executor = executor or _SerialExecutor()
         self._slots = threading.Semaphore(max_in_flight)
         self._buffer = bytearray()
-        self._parts: list[tuple[Future[str], Part]] = []
+        self._parts: list[tuple[Future[SentPart], Part]] = []
         self._error: BaseException | None = None
         self._length = 0
         self._created = now_millis()
@@ -272,7 +274,7 @@ class MultipartWriter(io.RawIOBase):
                                                  window=self.create_window)
         return self.upload_id
 
-    def _upload(self, upload_id: str, part_number: int, part: Part) -> str:
+    def _upload(self, upload_id: str, part_number: int, part: Part) -> SentPart:
         try:
             return self.store.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
         finally:
@@ -330,19 +332,22 @@ class MultipartWriter(io.RawIOBase):
             return WriteResult(None, True, self._length)
         if last is not None:
             self._submit_part(last)
-        etags = tuple(future.result() for future, _ in self._parts)
+        sent: tuple[SentPart, ...] = tuple(future.result() for future, _ in self._parts)
         self._parts = [(future, _DONE) for future, _ in self._parts]  # the parts are released
         assert self.upload_id is not None
+        etags, algorithm = tuple(part.etag for part in sent), self.store.options.checksum_algorithm
+        sums = tuple(part.checksum for part in sent if part.checksum)
         extra = {CREATE_WINDOW_KEY: self.create_window.encode()} if self.create_window is not None else {}
+        extra.update(checksums.record(algorithm, sums))
         pending = PendingUpload(
             bucket=self.bucket, destination_key=self.key, upload_id=self.upload_id, etags=etags,
             length=self._length, uri=self.uri, created=self._created, saved=now_millis(), extra_data=extra,
         )
         if self.policy.upload_ready(pending):
-            conditional = {"if_none_match": True} if self._if_none_match else {}
             self.store.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
                                                  expected_length=self._length, created_ms=self._created,
-                                                 **conditional)
+                                                 checksum_algorithm=algorithm, part_checksums=sums,
+                                                 if_none_match=self._if_none_match)
             if self.create_window is not None:
                 self._abort_create_orphans()
             return WriteResult(pending, True, self._length)

@@ -186,7 +186,8 @@ class InMemoryStore(S3Store):
 
     def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: Any, *,
                                   expected_length: int | None = None, if_none_match: bool = False,
-                                  created_ms: int = 0) -> str:
+                                  created_ms: int = 0, checksum_algorithm: str | None = None,
+                                  part_checksums: Any = ()) -> str:
         self.counters.add("requests", "CompleteMultipartUpload")
         self.completed += 1
         return '"done"'

@@ -49,6 +49,7 @@ def java_families() -> tuple[tuple[type[BaseException], str], ...]:
         (errors.CommitConflictError, "FileAlreadyExists"),
         (errors.EndpointUnreachableError, "Unreachable"),
         (errors.ThrottledError, "Transient"),
+        (errors.ChecksumMismatchError, "IO"),
         (errors.TransientError, "Transient"),
         (errors.InvalidRequestError, "IllegalArgument"),
         (BadRequest, "IllegalArgument"),

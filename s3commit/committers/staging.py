@@ -23,6 +23,8 @@ import shutil
 from collections.abc import Sequence
 from typing import IO
 
+from s3commit import checksums
+from s3commit.checksums import SentPart
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
 from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
@@ -158,14 +160,14 @@ class StagingCommitter(Committer):
         upload_id = self.store.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
         window = windows[0] if windows else None
         started.append(UploadRef(bucket, key, upload_id, window))  # registered at creation: a failure aborts it
-        etags: list[str | None] = [None] * parts
+        sent: list[SentPart | None] = [None] * parts
         pieces = file_parts(path, part_size)
 
         def send(number: int) -> None:
             # Each part is read when its upload starts (one part in memory per upload at a time).
             piece = pieces[number - 1]
             try:
-                etags[number - 1] = self.store.upload_part(bucket, key, upload_id, number, piece.load())
+                sent[number - 1] = self.store.upload_part(bucket, key, upload_id, number, piece.load())
             finally:
                 piece.release()
 
@@ -178,11 +180,15 @@ class StagingCommitter(Committer):
             if failures:
                 raise failures[0].error
         partition = partition_of(relative)
+        parts_sent = [part for part in sent if part is not None]
+        extra = checksums.record(self.store.options.checksum_algorithm,
+                                 [part.checksum for part in parts_sent if part.checksum])
+        if window is not None:
+            extra[CREATE_WINDOW_KEY] = window.encode()
         return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,
-                             etags=tuple(e for e in etags if e is not None), length=length,
+                             etags=tuple(part.etag for part in parts_sent), length=length,
                              uri=f"s3a://{bucket}/{key}", created=created, saved=now_millis(),
-                             text=f"partition: {partition}" if partition else "",
-                             extra_data={CREATE_WINDOW_KEY: window.encode()} if window is not None else {})
+                             text=f"partition: {partition}" if partition else "", extra_data=extra)
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         """Delete the local output (nothing was uploaded before task commit)."""

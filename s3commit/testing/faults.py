@@ -39,6 +39,9 @@ class FaultKind(str, Enum):
     """The connection is dropped (TCP RST) without a response, before or after forwarding."""
     ERROR_200 = "200-error"
     """HTTP 200 whose body is an ``<Error>``; only for CompleteMultipartUpload and CopyObject."""
+    CORRUPT = "corrupt"
+    """The request is forwarded with one bit of its body flipped and its headers unchanged (bytes damaged in
+    transit, past TCP's checksum): the server sees a body that does not match its checksum headers."""
 
     @classmethod
     def parse(cls, name: str | FaultKind) -> FaultKind:
@@ -147,7 +150,8 @@ class Fault:
     Attributes:
         kind: what happens.
         after_forward: for :attr:`FaultKind.RESET`: the request reaches S3 (and takes effect) and only
-            the response is lost. Always ``False`` for the other kinds, which are never forwarded.
+            the response is lost. Always ``False`` for the other kinds, which are never forwarded (but for
+            :attr:`FaultKind.CORRUPT`, whose damaged request always is).
     """
 
     kind: FaultKind

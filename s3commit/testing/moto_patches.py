@@ -12,7 +12,8 @@ moto also completes a multipart upload by copying every byte about six times und
 buffer), so completing a 128 MiB object costs about a second of CPU on the server, serialised with every other
 request; on S3 a Complete costs the same whatever the size (the latency profile gives it 50 ms).
 :func:`complete_without_copying` makes the completed object read through its parts' buffers, which moto
-keeps alive with the object anyway (``FakeKey.multipart``). Uploads that ask for checksums keep moto's code.
+keeps alive with the object anyway (``FakeKey.multipart``); a COMPOSITE checksum is computed from the parts as
+moto computes it. Uploads with a FULL_OBJECT checksum (CRC64NVME) keep moto's code.
 """
 
 from __future__ import annotations
@@ -146,8 +147,10 @@ def complete_without_copying() -> None:
     value_property: Any = models.FakeKey.__dict__["value"]
 
     def complete(self: Any, body: Any) -> Any:
-        if self.metadata.get("x-amz-checksum-algorithm"):
-            return original_complete(self, body)
+        algorithm = self.metadata.get("x-amz-checksum-algorithm")
+        checksums = models.MultipartChecksumBuilder(algorithm, self.metadata.get("x-amz-checksum-type"))
+        if algorithm and checksums.checksum_type != "COMPOSITE":
+            return original_complete(self, body)  # a full-object checksum reads every byte anyway
         parts, md5s, last = [], bytearray(), None
         for number, etag in body:
             part = self.parts.get(number)
@@ -156,13 +159,15 @@ def complete_without_copying() -> None:
             if last is not None and last.contentsize < models.S3_UPLOAD_PART_MIN_SIZE:
                 raise EntityTooSmall()
             md5s.extend(bytes.fromhex(part.etag.replace('"', "")))
+            if algorithm:  # a composite checksum: one pass over each part, no copy of the object
+                checksums.addPart(part.value)
             parts.append(part)
             last = part
         if not parts:
             raise MalformedXML
         etag = models.md5_hash(bytes(md5s)).hexdigest()
         self._s3commit_read_through = True  # its parts now hold the object's bytes: see delitem
-        return _PartsValue(parts), f"{etag}-{len(parts)}", None
+        return _PartsValue(parts), f"{etag}-{len(parts)}", checksums.build() if algorithm else None
 
     original_delitem = models.MultipartDict.__delitem__
 

@@ -331,6 +331,9 @@ class _Exchange:
             self._send_error("SlowDown")
             return
         fault = self.simulator.injector.decide(operation)
+        if fault is not None and fault.kind is FaultKind.CORRUPT:
+            stats.fault(operation, fault.kind)
+            body, fault = wire.flip_one_bit(body), None
         if fault is not None and not fault.after_forward:
             self._inject(fault)
             return

@@ -103,6 +103,15 @@ def _read_chunked(rfile: io.BufferedIOBase) -> bytes:
         rfile.readline(_MAX_LINE)  # the CRLF that ends the chunk
 
 
+def flip_one_bit(body: bytes) -> bytes:
+    """``body`` with the lowest bit of its middle byte flipped (same length: only a checksum can tell)."""
+    if not body:
+        return body
+    damaged = bytearray(body)
+    damaged[len(damaged) // 2] ^= 1
+    return bytes(damaged)
+
+
 def forwardable(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     """The headers that cross the proxy: all but hop-by-hop and framing headers."""
     return [(name, value) for name, value in headers if name.lower() not in HOP_BY_HOP]

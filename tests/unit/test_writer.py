@@ -5,6 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from s3commit.config import StoreOptions
+from s3commit.checksums import SentPart
 from s3commit.config import MIB
 from s3commit.errors import ConfigError, TransientError
 from s3commit.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
@@ -16,6 +18,7 @@ class FakeStore:
     """Records uploads; optionally blocks or fails part uploads."""
 
     def __init__(self, *, fail_part=None, gate=None):
+        self.options = StoreOptions(checksum_algorithm=None)
         self.uploads = {}
         self.completed = {}
         self.aborted = []
@@ -41,12 +44,13 @@ class FakeStore:
             if self.fail_part == part_number:
                 raise TransientError("boom", operation="UploadPart", bucket=bucket, key=key, upload_id=upload_id)
             self.uploads[upload_id][part_number] = bytes(body)
-            return f'"etag-{part_number}"'
+            return SentPart(f'"etag-{part_number}"', None)
         finally:
             with self._lock:
                 self.in_flight -= 1
 
-    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None, created_ms=0):
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None, created_ms=0,
+                                  checksum_algorithm=None, part_checksums=(), if_none_match=False):
         parts = self.uploads.pop(upload_id)
         assert [f'"etag-{n}"' for n in sorted(parts)] == list(etags)
         self.completed[key] = b"".join(parts[n] for n in sorted(parts))
