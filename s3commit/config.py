@@ -125,6 +125,12 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
+        Key("s3commit.committer.validate.output", "false",
+            "After completing, HEAD every committed object and check its size (and checksum where the server "
+            "returns one) against its manifest; a mismatch fails the job, which rolls back. One HEAD a file."),
+        Key("fs.s3a.committer.summary.report.directory", "",
+            "A directory (s3a://, s3:// or local) where every job commit also writes summary-<job id>.json: "
+            "the _SUCCESS data, after a success and after a failure (naming it)."),
         Key("s3commit.commit.journal", "true",
             "Record a journal before the first Complete so `s3commit recover` can finish or roll back an "
             "interrupted job commit. Costs one PUT per job."),
@@ -318,6 +324,8 @@ class CommitterOptions:
     rate_limit: float = 0.0
     track_uploads: TrackUploads = TrackUploads.AUTO
     abort_orphans: bool = True
+    validate_output: bool = False
+    summary_report_dir: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conflict_mode",
@@ -366,6 +374,9 @@ class CommitterOptions:
             track_uploads=TrackUploads.parse(get("s3commit.magic.track-uploads"),
                                              what="s3commit.magic.track-uploads"),
             abort_orphans=parse_bool(get("s3commit.abort.orphans"), what="s3commit.abort.orphans"),
+            validate_output=parse_bool(get("s3commit.committer.validate.output"),
+                                       what="s3commit.committer.validate.output"),
+            summary_report_dir=get("fs.s3a.committer.summary.report.directory") or None,
         )
 
 

@@ -148,6 +148,10 @@ class PendingsetMissingError(CommitStateError):
     """A pendingset the job commit was given is gone: the job committed (and began its clean-up) or aborted."""
 
 
+class OutputMismatchError(S3CommitError):
+    """``validate_output``: a committed object is not what its manifest says (size or checksum)."""
+
+
 class JobCommitError(S3CommitError):
     """Job commit failed; completed uploads were reverted and the rest aborted.
 

@@ -44,6 +44,7 @@ from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
 from s3commit.uploads import abort_upload_quietly, commit_upload, revert_upload_quietly
 from s3commit.uri import S3Uri
+from s3commit.validate import validate_committed
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,8 @@ class CommitStats:
     deleted_by_overwrite: int = 0
     orphans_aborted: int = 0
     undo_failed: int = 0
+    validated: int = 0
+    checksums_verified: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
 
 
@@ -273,6 +276,11 @@ class JobCommit:
         with self._lock:
             self._committed[commit.destination_key] = commit.upload_id
             self.stats.completed += 1
+        if self.options.validate_output:  # a mismatch fails complete_all: the job then rolls back
+            verified = validate_committed(self.store, commit)
+            with self._lock:
+                self.stats.validated += 1
+                self.stats.checksums_verified += verified
 
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """Complete every upload (at most ``threads x 4`` queued, no per-upload state kept); stop at the first
@@ -350,6 +358,9 @@ class JobCommit:
             "committer_commits_reverted": self.stats.reverted,
             "committer_commits_aborted": self.stats.aborted,
             "committer_objects_deleted_by_overwrite": self.stats.deleted_by_overwrite,
+            **({"committer_objects_validated": self.stats.validated,
+                "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
+               else {}),
             **{f"op_{op}": n for op, n in sorted(requests.items())},
             **{f"duration_{k}_ms": v for k, v in self.stats.timings_ms.items()},
         }
@@ -358,7 +369,9 @@ class JobCommit:
             description=f"s3commit job committer for {self.dest}", metrics=metrics,
             diagnostics={"fs.s3a.committer.threads": str(self.options.threads),
                          "fs.s3a.multipart.size": str(self.options.part_size),
-                         "s3commit.commit.rate-limit": str(self.options.rate_limit)},
+                         "s3commit.commit.rate-limit": str(self.options.rate_limit),
+                         "fs.s3a.create.checksum.algorithm": str(self.store.options.checksum_algorithm or "none"),
+                         "s3commit.committer.validate.output": str(self.options.validate_output).lower()},
             filenames=names,
         )
 

@@ -41,6 +41,8 @@ class ObjectInfo:
     size: int
     etag: str = ""
     last_modified: datetime | None = None
+    checksums: tuple[tuple[str, str], ...] = ()
+    """``(algorithm, value)`` the server returned (a HEAD with ``ChecksumMode=ENABLED``)."""
 
     @property
     def is_prefix(self) -> bool:

@@ -406,12 +406,15 @@ class S3Store:
             self.counters.add("failures", "GetObject")
             raise broken.error from broken.__cause__
 
-    def head_object(self, bucket: str, key: str) -> ObjectInfo:
-        """Metadata of an object; raises :class:`NotFoundError`. ``Retry.IDEMPOTENT``."""
-        response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key),
+    def head_object(self, bucket: str, key: str, *, checksums: bool = False) -> ObjectInfo:
+        """Metadata of an object (``checksums``: with the checksums S3 keeps); raises :class:`NotFoundError`."""
+        mode = {"ChecksumMode": "ENABLED"} if checksums else {}
+        response = self._call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key, **mode),
                               retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
-                          response.get("LastModified"))
+                          response.get("LastModified"), tuple((name[8:], str(value)) for name, value in
+                                                              response.items() if name.startswith("Checksum")
+                                                              and name != "ChecksumType"))
 
     def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
         """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``).

@@ -58,6 +58,7 @@ def java_families() -> tuple[tuple[type[BaseException], str], ...]:
         (errors.JournalExistsError, "IllegalState"),
         (errors.PendingsetMissingError, "IllegalState"),
         (errors.CommitStateError, "IllegalState"),
+        (errors.OutputMismatchError, "IO"),
         (errors.JobCommitError, "IO"),
         (errors.StoreError, "IO"),
         (errors.S3CommitError, "IO"),

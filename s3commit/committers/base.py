@@ -34,6 +34,7 @@ from s3commit.manifest import SuccessData
 from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.prefixes import delete_prefix
+from s3commit.reports import failed, write_report
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -231,6 +232,7 @@ class Committer(ABC):
             finally:
                 self.close()
             self._state = "committed"
+            self._report(engine, None, success)
             return success
         except JobCommitError as err:
             if err.not_rolled_back:
@@ -239,15 +241,24 @@ class Committer(ABC):
                 self._state = "aborted"
             else:
                 self._abort_job_quietly()
+            self._report(engine, err)
             raise
-        except Exception:
+        except Exception as err:
             self._abort_job_quietly()
+            self._report(engine, err)
             raise
         finally:
             self.close()
         self._state = "committed"
         self.last_commit_stats = engine.stats
+        self._report(engine, None, success)
         return success
+
+    def _report(self, engine: JobCommit, error: BaseException | None, success: SuccessData | None = None) -> None:
+        """The job's summary report (``summary_report_dir``), after a success or a failure."""
+        if self.options.summary_report_dir:
+            summary = success if success is not None else failed(engine.success_data(), error)  # type: ignore[arg-type]
+            write_report(self.store, self.options.summary_report_dir, summary)
 
     def _resume(self, engine: JobCommit, err: CommitStateError, messages: Sequence[TaskCommitMessage] | None,
                 keys: dict[str, set[str]], plan: OverwritePlan, absolute_dirs: Sequence[str]) -> SuccessData:
@@ -314,10 +325,16 @@ class Committer(ABC):
                 complete and its overwrite may have begun), or S3 refused part of the roll-back; the journal
                 is kept for ``s3commit recover``.
         """
+        reported = self._state == "aborted"  # a failed commit reported already
         try:
             self._abort_job(quiet=False)
         finally:
             self._state = "aborted"
+            if self.options.summary_report_dir and not reported:
+                write_report(self.store, self.options.summary_report_dir, failed(
+                    SuccessData(committer=self.name, job_id=self.job_id, job_id_source=self.job_id_source,
+                                description=f"s3commit job committer for {self.dest}"),
+                    RuntimeError("the job was aborted before its commit (a task or the job failed)")))
 
     def _abort_job_quietly(self) -> None:
         try:

@@ -304,3 +304,31 @@ def test_staging_committers_refuse_custom_partition_locations_by_name(spark, com
         check_clean(s3_client, s3_bucket, "")
     finally:
         spark.sql("DROP TABLE IF EXISTS abs_staging")
+
+
+@pytest.mark.parametrize("committer", ["magic", "directory", "partitioned"], indirect=True)
+def test_checksums_validation_and_summary_reports_through_spark(spark, committer, s3_client, s3_bucket):
+    # S3A's keys as a Spark user sets them: one report per job in the directory, after a success and after a
+    # failed job (a task that always fails: the job is aborted); every committed file validated.
+    reports = f"s3a://{s3_bucket}/reports"
+    spark.conf.set("fs.s3a.committer.summary.report.directory", reports)
+    spark.conf.set("s3commit.committer.validate.output", "true")
+    spark.conf.set("fs.s3a.create.checksum.algorithm", "SHA256")
+    try:
+        frame(spark).write.partitionBy("a").parquet(f"s3a://{s3_bucket}/checked")
+        marker = success(s3_client, s3_bucket, "checked")
+        with pytest.raises(Exception, match="always fails"):
+            frame(spark).selectExpr("assert_true(id < 0, 'always fails') AS x", "a").write.parquet(
+                f"s3a://{s3_bucket}/failed")
+    finally:
+        for key in ("fs.s3a.committer.summary.report.directory", "s3commit.committer.validate.output",
+                    "fs.s3a.create.checksum.algorithm"):
+            spark.conf.unset(key)
+    assert marker["diagnostics"]["fs.s3a.create.checksum.algorithm"] == "SHA256"
+    assert marker["metrics"]["committer_objects_validated"] == len(data_keys(s3_client, s3_bucket, "checked/"))
+    found = {json.loads(s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read())["success"]: key
+             for key in list_keys(s3_client, s3_bucket, "reports/")}
+    assert set(found) == {True, False} and len(list_keys(s3_client, s3_bucket, "reports/")) == 2
+    assert found[True] == f"reports/summary-{marker['jobId']}.json"
+    check_clean(s3_client, s3_bucket, "checked/")
+    check_clean(s3_client, s3_bucket, "failed/")
