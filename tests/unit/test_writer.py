@@ -5,9 +5,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3commit.config import StoreOptions
 from s3commit.checksums import SentPart
-from s3commit.config import MIB
+from s3commit.config import MIB, StoreOptions
 from s3commit.errors import ConfigError, TransientError
 from s3commit.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
 
