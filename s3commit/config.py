@@ -129,6 +129,11 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
+        Key("fs.s3a.committer.magic.track.commits.in.memory.enabled", "true",
+            "Magic committer: keep each task attempt's pending uploads in the memory of the process writing them "
+            "(a file's close returns while its last part uploads; the task commit is one PUT). False: a .pending "
+            "per file, listed, read and deleted at task commit (Hadoop's default). A process that dies loses "
+            "only its uncommitted attempts: their tasks fail and run again."),
         Key("s3commit.committer.validate.output", "false",
             "After completing, HEAD every committed object and check its size (and checksum where the server "
             "returns one) against its manifest; a mismatch fails the job, which rolls back. One HEAD a file."),
@@ -334,6 +339,7 @@ class CommitterOptions:
     abort_orphans: bool = True
     validate_output: bool = False
     summary_report_dir: str | None = None
+    track_commits_in_memory: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conflict_mode",
@@ -385,6 +391,8 @@ class CommitterOptions:
             validate_output=parse_bool(get("s3commit.committer.validate.output"),
                                        what="s3commit.committer.validate.output"),
             summary_report_dir=get("fs.s3a.committer.summary.report.directory") or None,
+            track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
+                                               what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
         )
 
 

@@ -40,10 +40,12 @@ def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSe
     store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
 
 
-def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> str | None:
+def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet, *,
+                         first_attempt: bool = False) -> str | None:
     """Save a task's pendingset; if an earlier attempt of the task had committed one, abort the uploads of
     that superseded attempt (they would otherwise be orphans nobody can attribute). Costs one GET per task
-    commit (a 404 in the usual case).
+    commit (a 404 in the usual case), except for a ``first_attempt`` (attempt number 0 of its task: Spark
+    numbers stage re-attempts' tasks past it too), which no earlier attempt can have preceded.
 
     A task that wrote nothing saves nothing (an earlier attempt's pendingset is deleted): returns ``None``,
     and its commit message names no pendingset, so the job commit reads nothing for it. Otherwise returns
@@ -51,7 +53,7 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     """
     superseded = 0
     try:
-        previous = load_pendingset(store, bucket, key)
+        previous = None if first_attempt else load_pendingset(store, bucket, key)
     except NotFoundError:
         previous = None
     except S3CommitError as err:  # a corrupt earlier pendingset is replaced; its uploads go to the sweep

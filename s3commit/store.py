@@ -155,6 +155,8 @@ class S3Store:
             try:
                 return fn()
             except Exception as err:  # botocore raises many unrelated types; translate all once
+                if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
+                    err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
                 error = err if isinstance(err, StoreError) else translate_client_error(
                     err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
                 seen.failed(error)
@@ -206,12 +208,9 @@ class S3Store:
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
                     body: bytes | bytearray | memoryview) -> SentPart:
-        """Upload one part; returns its ETag and the checksum sent with it. ``Retry.IDEMPOTENT`` (a part
-        number can be re-sent): a part whose bytes did not arrive as sent (:class:`ChecksumMismatchError`:
-        ``BadDigest``, or an ETag that is not their MD5) is re-sent from ``body`` like any transient failure.
-
-        A ``bytes`` or ``bytearray`` body is hashed and sent as it is (botocore sends a bytes-like body with
-        one ``sendall``); a ``memoryview`` is copied once, because botocore accepts only the former."""
+        """Upload one part; returns its ETag and the checksum sent. ``Retry.IDEMPOTENT``: a part whose bytes did
+        not arrive as sent (:class:`ChecksumMismatchError`) is re-sent from ``body`` like any transient failure.
+        A ``memoryview`` body is copied once (botocore accepts bytes-likes only), others are sent as they are."""
         data = bytes(body) if isinstance(body, memoryview) else body
         sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.options.etags_are_md5)
         where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"
@@ -225,7 +224,8 @@ class S3Store:
                                   upload_id=upload_id)
         except ChecksumMismatchError as err:
             raise ChecksumMismatchError(
-                f"{where} could not be sent intact in {err.attempts} attempt(s) ({sending.describe()}): {err}",
+                f"{where} could not be sent intact in {err.attempts} attempt(s) ({sending.describe()}): "
+                f"{err.detail}",
                 operation="UploadPart", bucket=bucket, key=key, upload_id=upload_id, code=err.code,
                 attempts=err.attempts) from err
         self.counters.add_bytes(uploaded=len(data))

@@ -51,6 +51,17 @@ class CompletionPolicy:
     may_defer = True
     """False only for a policy that always completes on close: then a small file may be one PUT instead
     of an upload (a deferred file must be an upload, to be completed later)."""
+    create_early = False
+    """Start the upload's Create in the background as the writer opens (a deferred file always needs one)."""
+    finish_later = False
+    """``close()`` returns once the last part is queued: the parts finish in the background, then
+    :meth:`upload_ready` (which must then not complete) or :meth:`close_failed` is called from there."""
+
+    def closing(self, held: int) -> None:
+        """``finish_later``: a close goes to the background holding ``held`` bytes of parts (may wait)."""
+
+    def close_failed(self, error: BaseException) -> None:
+        """``finish_later``: the background close failed (the upload was aborted)."""
 
     def upload_started(self, *, bucket: str, key: str, upload_id: str) -> None:
         """Called right after the upload is created (before any part)."""
@@ -155,6 +166,10 @@ class MultipartWriter(io.RawIOBase):
         """Set when the Create lost an answer and may have left an orphan upload (see the store)."""
         self._aborted = False
         self.result: WriteResult | None = None
+        self._create: Future[str] | None = None
+        self._finished = threading.Condition()
+        if self.policy.create_early:
+            self._create = self._executor.submit(self._start_upload)
 
     # --- io.RawIOBase ---------------------------------------------------------------------------
 
@@ -221,12 +236,24 @@ class MultipartWriter(io.RawIOBase):
                     last.release()
                     raise S3CommitError(f"s3://{self.bucket}/{self.key}: a last part after write() of a partial part")
                 self._length += last.size
-            self.result = self._finish(last)
+            result = self._finish(last)
+            if result is not None:  # else the background close sets it when it ends
+                self.result = result
         except BaseException:
             self._abort_quietly()
             raise
         finally:
             super().close()
+
+    def wait_finished(self) -> None:
+        """Wait until a close handed to the background (``finish_later``) has ended, well or not (tests,
+        tools): its upload is then recorded, or aborted."""
+        waiting: list[Future[Any]] = [self._create] if self._create is not None else []
+        for future in [*waiting, *(future for future, _ in self._parts)]:
+            with contextlib.suppress(BaseException):
+                future.exception()
+        with self._finished:
+            self._finished.wait_for(lambda: self.result is not None or self._aborted)
 
     def abort(self) -> None:
         """Abandon the file: abort the upload (if any) and release queued parts. Nothing becomes visible."""
@@ -262,6 +289,11 @@ class MultipartWriter(io.RawIOBase):
             raise
 
     def _ensure_upload(self) -> str:
+        if self._create is not None:
+            return self._create.result()
+        return self._start_upload()
+
+    def _start_upload(self) -> str:
         if self.upload_id is None:
             windows: list[CreateWindow] = []
             self.upload_id = self.store.create_multipart_upload(self.bucket, self.key,
@@ -274,8 +306,10 @@ class MultipartWriter(io.RawIOBase):
                                                  window=self.create_window)
         return self.upload_id
 
-    def _upload(self, upload_id: str, part_number: int, part: Part) -> SentPart:
+    def _upload(self, upload_id: str | None, part_number: int, part: Part) -> SentPart:
         try:
+            # A Create started early was queued before this part: it has started, waiting on it cannot deadlock.
+            upload_id = upload_id or self._ensure_upload()
             return self.store.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
         finally:
             part.release()
@@ -293,7 +327,8 @@ class MultipartWriter(io.RawIOBase):
                 self._abort_quietly()
                 self._error = error
                 raise error
-            upload_id = self._ensure_upload()
+            early = self._create is not None and not self._create.done()
+            upload_id = None if early else self._ensure_upload()
             self._slots.acquire()
         except BaseException:
             part.release()
@@ -309,12 +344,15 @@ class MultipartWriter(io.RawIOBase):
     def _raise_part_failure(self) -> None:
         if self._error is not None:
             raise self._error
+        if self._create is not None and self._create.done() and self._create.exception() is not None:
+            self._error = self._create.exception()
+            raise self._error  # type: ignore[misc]
         for future, _ in self._parts:
             if future.done() and future.exception() is not None:
                 self._error = future.exception()
                 raise self._error  # type: ignore[misc]
 
-    def _finish(self, last: Part | None) -> WriteResult:
+    def _finish(self, last: Part | None) -> WriteResult | None:
         self._raise_part_failure()
         if last is not None and not last.size and self._parts:
             last.release()  # a file that ends on a part boundary: no empty part (one request less at close)
@@ -332,6 +370,38 @@ class MultipartWriter(io.RawIOBase):
             return WriteResult(None, True, self._length)
         if last is not None:
             self._submit_part(last)
+        if self.policy.finish_later:
+            self._finish_in_background()
+            return None
+        return self._complete_parts()
+
+    def _finish_in_background(self) -> None:
+        """Hand the end of the close to the parts' threads: the last part to finish builds the pending upload
+        and gives it to the policy (or, on a failure, aborts the upload and tells the policy)."""
+        futures = [future for future, _ in self._parts]
+        self.policy.closing(sum(part.size for future, part in self._parts if not future.done()))
+        left = [len(futures)]
+        lock = threading.Lock()
+
+        def one_done(_: Future[SentPart]) -> None:
+            with lock:
+                left[0] -= 1
+                if left[0]:
+                    return
+            try:
+                result = self._complete_parts()
+            except BaseException as err:
+                self._abort_quietly()
+                self.policy.close_failed(err)
+                result = WriteResult(None, False, self._length)
+            with self._finished:
+                self.result = result
+                self._finished.notify_all()
+
+        for future in futures:
+            future.add_done_callback(one_done)
+
+    def _complete_parts(self) -> WriteResult:
         sent: tuple[SentPart, ...] = tuple(future.result() for future, _ in self._parts)
         self._parts = [(future, _DONE) for future, _ in self._parts]  # the parts are released
         assert self.upload_id is not None
@@ -372,6 +442,9 @@ class MultipartWriter(io.RawIOBase):
             with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting
         self._buffer = bytearray()
+        if self._create is not None:
+            with contextlib.suppress(BaseException):
+                self._create.result()  # an early Create's upload must be aborted too
         if self.upload_id is None or self._aborted:
             return
         upload_id = self.upload_id

@@ -1,27 +1,28 @@
 """The magic committer: files stream to S3 as uploads that only the job commit completes.
 
 Writing to a *magic path* (``dest/__magic_job-U/job-U/00/tasks/<attempt>/__base/<relative>``) starts an
-upload for the *final* key (``dest/<relative>``); closing the file saves ``<magic path>.pending`` instead
-of completing. Task commit gathers the attempt's pending uploads into ``<taskId>.pendingset`` (last attempt
-wins) and deletes the attempt directory; task abort aborts every upload the attempt started. Job commit is
+upload for the *final* key (``dest/<relative>``), created in the background as the file opens; closing the
+file defers its completion to the job commit. Task commit gathers the attempt's pending uploads into
+``<taskId>.pendingset`` (last attempt wins); task abort aborts every upload the attempt started. Job commit is
 :mod:`s3commit.jobcommit`.
 
-Pending uploads are also tracked in memory, per task attempt, in the process that wrote them (Hadoop's
-HADOOP-19047 idea): a task commit in that process needs no GET per file, only a LIST of the attempt
-directory to pick up files other processes wrote. :func:`open_magic_file` serves any magic path without a
-committer object; the JVM filesystem uses it through the sidecar.
+By default (``track_commits_in_memory``, S3A's ``fs.s3a.committer.magic.track.commits.in.memory.enabled``)
+the pending uploads live only in the memory of the process that wrote them (:mod:`.tracking`): a file's close
+returns while its last part uploads, and the task commit waits for them, then writes the ``.pendingset``, one
+PUT, with nothing to list, read or delete. Off, each close saves ``<magic path>.pending`` (Hadoop's per-file
+manifests) and the task commit lists the attempt directory and deletes it. :func:`open_magic_file` serves any
+magic path without a committer object; the JVM filesystem uses it through the sidecar.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import IO, Any
 
 from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.committers.tracking import REGISTRY, MagicTaskRegistry
 from s3commit.config import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.job_uploads import abort_create_orphans, upload_ref
@@ -41,6 +42,7 @@ from s3commit.paths import (
     ABSOLUTE,
     PENDING_SUFFIX,
     UPLOAD_MARKER_SUFFIX,
+    TaskAttemptId,
     absolute_relative,
     is_magic_file_key,
     job_id_of_magic_key,
@@ -59,82 +61,6 @@ from s3commit.writer import CompletionPolicy, MultipartWriter
 log = logging.getLogger(__name__)
 
 
-CLOSED_ATTEMPTS_KEPT = 4096
-"""How many committed or aborted attempts the registry remembers, to refuse their late files."""
-
-
-class MagicTaskRegistry:
-    """Process-wide memory of each task attempt's uploads: pending (closed) and open (in progress).
-
-    An attempt whose uploads were taken (committed or aborted) is remembered as closed: a file of it that
-    starts or closes afterwards (a request of a cancelled task still running in the sidecar while the task's
-    abort arrives on another connection) is refused, and its upload aborted by the caller. Setting the attempt
-    up again opens it again.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[tuple[str, str], dict[str, PendingUpload]] = {}
-        self._open: dict[tuple[str, str], dict[str, tuple[str, str, str]]] = {}
-        self._closed: OrderedDict[tuple[str, str], None] = OrderedDict()
-
-    def opened(self, job_id: str, attempt: str) -> None:
-        """The attempt is (set up) again: its files are accepted."""
-        with self._lock:
-            self._closed.pop((job_id, attempt), None)
-
-    def started(self, job_id: str, attempt: str, *, bucket: str, key: str, upload_id: str) -> bool:
-        """Remember an upload in progress; False if the attempt is closed (the caller aborts the upload)."""
-        with self._lock:
-            if (job_id, attempt) in self._closed:
-                return False
-            self._open.setdefault((job_id, attempt), {})[upload_id] = (bucket, key, upload_id)
-            return True
-
-    def is_closed(self, job_id: str, attempt: str) -> bool:
-        with self._lock:
-            return (job_id, attempt) in self._closed
-
-    def finished(self, job_id: str, attempt: str, pending_key: str, pending: PendingUpload) -> bool:
-        """Remember a closed file's pending upload; False if the attempt is closed (the caller aborts it)."""
-        with self._lock:
-            if (job_id, attempt) in self._closed:
-                return False
-            self._open.get((job_id, attempt), {}).pop(pending.upload_id, None)
-            self._pending.setdefault((job_id, attempt), {})[pending_key] = pending
-            return True
-
-    def aborted(self, job_id: str, attempt: str, upload_id: str) -> None:
-        with self._lock:
-            self._open.get((job_id, attempt), {}).pop(upload_id, None)
-
-    def take(self, job_id: str, attempt: str) -> tuple[dict[str, PendingUpload], list[tuple[str, str, str]]]:
-        """Remove and return the attempt's pending uploads (by .pending key) and its open uploads."""
-        with self._lock:
-            pending = self._pending.pop((job_id, attempt), {})
-            still_open = list(self._open.pop((job_id, attempt), {}).values())
-            self._closed[(job_id, attempt)] = None
-            self._closed.move_to_end((job_id, attempt))
-            while len(self._closed) > CLOSED_ATTEMPTS_KEPT:
-                self._closed.popitem(last=False)
-        return pending, still_open
-
-    def forget_job(self, job_id: str) -> None:
-        """Drop what is left of a job's attempts (those that never committed or aborted in this process)."""
-        with self._lock:
-            for table in (self._pending, self._open):
-                for key in [k for k in table if k[0] == job_id]:
-                    del table[key]
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._pending) + len(self._open)
-
-
-REGISTRY = MagicTaskRegistry()
-"""The registry of this process (one per Python process, like Hadoop's static maps)."""
-
-
 class MagicCompletion(CompletionPolicy):
     """Defer completion: on close save ``<magic path>.pending``; optionally record the upload at start, and
     always when its Create lost an answer (the record then keeps the Create's window)."""
@@ -142,7 +68,12 @@ class MagicCompletion(CompletionPolicy):
     may_defer = True
 
     def __init__(self, store: S3Store, *, bucket: str, magic_key: str, job_id: str, task_attempt_id: str,
-                 track: bool, registry: MagicTaskRegistry) -> None:
+                 track: bool, registry: MagicTaskRegistry, in_memory: bool = False, budget: int = 0) -> None:
+        # A file recorded durably (an upload marker: its key lacks the job id, or lies outside the destination)
+        # is created synchronously, so that its record exists once the first part is queued, as before.
+        self.finish_later, self.create_early = in_memory, in_memory and not track
+        self.in_memory = in_memory
+        self.budget = budget
         self.store = store
         self.bucket = bucket
         self.magic_key = magic_key
@@ -166,12 +97,24 @@ class MagicCompletion(CompletionPolicy):
         self._record(UploadRef(bucket, key, upload_id, window))
 
     def _record(self, ref: UploadRef) -> None:
+        self.registry.recorded_durably(self.job_id, self.task_attempt_id)
         self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, upload_marker(ref),
                               content_type="application/json")
 
+    def closing(self, held: int) -> None:
+        if not self.registry.closing(self.job_id, self.task_attempt_id, self.magic_key + PENDING_SUFFIX, held,
+                                     budget=self.budget):
+            raise self._closed_error(f"s3a://{self.bucket}/{self.magic_key} was being closed")
+
+    def close_failed(self, error: BaseException) -> None:
+        self.registry.close_failed(self.job_id, self.task_attempt_id, self.magic_key + PENDING_SUFFIX, error)
+
     def upload_ready(self, pending: PendingUpload) -> bool:
         key = self.magic_key + PENDING_SUFFIX
-        if not self.registry.is_closed(self.job_id, self.task_attempt_id):
+        if self.in_memory and self.registry.finished(self.job_id, self.task_attempt_id, key, pending):
+            return False
+        if not self.in_memory and not self.registry.is_closed(self.job_id, self.task_attempt_id):
+            self.registry.recorded_durably(self.job_id, self.task_attempt_id)
             save_pending_upload(self.store, self.bucket, key, pending)
             if self.registry.finished(self.job_id, self.task_attempt_id, key, pending):
                 return False
@@ -212,7 +155,9 @@ def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptio
     track = {TrackUploads.ALWAYS: True, TrackUploads.NEVER: False}.get(
         options.track_uploads, job_id not in final_key or outside)
     policy = MagicCompletion(store, bucket=target.bucket, magic_key=target.key, job_id=job_id,
-                             task_attempt_id=attempt, track=track, registry=registry)
+                             task_attempt_id=attempt, track=track, registry=registry,
+                             in_memory=options.track_commits_in_memory,
+                             budget=options.max_in_flight * options.part_size)
     return MultipartWriter(store, target.bucket, final_key, part_size=options.part_size,
                            max_in_flight=options.max_in_flight, executor=executor, policy=policy,
                            uri=f"s3a://{target.bucket}/{target.key}", content_type=content_type)
@@ -272,6 +217,12 @@ class MagicCommitter(Committer):
         REGISTRY.opened(self.job_id, attempt.task_attempt_id)
         return attempt
 
+    def attach_task(self, task_attempt_id: str) -> MagicTaskAttempt:
+        """The attempt, rebuilt for its commit or abort: unlike :meth:`setup_task` it does not make this
+        process the attempt's (a commit in a process that did not set it up must not pass for an empty one)."""
+        self._check_job_open()
+        return MagicTaskAttempt(self, task_attempt_id)
+
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)
         attempt.check_open()
@@ -283,6 +234,7 @@ class MagicCommitter(Committer):
                                  attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix,
                                  pendingset_key=self.layout.pendingset_key(attempt.task_id),
                                  executor=self.pool, window=window_for(self.options.pool_size),
+                                 in_memory=self.options.track_commits_in_memory,
                                  on_done=lambda: setattr(attempt, "committed", True))
 
     def abort_task(self, attempt: TaskAttempt) -> None:
@@ -297,28 +249,44 @@ class MagicCommitter(Committer):
 
 def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
                       attempt_dir: str, pendingset_key: str, executor: Executor, window: int, dest_prefix: str,
-                      registry: MagicTaskRegistry = REGISTRY,
+                      registry: MagicTaskRegistry = REGISTRY, in_memory: bool = True,
                       on_done: Callable[[], Any] | None = None) -> TaskCommitMessage:
     """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
 
-    Pending uploads written by this process come from memory; the attempt directory is listed once to pick
-    up any written elsewhere. An upload that was started but never closed is aborted (its file is
+    Pending uploads written by this process come from memory (after every file closing in the background has
+    ended; a file whose upload failed fails the task commit, naming it). With ``in_memory`` and nothing of the
+    attempt written to S3 that is all; otherwise the attempt directory is listed once to pick up ``.pending``
+    files, and deleted afterwards. An upload that was started but never closed is aborted (its file is
     incomplete), with any orphan its Create left. If anything fails, every upload of the attempt is aborted and
     the error re-raised. The Create window of a file that made it into the pendingset travels on with it.
     ``.pending`` files are loaded on ``executor``, at most ``window`` at a time.
     """
-    remembered, still_open = registry.take(job_id, task_attempt_id)
+    taken = registry.take(job_id, task_attempt_id)
+    remembered, still_open = taken.pending, taken.still_open
     loaded: list[PendingUpload] = list(remembered.values())
     listing = None
     try:
-        listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
-        pending_keys, markers = listing.pending, listing.markers
+        for bucket_, key, upload_id in still_open:
+            abort_upload_quietly(store, bucket_, key, upload_id)
+        if taken.failures:
+            name, error = taken.failures[0]
+            raise CommitStateError(f"task attempt {task_attempt_id} of job {job_id}: {len(taken.failures)} "
+                                   f"file(s) could not be uploaded, the first s3://{bucket}/{name[:-8]}: "
+                                   f"{error}") from error
+        # Files tracked in memory only (nothing of the attempt written to S3): nothing to list, read or delete.
+        in_memory_only = in_memory and taken.known and not taken.durable
+        listing = None if in_memory_only else scan_attempt_dir(store, bucket, f"{attempt_dir}/")
+        if in_memory and not taken.known and listing is not None and not listing.pending:
+            listing = None  # its upload markers stay, for the job's clean-up to find the uploads
+            raise CommitStateError(
+                f"task attempt {task_attempt_id} of job {job_id} was not set up in this process, which tracks "
+                "its files in memory: the process that wrote them is gone (a restarted sidecar or worker), "
+                "so the task must run again (its uploads are aborted by the job)")
+        pending_keys, markers = (listing.pending, listing.markers) if listing is not None else ([], [])
         others = [k for k in pending_keys if k not in remembered]
         more, failures = gather(executor, others, lambda k: load_pending_upload(store, bucket, k), window=window)
         loaded += more
         closed_ids = {p.upload_id for p in loaded}
-        for bucket_, key, upload_id in still_open:
-            abort_upload_quietly(store, bucket_, key, upload_id)
         abandoned = []
         for marker in markers:
             if marker[: -len(UPLOAD_MARKER_SUFFIX)] + PENDING_SUFFIX not in pending_keys:
@@ -331,13 +299,15 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
             raise failures[0].error
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(job_id, task_attempt_id)
-        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset)
+        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset,
+                                         first_attempt=in_memory and _is_first_attempt(task_attempt_id))
     except BaseException:
         for pending in loaded:
             abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
         raise
     finally:
-        _delete_quietly(store, bucket, attempt_dir, listing)
+        if listing is not None:
+            _delete_quietly(store, bucket, attempt_dir, listing)
     if on_done is not None:
         on_done()
     absolute_dirs = sorted({c.destination_key.rpartition("/")[0] for c in pendingset.commits
@@ -351,7 +321,8 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
                      registry: MagicTaskRegistry = REGISTRY) -> int:
     """Abort every upload a task attempt started (from memory, .pending files and markers); delete its
     directory. Returns how many uploads were aborted. Idempotent."""
-    remembered, still_open = registry.take(job_id, task_attempt_id)
+    taken = registry.take(job_id, task_attempt_id)
+    remembered, still_open = taken.pending, taken.still_open
     refs = {p.upload_id: upload_ref(p) for p in remembered.values()}
     refs.update({u: UploadRef(b, k, u) for b, k, u in still_open})
     listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
@@ -371,6 +342,13 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
     aborted += abort_create_orphans(store, refs.values())
     _delete_quietly(store, bucket, attempt_dir, listing)
     return aborted
+
+
+def _is_first_attempt(task_attempt_id: str) -> bool:
+    try:
+        return TaskAttemptId.parse(task_attempt_id).attempt == 0
+    except ConfigError:
+        return False  # not Hadoop's form: it may follow another attempt
 
 
 def _delete_quietly(store: S3Store, bucket: str, directory: str, listing: AttemptListing | None = None) -> None:

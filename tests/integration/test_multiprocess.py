@@ -9,6 +9,7 @@ import pickle
 import pytest
 
 from s3commit import create_committer
+from s3commit.errors import CommitStateError
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import STAGING_AND_MAGIC
 
@@ -47,7 +48,8 @@ def test_tasks_in_worker_processes_commit_through_the_driver(name, store, s3_cli
 
 
 def test_magic_task_written_in_one_process_commits_in_another(store, s3_client, s3_bucket):
-    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store)
+    # Only with per-file manifests: in-memory tracking keeps an attempt in the process that writes it.
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, track_commits_in_memory=False)
     committer.setup_job()
     process = multiprocessing.get_context("spawn").Process(target=write_only, args=(pickle.dumps(committer), 0))
     process.start()
@@ -76,3 +78,18 @@ def test_magic_upload_of_a_killed_writer_is_aborted_at_job_commit(store, s3_clie
     assert_no_pending_uploads(s3_client, s3_bucket)
     writer._aborted = True  # the upload is gone; keep the writer's finaliser from aborting it again
     writer.abort()
+
+
+def test_an_attempt_tracked_in_memory_cannot_commit_in_another_process_and_says_why(store, s3_client, s3_bucket):
+    # A sidecar or worker that died with the attempt's memory: the task fails (and is retried), clearly.
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store)
+    committer.setup_job()
+    process = multiprocessing.get_context("spawn").Process(target=write_only, args=(pickle.dumps(committer), 0))
+    process.start()
+    process.join(60)
+    assert process.exitcode == 0
+    attempt = committer.attach_task(committer.new_task_attempt_id(0))
+    with pytest.raises(CommitStateError, match=r"was not set up in this process.*the task must run again"):
+        committer.commit_task(attempt)
+    committer.abort_job()  # the dead writer's upload carries the job id in its key: the job's sweep aborts it
+    assert_no_pending_uploads(s3_client, s3_bucket)

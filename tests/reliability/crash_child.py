@@ -179,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                            retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2))
     store = CrashingStore(options, args.committer)
     overrides = {"threads": 2, "staging_dir": args.staging_dir, "part_size": MIN_PART_SIZE}
+    if os.environ.get(CRASH_ENV) == "after-pending":  # a point of per-file manifests, not of in-memory tracking
+        overrides["track_commits_in_memory"] = False
     if args.replace and args.committer == "directory":
         overrides["conflict_mode"] = "replace"
     committer = create_committer(args.committer, args.dest, job_id=args.job, store=store, **overrides)

@@ -34,7 +34,8 @@ def test_uploads_list_shows_the_uploads_under_the_prefix_only(s3_bucket, s3_clie
 def test_uploads_list_by_job_finds_uploads_recorded_in_the_job_directory(s3_server, s3_bucket, s3_client, run_cli):
     # Given: a magic job whose file names do not carry its id, its task not committed yet (the uploads are
     # known only from the task attempt's upload markers and .pending files), and a stranger's upload.
-    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=make_store(s3_server), threads=2)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=make_store(s3_server), threads=2,
+                                 track_commits_in_memory=False)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     for name in ("a.txt", "b.txt"):
@@ -89,7 +90,9 @@ def test_uploads_in_a_missing_bucket_is_not_found(run_cli):
 
 def test_show_reads_manifests_from_s3_at_each_stage_of_a_job(s3_server, s3_bucket, s3_client, run_cli):
     # A magic job, inspected as it goes: a .pending file, a pendingset, then _SUCCESS.
-    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=make_store(s3_server), threads=2)
+    # Per-file manifests (the in-memory default writes none until the task commits).
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=make_store(s3_server), threads=2,
+                                 track_commits_in_memory=False)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     with attempt.open("year=2026/part-0.txt") as out:

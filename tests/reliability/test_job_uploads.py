@@ -30,6 +30,8 @@ def write_custom_location_job(committer, bucket, *, commit_task: bool, tasks: in
         with attempt.open_absolute(f"s3a://{bucket}/elsewhere/p={task}", f"part-{task:05d}-{committer.job_id}.txt") \
                 as out:
             out.write(b"outside")
+        for writer in attempt._writers:
+            writer.wait_finished()  # closes end in the background: a running task's uploads are then there
         if commit_task:
             messages.append(committer.commit_task(attempt))
     return messages
@@ -109,6 +111,7 @@ def concurrent_jobs(s3_sim, bucket):
             attempt = committer.setup_task(committer.new_task_attempt_id(task))
             with attempt.open(f"{name}/part-{task}.txt") as out:
                 out.write(name.encode())
+            out.wait_finished()  # its close ended in the background: the upload and its marker are there
             if task == 0:
                 messages.append(committer.commit_task(attempt))  # task 1 is still running: markers only
         jobs.append((committer, messages))

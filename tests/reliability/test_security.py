@@ -208,7 +208,8 @@ def test_encryption_storage_class_and_acl_reach_every_object_written(name, optio
     raw = s3_sim.client(raw=True)
     store = S3Store(StoreOptions(endpoint_url=s3_sim.endpoint_url, region="us-east-1", path_style=True,
                                  access_key="testing", secret_key="testing", **options))
-    committer = create_committer(name, f"s3://{s3_bucket}/out", store=store, threads=2, staging_dir=str(tmp_path))
+    committer = create_committer(name, f"s3://{s3_bucket}/out", store=store, threads=2, staging_dir=str(tmp_path),
+                                 track_commits_in_memory=False)  # .pending files too
     checked: set[str] = set()
 
     def check_all() -> None:
