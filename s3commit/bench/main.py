@@ -17,7 +17,7 @@ from s3commit.bench.runs import bare_pool_completes, memory_run, run_job
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "datapath", "streaming")
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming")
 """The benchmark's sections, in the order they run."""
 
 
@@ -202,6 +202,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  tasks=2 if quick else 8)
             except ImportError as err:
                 results["spark"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+        if "small-files" in sections:
+            fresh()
+            print("  small files: 40 files of a few KiB, PySpark end to end", flush=True)
+            try:
+                results["small-files"] = section_spark(server, bucket, rows=400 if quick else 4_000,
+                                                       tasks=2 if quick else 10)
+            except ImportError as err:
+                results["small-files"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
         if "datapath" in sections:
             fresh()
             try:

@@ -73,22 +73,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                   f"{memory['pendingsets']:,} pendingsets: peak {memory['peak_bytes_above_baseline'] / 1e6:.0f} MB "
                   f"above baseline ({memory['measure']}); the pendingsets are "
                   f"{memory['serialized_pendingset_bytes'] / 1e6:.0f} MB of JSON; {memory['seconds']:.1f} s.", ""]
-    spark = results.get("spark")
-    if spark and "skipped" not in spark:
-        lines += [f"## Spark end to end: {spark['rows']:,} rows, {spark['tasks']} tasks", "",
-                  _row(["protocol", "tasks s", "job commit s", "total s", "requests", "bytes copied"]),
-                  _row(["---"] * 6)]
-        for name, r in spark.items():
-            if isinstance(r, dict) and "phases" in r:
-                lines.append(_row([name, f"{r['phases']['tasks (write)']:.2f}", f"{r['phases']['job commit']:.2f}",
-                                   f"{r['total_seconds']:.2f}", r["total_requests"], r["bytes_copied"]]))
-        lines += ["", "Job commit: the write's wall time minus the Spark job's (driver side: job setup, planning, "
-                  "job commit). Measured after a warm-up write of a 1% sample through each protocol; the first, "
-                  f"cold write of the session took {spark.get('cold_first_write_seconds', 0):.1f} s (JVM warm-up, "
-                  "sidecar start).", "",
-                  "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in spark["ratios"].items()), ""]
-    elif spark:
-        lines += ["## Spark end to end", "", spark["skipped"], ""]
+    for section, title in (("spark", "Spark end to end"), ("small-files", "Small files, Spark end to end")):
+        lines += _spark_lines(results.get(section), title)
     datapath = results.get("datapath")
     if datapath and "skipped" not in datapath:
         lines += datapath_markdown(datapath)
@@ -96,6 +82,25 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         lines += ["## Data path", "", datapath["skipped"], ""]
     lines += _streaming_lines(results.get("streaming"))
     path.write_text("\n".join(lines))
+
+
+def _spark_lines(spark: dict[str, Any] | None, title: str) -> list[str]:
+    if not spark:
+        return []
+    if "skipped" in spark:
+        return [f"## {title}", "", spark["skipped"], ""]
+    files = spark.get("magic", {}).get("files", 0)
+    lines = [f"## {title}: {spark['rows']:,} rows, {spark['tasks']} tasks, {files} files", "",
+             _row(["protocol", "tasks s", "job commit s", "total s", "requests", "bytes copied"]), _row(["---"] * 6)]
+    for name, r in spark.items():
+        if isinstance(r, dict) and "phases" in r:
+            lines.append(_row([name, f"{r['phases']['tasks (write)']:.2f}", f"{r['phases']['job commit']:.2f}",
+                               f"{r['total_seconds']:.2f}", r["total_requests"], r["bytes_copied"]]))
+    return [
+        *lines, "", "Job commit: the write's wall time minus the Spark job's (driver side: job setup, planning, "
+        "job commit). Measured after a warm-up write of a 1% sample through each protocol; the first, cold "
+        f"write of the session took {spark.get('cold_first_write_seconds', 0):.1f} s (JVM warm-up, sidecar start).", "",
+        "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in spark["ratios"].items()), ""]
 
 
 DATAPATH_LABELS = ("magic", "directory", "FileOutputCommitter-v1")
@@ -214,8 +219,10 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         fig.tight_layout()
         fig.savefig(out / "commit-phases.png", dpi=120)
         plt.close(fig)
-    spark = results.get("spark")
-    if spark and "skipped" not in spark:
+    for section, image in (("spark", "spark.png"), ("small-files", "small-files.png")):
+        spark = results.get(section)
+        if not spark or "skipped" in spark:
+            continue
         names = [n for n, r in spark.items() if isinstance(r, dict) and "phases" in r]
         fig, ax = plt.subplots(figsize=(7, 4))
         tasks = [spark[n]["phases"]["tasks (write)"] for n in names]
@@ -225,7 +232,7 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         ax.set_title(f"Spark write of {spark['rows']:,} rows in {spark['tasks']} tasks")
         ax.legend()
         fig.tight_layout()
-        fig.savefig(out / "spark.png", dpi=120)
+        fig.savefig(out / image, dpi=120)
         plt.close(fig)
     datapath = results.get("datapath")
     if datapath and "skipped" not in datapath:

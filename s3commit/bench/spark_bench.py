@@ -45,5 +45,10 @@ def spark_runs(server: Any, bucket: str, *, rows: int, tasks: int) -> dict[str, 
         / results["directory"]["total_seconds"],
         "job_commit_v1_over_magic": results["FileOutputCommitter-v1"]["phases"]["job commit"]
         / max(1e-9, results["magic"]["phases"]["job commit"]),
+        "tasks_magic_over_v1": results["magic"]["phases"]["tasks (write)"]
+        / max(1e-9, results["FileOutputCommitter-v1"]["phases"]["tasks (write)"]),
+        "requests_per_file_magic": results["magic"]["total_requests"] / max(1, results["magic"]["files"]),
+        "requests_per_file_v1": results["FileOutputCommitter-v1"]["total_requests"]
+        / max(1, results["FileOutputCommitter-v1"]["files"]),
     }
     return results

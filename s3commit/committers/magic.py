@@ -299,8 +299,12 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
             raise failures[0].error
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(job_id, task_attempt_id)
-        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset,
-                                         first_attempt=in_memory and _is_first_attempt(task_attempt_id))
+        # An earlier attempt's pendingset is read (one GET) to abort its uploads, unless none can exist (a
+        # first attempt) or its uploads carry the job id (its files have the names of this attempt's, which
+        # carry it): the job's sweep finds those by the id.
+        no_previous = in_memory and (_is_first_attempt(task_attempt_id) or (bool(loaded) and all(
+            job_id in p.destination_key for p in loaded)))
+        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset, first_attempt=no_previous)
     except BaseException:
         for pending in loaded:
             abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
