@@ -389,19 +389,28 @@ class JobCommit:
             self._create_windows.update(self.uploads.read_pendingset_records().windowed())
         records.update(self._create_windows)
         keep = set(self._committed.values())
-        listed = self.options.abort_orphans
-        if listed:
-            try:
-                self.stats.orphans_aborted += self.uploads.abort(records, keep=keep)
-            except S3CommitError as err:
-                # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
-                # which many roles lack; the job's output is committed by now and must not be reported failed.
-                log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans=false "
-                            "if this role may not list uploads): %s", self.job_id, self.dest, err)
-                listed = False
-        if not listed:  # what the records name can be aborted without listing
-            self.stats.orphans_aborted += self.uploads.abort(records, keep=keep, list_uploads=False)
-        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
+
+        def sweep() -> None:
+            listed = self.options.abort_orphans
+            if listed:
+                try:
+                    self.stats.orphans_aborted += self.uploads.abort(records, keep=keep)
+                except S3CommitError as err:
+                    # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
+                    # which many roles lack; the job's output is committed by now and must not be reported
+                    # failed.
+                    log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans="
+                                "false if this role may not list uploads): %s", self.job_id, self.dest, err)
+                    listed = False
+            if not listed:  # what the records name can be aborted without listing
+                self.stats.orphans_aborted += self.uploads.abort(records, keep=keep, list_uploads=False)
+
+        # The records are read: the sweep and the deletion of the job directory run side by side, the journal
+        # goes last (a clean-up that stops part way is finished by `s3commit recover`).
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+            swept = side.submit(sweep)
+            delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
+            swept.result()
         self.store.delete_object(bucket, self.layout.journal_key)
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,
