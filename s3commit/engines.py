@@ -1,0 +1,70 @@
+"""What the Python engines' committed writes share (:mod:`s3commit.arrow`, :mod:`s3commit.dask`): the write
+modes, the options split between the committer and the engine, the check of ``mode="error"``, the job commit
+with the mode's overwrite plan, and a task attempt id unique to each execution of a task.
+
+Modes: ``append`` adds files; ``overwrite`` replaces the whole destination, whose old objects are deleted only
+after every new file is complete (a failed job keeps them); ``overwrite-partitions`` replaces only the
+partition directories the job wrote; ``error`` refuses a destination that holds any object, before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from s3commit.committers import create_committer
+from s3commit.committers.base import Committer, TaskCommitMessage
+from s3commit.config import CommitterOptions
+from s3commit.errors import CommitConflictError, ConfigError
+from s3commit.paths import TaskAttemptId
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+MODES = ("append", "overwrite", "overwrite-partitions", "error")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"mode {mode!r} is not valid. Valid values are: {', '.join(MODES)}")
+    return mode
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(committer options, engine options)``: the names of :class:`CommitterOptions` go to the committer."""
+    names = CommitterOptions.field_names()
+    return ({k: v for k, v in options.items() if k in names}, {k: v for k, v in options.items() if k not in names})
+
+
+def new_job(dest: str, *, committer: str, mode: str, store: S3Store | None, job_id: str | None,
+            options: Mapping[str, Any]) -> Committer:
+    """A committer for one write, its job set up; ``mode="error"`` checked first (nothing written if it fails).
+
+    Raises:
+        ConfigError: a bad mode, destination or option.
+        CommitConflictError: ``mode="error"`` and the destination holds an object.
+    """
+    check_mode(mode)
+    uri = S3Uri.parse(dest)
+    job = create_committer(committer, uri, store=store, job_id=job_id, **options)
+    if mode == "error":
+        existing = next(iter(job.store.list_objects(uri.bucket, uri.prefix)), None)
+        if existing is not None:
+            raise CommitConflictError(f"{dest} already holds data (s3://{uri.bucket}/{existing.key}) and mode is "
+                                      "'error': nothing was written")
+    job.setup_job()
+    return job
+
+
+def commit(job: Committer, messages: Sequence[TaskCommitMessage], mode: str) -> dict[str, Any]:
+    """Commit the job with the mode's overwrite plan; returns the ``_SUCCESS`` data as a dict."""
+    success = job.commit_job(list(messages), delete_paths=[""] if mode == "overwrite" else (),
+                             replace_partitions=mode == "overwrite-partitions")
+    return success.to_dict()
+
+
+def execution_attempt_id(task: int) -> str:
+    """A task attempt id for one *execution* of task ``task``: a retried or recomputed task (a lost worker,
+    a retried exception) is a new attempt, never the same one again."""
+    return str(TaskAttemptId.of(task, secrets.randbelow(1 << 30), job_tracker="s3commit"))

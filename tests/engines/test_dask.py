@@ -1,0 +1,116 @@
+"""Dask through ``s3commit.dask.to_parquet``: one attempt per partition execution, one job commit."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+dask = pytest.importorskip("dask")
+pytest.importorskip("dask.dataframe")
+pa = pytest.importorskip("pyarrow")
+
+import dask.dataframe as dd  # noqa: E402
+import pandas as pd  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+
+from s3commit.dask import to_parquet  # noqa: E402
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys  # noqa: E402
+
+
+def frame(rows: int = 200, partitions: int = 4, offset: int = 0):
+    pdf = pd.DataFrame({"id": range(offset, offset + rows), "day": [f"d{i % 2}" for i in range(rows)]})
+    return dd.from_pandas(pdf, npartitions=partitions)
+
+
+def read_ids(s3_client, bucket: str, prefix: str) -> list[int]:
+    ids: list[int] = []
+    for key in list_keys(s3_client, bucket, prefix):
+        if key.endswith(".parquet"):
+            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            ids += pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
+    return sorted(ids)
+
+
+def data_keys(s3_client, bucket: str) -> list[str]:
+    return sorted(k for k in list_keys(s3_client, bucket, "t/") if k.endswith(".parquet"))
+
+
+@pytest.mark.parametrize("committer", ["magic", "directory"])
+def test_each_partition_is_a_task_and_the_job_commits_once(store, s3_client, s3_bucket, staging_dir, committer):
+    success = to_parquet(frame(), f"s3://{s3_bucket}/t", partition_on=["day"], committer=committer, store=store,
+                         staging_dir=staging_dir, compute_kwargs={"scheduler": "threads"}, compression="zstd")
+    keys = data_keys(s3_client, s3_bucket)
+    assert len(keys) == 8  # 4 partitions x 2 days, one file each, as Dask writes
+    assert sorted(success["filenames"]) == [f"/{k}" for k in keys] and success["committer"] == committer
+    assert read_ids(s3_client, s3_bucket, "t/") == list(range(200))
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def explode_on_partition_two(part):
+    if 100 <= part["id"].iloc[0] < 150:
+        raise RuntimeError("partition 2 fails")
+    return part
+
+
+def test_a_failing_partition_aborts_the_job_and_an_overwrite_keeps_the_old_data(store, s3_client, s3_bucket):
+    dest = f"s3://{s3_bucket}/t"
+    to_parquet(frame(40, 2), dest, store=store, compute_kwargs={"scheduler": "threads"})
+    failing = frame().map_partitions(explode_on_partition_two, meta=frame()._meta)
+    with pytest.raises(RuntimeError, match="partition 2 fails"):
+        to_parquet(failing, dest, mode="overwrite", store=store, compute_kwargs={"scheduler": "threads"})
+    assert read_ids(s3_client, s3_bucket, "t/") == list(range(40))
+    assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_upload_on_a_distributed_cluster_leaves_every_row_exactly_once(store, s3_client,
+                                                                                          s3_bucket, tmp_path):
+    from distributed import Client, LocalCluster
+
+    marker = str(tmp_path / "killed")
+    endpoint, bucket = store.options.endpoint_url, s3_bucket
+
+    def kill_once(part):
+        # The first execution of partition 1 arms a killer in its worker process: once partition 1's file is
+        # an upload in progress (its write task runs next, on this worker), the process is SIGKILLed.
+        if part["id"].iloc[0] != 50:
+            return part
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return part
+        os.close(fd)
+
+        def killer():
+            import time
+
+            import boto3
+
+            s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+                              aws_secret_access_key="testing")
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                uploads = s3.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+                if any("/part.1-" in u["Key"] for u in uploads):
+                    break
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        import threading
+
+        threading.Thread(target=killer, daemon=True).start()
+        return part
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster):
+        ddf = frame(200, 4).map_partitions(kill_once, meta=frame()._meta)
+        success = to_parquet(ddf, f"s3://{s3_bucket}/t", partition_on=["day"], store=store)
+    assert os.path.exists(marker)
+    keys = data_keys(s3_client, s3_bucket)
+    assert read_ids(s3_client, s3_bucket, "t/") == list(range(200))  # exactly once
+    assert sorted(success["filenames"]) == [f"/{k}" for k in keys]
+    assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
+    assert_no_pending_uploads(s3_client, s3_bucket)

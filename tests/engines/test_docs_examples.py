@@ -1,0 +1,27 @@
+"""The examples of docs/python.md run as written, against the test server (endpoint and credentials from the
+environment, as boto3 resolves them)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("dask.dataframe")
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "python.md"
+EXAMPLES = re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_doc_has_an_example_per_engine():
+    assert len(EXAMPLES) == 2 and "s3commit.arrow" in EXAMPLES[0] and "s3commit.dask" in EXAMPLES[1]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=["pandas", "dask"])
+def test_an_example_runs_and_commits(example, s3_env, s3_server, s3_client, capsys):
+    if "docs-examples" not in [b["Name"] for b in s3_client.list_buckets()["Buckets"]]:
+        s3_server.create_bucket("docs-examples")
+    exec(compile(example, str(DOC), "exec"), {})
+    assert "files committed" in capsys.readouterr().out
