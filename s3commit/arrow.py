@@ -21,7 +21,7 @@ from s3commit.committers.base import TaskAttempt
 from s3commit.errors import ConfigError
 from s3commit.store import S3Store
 
-BASE = "dataset"
+DATASET_ROOT = "dataset"
 """The root the dataset writer sees; the attempt's files are its paths below it."""
 
 
@@ -31,14 +31,14 @@ def _handler_class() -> type:
 
     class AttemptFileSystem(pafs.FileSystemHandler):
         """A write-only file system over one task attempt: ``open_output_stream(path)`` opens the attempt's
-        file ``path`` (relative to :data:`BASE`); directories need no creating on S3."""
+        file ``path`` (relative to :data:`DATASET_ROOT`); directories need no creating on S3."""
 
         def __init__(self, attempt: TaskAttempt) -> None:
             self.attempt = attempt
             self.opened: list[str] = []
 
         def open_output_stream(self, path: str, metadata: Any) -> Any:
-            relative = path.removeprefix(BASE).lstrip("/")
+            relative = path.removeprefix(DATASET_ROOT).lstrip("/")
             if not relative:
                 raise ConfigError(f"pyarrow asked to write the dataset's root {path!r} as a file")
             self.opened.append(relative)
@@ -139,7 +139,7 @@ def write_dataset(data: Any, dest: str, *, format: str = "parquet", partitioning
     try:
         handler = _handler_class()(attempt)
         ds.write_dataset(
-            reader, BASE, format=file_format, file_options=file_options, filesystem=pafs.PyFileSystem(handler),
+            reader, DATASET_ROOT, format=file_format, file_options=file_options, filesystem=pafs.PyFileSystem(handler),
             partitioning=ds.partitioning(schema=_partition_schema(schema, partitioning), flavor="hive")
             if partitioning else None,
             basename_template=writer_options.pop("basename_template", f"part-{{i}}-{job.job_id}.{format}"),

@@ -83,7 +83,7 @@ def test_overwrite_partitions_replaces_only_the_partitions_written(store, s3_cli
 
 def test_mode_error_and_bad_input_are_refused_before_anything_is_written(store, s3_client, s3_bucket):
     dest = f"s3://{s3_bucket}/t"
-    with pytest.raises(ConfigError, match="partition column.*nope"):
+    with pytest.raises(ConfigError, match=r"partition column.*nope"):
         write_dataset(frame(), dest, partitioning=["nope"], store=store)
     with pytest.raises(ConfigError, match="mode 'upsert' is not valid"):
         write_dataset(frame(), dest, mode="upsert", store=store)
