@@ -46,15 +46,20 @@ def new_job(dest: str, *, committer: str, mode: str, store: S3Store | None, job_
         CommitConflictError: ``mode="error"`` and the destination holds an object.
     """
     check_mode(mode)
-    uri = S3Uri.parse(dest)
-    job = create_committer(committer, uri, store=store, job_id=job_id, **options)
+    job = create_committer(committer, S3Uri.parse(dest), store=store, job_id=job_id, **options)
+    start(job, mode)
+    return job
+
+
+def start(job: Committer, mode: str) -> None:
+    """Set up ``job``'s job; ``mode="error"`` checked first (nothing written if it fails)."""
     if mode == "error":
-        existing = next(iter(job.store.list_objects(uri.bucket, uri.prefix)), None)
+        dest = job.dest
+        existing = next(iter(job.store.list_objects(dest.bucket, dest.prefix)), None)
         if existing is not None:
-            raise CommitConflictError(f"{dest} already holds data (s3://{uri.bucket}/{existing.key}) and mode is "
+            raise CommitConflictError(f"{dest} already holds data (s3://{dest.bucket}/{existing.key}) and mode is "
                                       "'error': nothing was written")
     job.setup_job()
-    return job
 
 
 def commit(job: Committer, messages: Sequence[TaskCommitMessage], mode: str) -> dict[str, Any]:

@@ -1,0 +1,121 @@
+"""Ray Data through ``s3commit.ray.CommitDatasink``: tasks commit attempts, the driver commits the job."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("ray.data")
+pa = pytest.importorskip("pyarrow")
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from s3commit.ray import CommitDatasink  # noqa: E402
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys  # noqa: E402
+
+pytestmark = [pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    import sys
+
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the test's sink class, for the workers
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True,
+             _temp_dir="/tmp/ray-s3commit")
+    yield
+    ray.shutdown()
+
+
+def read_ids(s3_client, bucket: str, prefix: str = "t/") -> list[int]:
+    ids: list[int] = []
+    for key in list_keys(s3_client, bucket, prefix):
+        if key.endswith(".parquet"):
+            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            ids += pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
+    return sorted(ids)
+
+
+def dataset(rows: int = 200, blocks: int = 4):
+    return ray.data.range(rows, override_num_blocks=blocks).map_batches(
+        lambda b: {"id": b["id"], "day": [f"d{i % 2}" for i in b["id"]]}, batch_format="numpy")
+
+
+def test_a_partitioned_write_commits_once_with_the_success_data(ray_cluster, store, s3_client, s3_bucket):
+    sink = CommitDatasink(f"s3://{s3_bucket}/t", partition_cols=["day"], store=store)
+    dataset().write_datasink(sink)
+    keys = sorted(k for k in list_keys(s3_client, s3_bucket, "t/") if k.endswith(".parquet"))
+    assert {k.split("/")[1] for k in keys} == {"day=d0", "day=d1"}
+    assert read_ids(s3_client, s3_bucket) == list(range(200))
+    assert sink.result is not None and sorted(sink.result["filenames"]) == [f"/{k}" for k in keys]
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+class FlakySink(CommitDatasink):
+    """Its write task 1 fails part way on its first execution, after a file of it is an upload."""
+
+    def __init__(self, *args, marker: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.marker = marker
+
+    def write(self, blocks, ctx):
+        if int(ctx.task_idx) != 1 or os.path.exists(self.marker):
+            return super().write(blocks, ctx)
+        open(self.marker, "w").close()
+
+        def then_fail():
+            yield from blocks
+            raise RuntimeError("write task 1 fails part way, first execution")
+
+        return super().write(then_fail(), ctx)
+
+
+def test_a_write_task_retried_as_a_new_task_writes_every_row_once(ray_cluster, store, s3_client, s3_bucket,
+                                                                   tmp_path):
+    # Ray's own retry of a task whose exception is retryable: the write task runs again, a new attempt; the
+    # failed execution aborted its own upload.
+    sink = FlakySink(f"s3://{s3_bucket}/u", store=store, marker=str(tmp_path / "flaky"))
+    dataset().write_datasink(sink, ray_remote_args={"retry_exceptions": True, "max_retries": 2})
+    assert os.path.exists(tmp_path / "flaky")
+    assert read_ids(s3_client, s3_bucket, "u/") == list(range(200))
+    assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_killed_worker_leaves_every_row_exactly_once(ray_cluster, store, s3_client, s3_bucket, tmp_path):
+    marker = str(tmp_path / "killed")
+
+    def kill_once(batch):
+        if 110 in batch["id"] and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return batch
+
+    ds = dataset().map_batches(kill_once, batch_format="numpy")
+    ds.write_datasink(CommitDatasink(f"s3://{s3_bucket}/t", store=store), ray_remote_args={"max_retries": 3})
+    assert os.path.exists(marker)
+    assert read_ids(s3_client, s3_bucket) == list(range(200))
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_failed_write_aborts_the_job_and_an_overwrite_keeps_the_old_data(ray_cluster, store, s3_client,
+                                                                          s3_bucket):
+    dest = f"s3://{s3_bucket}/t"
+    dataset(40, 2).write_datasink(CommitDatasink(dest, store=store))
+
+    def always_fails(batch):
+        if 150 in batch["id"]:
+            raise ValueError("this block is bad")
+        return batch
+
+    with pytest.raises(Exception, match="this block is bad"):
+        dataset().map_batches(always_fails, batch_format="numpy").write_datasink(
+            CommitDatasink(dest, mode="overwrite", store=store))
+    assert read_ids(s3_client, s3_bucket) == list(range(40))
+    assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
+    assert_no_pending_uploads(s3_client, s3_bucket)
