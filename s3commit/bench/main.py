@@ -17,7 +17,7 @@ from s3commit.bench.runs import bare_pool_completes, memory_run, run_job
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming")
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines")
 """The benchmark's sections, in the order they run."""
 
 
@@ -226,6 +226,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["streaming"] = section_streaming(server, bucket, quick=quick)
             except ImportError as err:
                 results["streaming"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+        if "engines" in sections:
+            fresh()
+            try:
+                from s3commit.bench.engines_bench import engine_runs
+
+                results["engines"] = engine_runs(server, bucket, files=4 if quick else 20,
+                                                 file_mib=1 if quick else 10)
+            except ImportError as err:
+                results["engines"] = {"skipped": f"dask or pyarrow is not available: {err}"}
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     results = _merged(out / f"{name}.json", results, sections)

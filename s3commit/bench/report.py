@@ -81,6 +81,7 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
     elif datapath:
         lines += ["## Data path", "", datapath["skipped"], ""]
     lines += _streaming_lines(results.get("streaming"))
+    lines += _engine_lines(results.get("engines"))
     path.write_text("\n".join(lines))
 
 
@@ -101,6 +102,18 @@ def _spark_lines(spark: dict[str, Any] | None, title: str) -> list[str]:
         "job commit). Measured after a warm-up write of a 1% sample through each protocol; the first, cold "
         f"write of the session took {spark.get('cold_first_write_seconds', 0):.1f} s (JVM warm-up, sidecar start).", "",
         "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in spark["ratios"].items()), ""]
+
+
+def _engine_lines(engines: dict[str, Any] | None) -> list[str]:
+    if not engines:
+        return []
+    if "skipped" in engines:
+        return ["## Python engines", "", engines["skipped"], ""]
+    lines = [f"## Python engines: {engines['files']} files x {engines['file_mib']} MiB", "",
+             _row(["write", "seconds"]), _row(["---"] * 2)]
+    lines += [_row([name, f"{r['seconds']:.2f}"]) for name, r in engines.items()
+              if isinstance(r, dict) and "seconds" in r]
+    return [*lines, "", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in engines["ratios"].items()), ""]
 
 
 DATAPATH_LABELS = ("magic", "directory", "FileOutputCommitter-v1")
