@@ -55,6 +55,13 @@ def test_quick_run_of_every_section(tmp_path):
     assert {"write_magic_over_bare", "read_magic_over_bare", "sidecar_over_bare_cpu_write",
             "magic_task_phase_over_directory_task_phase"} <= set(datapath["ratios"])
     assert "## Data path" in (tmp_path / "quick.md").read_text()
+    small = results["small-files"]
+    assert "skipped" not in small and small["magic"]["bytes_copied"] == 0
+    assert {"tasks_magic_over_v1", "requests_per_file_magic"} <= set(small["ratios"])
+    engines = results["engines"]
+    assert "skipped" not in engines
+    assert {"arrow_committed_over_native", "dask_committed_over_native"} <= set(engines["ratios"])
+    assert "## Python engines" in (tmp_path / "quick.md").read_text()
 
 
 @pytest.mark.slow
