@@ -5,7 +5,6 @@ and the cost of a failed job run again."""
 from __future__ import annotations
 
 import contextlib
-import random
 import time
 from typing import Any
 
@@ -14,13 +13,15 @@ from s3commit.store import S3Store
 
 
 def _frame(files: int, file_mib: int) -> Any:
+    import numpy as np
     import pandas as pd
 
-    rows_per_file = file_mib * 1024  # rows of 1 KiB of random (incompressible) bytes
-    rng = random.Random(0)
-    payload = [rng.randbytes(1024) for _ in range(256)]
+    rows_per_file = file_mib * 1024  # rows of 1 KiB: an id and 127 random (incompressible) doubles
     rows = files * rows_per_file
-    return pd.DataFrame({"id": range(rows), "payload": [payload[i % 256] for i in range(rows)]}), rows_per_file
+    values = np.random.default_rng(0).random((rows, 127))
+    frame = pd.DataFrame(values, columns=[f"c{i}" for i in range(127)])
+    frame.insert(0, "id", np.arange(rows))
+    return frame, rows_per_file
 
 
 def _timed(fn: Any) -> float:
@@ -58,7 +59,8 @@ def engine_runs(server: Any, bucket: str, *, files: int, file_mib: int) -> dict[
 
     runs = {
         "pyarrow (S3FileSystem)": lambda: ds.write_dataset(
-            table, f"{bucket}/plain-arrow", format="parquet", filesystem=native, compression=None,
+            table, f"{bucket}/plain-arrow", format="parquet", filesystem=native,
+            file_options=ds.ParquetFileFormat().make_write_options(compression=None),
             existing_data_behavior="overwrite_or_ignore", **common),
         "s3commit.arrow": lambda: s3commit.arrow.write_dataset(
             table, f"s3://{bucket}/committed-arrow", store=store, compression=None, **common),
