@@ -122,10 +122,11 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.create.checksum.algorithm", "CRC32",
             "Checksum sent with every part and single-PUT object, recorded in the .pending and passed at "
             "Complete: CRC32, CRC32C or CRC64NVME (these two need s3commit[crt]), SHA256, or none."),
-        Key("s3commit.checksum.verify-etag", "true",
+        Key("s3commit.checksum.verify-etag", "auto",
             "Compare each part's and single-PUT object's ETag with the MD5 of the bytes sent (not with SSE-KMS): "
-            "catches damage in transit on a server that validates no checksum. About 1.5 s of CPU per GiB; a "
-            "server that validates checksums (AWS S3, SeaweedFS) makes it redundant."),
+            "catches damage in transit on a server that validates no checksum. About 1.5 s of CPU per GiB. auto: "
+            "on for an endpoint other than AWS S3's (fs.s3a.endpoint set, not amazonaws.com), off on AWS S3, which "
+            "validates the checksum header itself; true or false to choose."),
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
@@ -247,8 +248,9 @@ class StoreOptions:
     acl: str | None = None
     checksum_algorithm: str | None = "CRC32"
     """Sent with every part and single-PUT object (:mod:`s3commit.checksums`); None or ``"none"``: off."""
-    verify_etag: bool = True
-    """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so."""
+    verify_etag: bool | None = None
+    """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): only
+    on an endpoint other than AWS S3's, which validates the checksum header itself."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
@@ -276,7 +278,11 @@ class StoreOptions:
     def etags_are_md5(self) -> bool:
         """Whether to check a part's or single-PUT object's ETag as the MD5 of its bytes (``verify_etag``, and
         S3 defines it so: not with SSE-KMS)."""
-        return self.verify_etag and self.sse_algorithm != "aws:kms"
+        verify = self.verify_etag
+        if verify is None:
+            endpoint = (self.endpoint_url or "").lower()
+            verify = bool(endpoint) and "amazonaws.com" not in endpoint
+        return verify and self.sse_algorithm != "aws:kms"
 
     @classmethod
     def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StoreOptions:
@@ -310,7 +316,8 @@ class StoreOptions:
             storage_class=get("fs.s3a.create.storage.class") or None,
             acl=get("fs.s3a.acl.default") or None,
             checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
-            verify_etag=parse_bool(get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
+            verify_etag=None if get("s3commit.checksum.verify-etag").lower() == "auto" else parse_bool(
+                get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
         )
 
 

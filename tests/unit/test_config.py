@@ -137,3 +137,17 @@ def test_stream_options_are_parsed_once_for_the_jvm():
         StreamOptions.from_hadoop_conf({"fs.s3a.experimental.input.fadvise": "backwards"})
     with pytest.raises(ConfigError, match=r"fs\.s3a\.readahead\.range"):
         StreamOptions.from_hadoop_conf({"fs.s3a.readahead.range": "lots"})
+
+
+def test_the_etag_check_is_on_for_other_stores_and_off_on_aws_s3_unless_chosen():
+    from s3commit.config import StoreOptions
+
+    assert StoreOptions(endpoint_url="http://127.0.0.1:9000").etags_are_md5
+    assert not StoreOptions().etags_are_md5  # boto3's resolution: AWS S3, which validates the checksum header
+    assert not StoreOptions(endpoint_url="https://s3.eu-west-1.amazonaws.com").etags_are_md5
+    assert StoreOptions(verify_etag=True).etags_are_md5
+    assert not StoreOptions(endpoint_url="http://127.0.0.1:9000", verify_etag=False).etags_are_md5
+    assert not StoreOptions(endpoint_url="http://127.0.0.1:9000", sse_algorithm="aws:kms").etags_are_md5
+    conf = {"fs.s3a.endpoint": "http://127.0.0.1:9000"}
+    assert StoreOptions.from_hadoop_conf(conf).verify_etag is None
+    assert StoreOptions.from_hadoop_conf({**conf, "s3commit.checksum.verify-etag": "false"}).verify_etag is False
