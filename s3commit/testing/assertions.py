@@ -47,6 +47,19 @@ def list_keys(client: Any, bucket: str, prefix: str = "", *, page_size: int = 10
     return sorted(keys)
 
 
+def parquet_column(client: Any, bucket: str, prefix: str, column: str = "id") -> list[Any]:
+    """Every value of ``column`` in the Parquet objects under ``prefix``, sorted (needs pyarrow)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    values: list[Any] = []
+    for key in list_keys(client, bucket, prefix):
+        if key.endswith(".parquet"):
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            values += pq.read_table(pa.BufferReader(body)).column(column).to_pylist()
+    return sorted(values)
+
+
 def list_pending_uploads(client: Any, bucket: str, prefix: str = "") -> list[ListedUpload]:
     """Multipart uploads in progress under ``prefix``, sorted by key (ListMultipartUploads, every page)."""
     uploads: list[ListedUpload] = []

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from s3commit.arrow import write_dataset  # noqa: E402
 from s3commit.errors import CommitConflictError, ConfigError  # noqa: E402
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys  # noqa: E402
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, parquet_column  # noqa: E402
 
 
 def frame(rows: int = 100, offset: int = 0) -> pd.DataFrame:
@@ -20,13 +20,6 @@ def frame(rows: int = 100, offset: int = 0) -> pd.DataFrame:
                          "v": [i * 0.5 for i in range(rows)]})
 
 
-def read_ids(s3_client, bucket: str, prefix: str) -> list[int]:
-    ids: list[int] = []
-    for key in list_keys(s3_client, bucket, prefix):
-        if key.endswith(".parquet"):
-            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
-            ids += pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
-    return sorted(ids)
 
 
 def data_keys(s3_client, bucket: str, prefix: str = "t/") -> list[str]:
@@ -41,7 +34,7 @@ def test_a_partitioned_dataframe_is_committed_exactly_with_pyarrows_writer(store
     keys = data_keys(s3_client, s3_bucket)
     assert sorted(k.split("/")[1] for k in keys) == ["day=d0", "day=d1", "day=d2"]
     assert success["committer"] == committer and sorted(success["filenames"]) == [f"/{k}" for k in keys]
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(100))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(100))
     meta = pq.read_metadata(pa.BufferReader(s3_client.get_object(Bucket=s3_bucket, Key=keys[0])["Body"].read()))
     assert meta.num_row_groups >= 2 and meta.row_group(0).column(0).compression == "ZSTD"  # options passed
     assert_no_pending_uploads(s3_client, s3_bucket)
@@ -52,7 +45,7 @@ def test_tables_readers_and_batch_iterables_are_accepted(store, s3_client, s3_bu
     write_dataset(table, f"s3://{s3_bucket}/t", store=store)
     write_dataset(table.to_reader(), f"s3://{s3_bucket}/t", store=store)
     write_dataset(iter(table.to_batches(max_chunksize=7)), f"s3://{s3_bucket}/t", store=store)
-    assert read_ids(s3_client, s3_bucket, "t/") == sorted(list(range(30)) * 3)  # append: three jobs, three files
+    assert parquet_column(s3_client, s3_bucket, "t/") == sorted(list(range(30)) * 3)  # append: three jobs, three files
 
 
 def test_overwrite_replaces_only_after_the_new_files_and_a_failed_overwrite_keeps_the_old(store, s3_client,
@@ -66,10 +59,10 @@ def test_overwrite_replaces_only_after_the_new_files_and_a_failed_overwrite_keep
 
     with pytest.raises(RuntimeError, match="mid-write"):
         write_dataset(failing(), dest, partitioning=["day"], mode="overwrite", store=store)
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(50))  # the old data, untouched
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(50))  # the old data, untouched
     assert_no_pending_uploads(s3_client, s3_bucket)
     write_dataset(frame(20, 500), dest, partitioning=["day"], mode="overwrite", store=store)
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(500, 520))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(500, 520))
 
 
 def test_overwrite_partitions_replaces_only_the_partitions_written(store, s3_client, s3_bucket):
@@ -78,7 +71,7 @@ def test_overwrite_partitions_replaces_only_the_partitions_written(store, s3_cli
     new = pd.DataFrame({"id": [900, 901], "day": ["d1", "d1"], "v": [0.0, 0.0]})
     write_dataset(new, dest, partitioning=["day"], mode="overwrite-partitions", store=store)
     kept = [i for i in range(30) if i % 3 != 1]
-    assert read_ids(s3_client, s3_bucket, "t/") == sorted([*kept, 900, 901])
+    assert parquet_column(s3_client, s3_bucket, "t/") == sorted([*kept, 900, 901])
 
 
 def test_mode_error_and_bad_input_are_refused_before_anything_is_written(store, s3_client, s3_bucket):
@@ -95,5 +88,5 @@ def test_mode_error_and_bad_input_are_refused_before_anything_is_written(store, 
     write_dataset(frame(), dest, mode="error", store=store)  # empty destination: fine
     with pytest.raises(CommitConflictError, match="already holds data"):
         write_dataset(frame(), dest, mode="error", store=store)
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(100))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(100))
     assert_no_pending_uploads(s3_client, s3_bucket)

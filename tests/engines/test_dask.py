@@ -13,10 +13,9 @@ pa = pytest.importorskip("pyarrow")
 
 import dask.dataframe as dd  # noqa: E402
 import pandas as pd  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
 
 from s3commit.dask import to_parquet  # noqa: E402
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys  # noqa: E402
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, parquet_column  # noqa: E402
 
 
 def frame(rows: int = 200, partitions: int = 4, offset: int = 0):
@@ -24,13 +23,6 @@ def frame(rows: int = 200, partitions: int = 4, offset: int = 0):
     return dd.from_pandas(pdf, npartitions=partitions)
 
 
-def read_ids(s3_client, bucket: str, prefix: str) -> list[int]:
-    ids: list[int] = []
-    for key in list_keys(s3_client, bucket, prefix):
-        if key.endswith(".parquet"):
-            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
-            ids += pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
-    return sorted(ids)
 
 
 def data_keys(s3_client, bucket: str) -> list[str]:
@@ -44,7 +36,7 @@ def test_each_partition_is_a_task_and_the_job_commits_once(store, s3_client, s3_
     keys = data_keys(s3_client, s3_bucket)
     assert len(keys) == 8  # 4 partitions x 2 days, one file each, as Dask writes
     assert sorted(success["filenames"]) == [f"/{k}" for k in keys] and success["committer"] == committer
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(200))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
@@ -60,7 +52,7 @@ def test_a_failing_partition_aborts_the_job_and_an_overwrite_keeps_the_old_data(
     failing = frame().map_partitions(explode_on_partition_two, meta=frame()._meta)
     with pytest.raises(RuntimeError, match="partition 2 fails"):
         to_parquet(failing, dest, mode="overwrite", store=store, compute_kwargs={"scheduler": "threads"})
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(40))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(40))
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
 
@@ -110,7 +102,7 @@ def test_a_worker_killed_mid_upload_on_a_distributed_cluster_leaves_every_row_ex
         success = to_parquet(ddf, f"s3://{s3_bucket}/t", partition_on=["day"], store=store)
     assert os.path.exists(marker)
     keys = data_keys(s3_client, s3_bucket)
-    assert read_ids(s3_client, s3_bucket, "t/") == list(range(200))  # exactly once
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))  # exactly once
     assert sorted(success["filenames"]) == [f"/{k}" for k in keys]
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)

@@ -11,10 +11,9 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 pa = pytest.importorskip("pyarrow")
 
-import pyarrow.parquet as pq  # noqa: E402
 
 from s3commit.ray import CommitDatasink  # noqa: E402
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys  # noqa: E402
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, parquet_column  # noqa: E402
 
 pytestmark = [pytest.mark.slow]
 
@@ -36,13 +35,6 @@ def ray_cluster():
     ray.shutdown()
 
 
-def read_ids(s3_client, bucket: str, prefix: str = "t/") -> list[int]:
-    ids: list[int] = []
-    for key in list_keys(s3_client, bucket, prefix):
-        if key.endswith(".parquet"):
-            body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
-            ids += pq.read_table(pa.BufferReader(body)).column("id").to_pylist()
-    return sorted(ids)
 
 
 def dataset(rows: int = 200, blocks: int = 4):
@@ -55,7 +47,7 @@ def test_a_partitioned_write_commits_once_with_the_success_data(ray_cluster, sto
     dataset().write_datasink(sink)
     keys = sorted(k for k in list_keys(s3_client, s3_bucket, "t/") if k.endswith(".parquet"))
     assert {k.split("/")[1] for k in keys} == {"day=d0", "day=d1"}
-    assert read_ids(s3_client, s3_bucket) == list(range(200))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))
     assert sink.result is not None and sorted(sink.result["filenames"]) == [f"/{k}" for k in keys]
     assert_no_pending_uploads(s3_client, s3_bucket)
 
@@ -86,7 +78,7 @@ def test_a_write_task_retried_as_a_new_task_writes_every_row_once(ray_cluster, s
     sink = FlakySink(f"s3://{s3_bucket}/u", store=store, marker=str(tmp_path / "flaky"))
     dataset().write_datasink(sink, ray_remote_args={"retry_exceptions": True, "max_retries": 2})
     assert os.path.exists(tmp_path / "flaky")
-    assert read_ids(s3_client, s3_bucket, "u/") == list(range(200))
+    assert parquet_column(s3_client, s3_bucket, "u/") == list(range(200))
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
 
@@ -106,7 +98,7 @@ def test_a_task_re_run_in_place_with_the_same_task_context_writes_every_row_once
     sink = CommitDatasink(f"s3://{s3_bucket}/t", store=store)
     dataset().map_batches(fails_once, batch_format="numpy").write_datasink(sink)
     assert os.path.exists(marker)
-    assert read_ids(s3_client, s3_bucket) == list(range(200))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))
     assert len(sink.result["filenames"]) == 4  # one file per task: the failed execution's was aborted
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
@@ -124,7 +116,7 @@ def test_a_killed_worker_leaves_every_row_exactly_once(ray_cluster, store, s3_cl
     ds = dataset().map_batches(kill_once, batch_format="numpy")
     ds.write_datasink(CommitDatasink(f"s3://{s3_bucket}/t", store=store), ray_remote_args={"max_retries": 3})
     assert os.path.exists(marker)
-    assert read_ids(s3_client, s3_bucket) == list(range(200))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
@@ -141,6 +133,6 @@ def test_a_failed_write_aborts_the_job_and_an_overwrite_keeps_the_old_data(ray_c
     with pytest.raises(Exception, match="this block is bad"):
         dataset().map_batches(always_fails, batch_format="numpy").write_datasink(
             CommitDatasink(dest, mode="overwrite", store=store))
-    assert read_ids(s3_client, s3_bucket) == list(range(40))
+    assert parquet_column(s3_client, s3_bucket, "t/") == list(range(40))
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)

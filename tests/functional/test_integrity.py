@@ -127,15 +127,21 @@ def test_manifests_record_part_checksums_in_extra_data(store, s3_client, s3_buck
     assert head["ContentLength"] == SIZES["3-part"]
 
 
-def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(store, s3_client, s3_bucket, dest,
-                                                                     staging_dir):
-    committer = create_committer("magic", dest, store=store, part_size=5 * MIB)
+def committed_task(store, s3_client, bucket: str, dest: str, size: int, **options):
+    """A magic job with one committed task of one file; returns the committer, the message and the pendingset's
+    JSON (for a test to edit and put back)."""
+    committer = create_committer("magic", dest, store=store, part_size=5 * MIB, **options)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     with attempt.open("part-00000.bin") as out:
-        out.write(payload(SIZES["3-part"]))
+        out.write(payload(size))
     message = committer.commit_task(attempt)
-    raw = json.loads(s3_client.get_object(Bucket=s3_bucket, Key=message.pendingset_key)["Body"].read())
+    return committer, message, json.loads(s3_client.get_object(Bucket=bucket, Key=message.pendingset_key)[
+        "Body"].read())
+
+
+def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(store, s3_client, s3_bucket, dest):
+    committer, message, raw = committed_task(store, s3_client, s3_bucket, dest, SIZES["3-part"])
     extra = raw["commits"][0]["extraData"]
     extra[PARTS_KEY] = " ".join(extra[PARTS_KEY].split()[:2])  # two checksums for three parts
     s3_client.put_object(Bucket=s3_bucket, Key=message.pendingset_key, Body=json.dumps(raw).encode())
@@ -182,14 +188,9 @@ def test_validate_output_checks_size_and_checksum_of_every_committed_object(stor
 
 
 def test_validate_output_fails_and_rolls_back_a_job_whose_object_is_not_its_manifests(store, s3_client, s3_bucket,
-                                                                                      dest, staging_dir):
-    committer = create_committer("magic", dest, store=store, part_size=5 * MIB, validate_output=True)
-    committer.setup_job()
-    attempt = committer.setup_task(committer.new_task_attempt_id(0))
-    with attempt.open("part-00000.bin") as out:
-        out.write(payload(SIZES["small"]))
-    message = committer.commit_task(attempt)
-    raw = json.loads(s3_client.get_object(Bucket=s3_bucket, Key=message.pendingset_key)["Body"].read())
+                                                                                      dest):
+    committer, message, raw = committed_task(store, s3_client, s3_bucket, dest, SIZES["small"],
+                                             validate_output=True)
     raw["commits"][0]["length"] += 1  # the manifest says one byte more than was uploaded
     s3_client.put_object(Bucket=s3_bucket, Key=message.pendingset_key, Body=json.dumps(raw).encode())
     with pytest.raises(JobCommitError) as info:
