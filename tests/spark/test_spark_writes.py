@@ -318,7 +318,7 @@ def test_checksums_validation_and_summary_reports_through_spark(spark, committer
         frame(spark).write.partitionBy("a").parquet(f"s3a://{s3_bucket}/checked")
         marker = success(s3_client, s3_bucket, "checked")
         with pytest.raises(Exception, match="always fails"):
-            frame(spark).selectExpr("assert_true(id < 0, 'always fails') AS x", "a").write.parquet(
+            frame(spark).selectExpr("cast(assert_true(id < 0, 'always fails') AS bigint) AS x", "a").write.parquet(
                 f"s3a://{s3_bucket}/failed")
     finally:
         for key in ("fs.s3a.committer.summary.report.directory", "s3commit.committer.validate.output",
