@@ -296,6 +296,7 @@ CLUSTER = """
 """
 
 
+@pytest.mark.slow  # three JVMs: the DataFrame variant (test_spark_clusters.py) keeps local-cluster in the default tier
 def test_rdd_writes_from_two_executor_jvms_each_with_a_sidecar(s3_server, s3_bucket, s3_client):
     # The committer classes load in executor JVMs from spark.jars; staging task files stay on each executor.
     out = run(CLUSTER, s3_server, s3_bucket, "local-cluster[2,1,1024]", timeout=400)
