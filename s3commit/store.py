@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from s3commit import redact
+from s3commit import redact, signing
 from s3commit.checksums import Sending, SentPart, complete_parts
 from s3commit.config import StoreOptions
 from s3commit.counters import StoreCounters
@@ -113,10 +113,10 @@ class S3Store:
             connect_timeout=opts.connect_timeout,
             read_timeout=opts.read_timeout,
             s3={"addressing_style": "path" if opts.path_style else "auto"},
-            # Plain MD5-free uploads: newer botocore adds CRC checksums by default, which some
-            # S3-compatible stores reject; only calculate when the operation requires it.
+            # botocore adds no checksum of its own (some S3-compatible stores reject them): the store sends its own.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
+            **signing.config_options(),  # botocore's SigV4 signer, not the CRT's (see the module)
         )
         session = boto3.session.Session(
             aws_access_key_id=opts.access_key,
