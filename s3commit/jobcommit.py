@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from s3commit.config import CommitterOptions
@@ -383,41 +383,59 @@ class JobCommit:
         uploads just committed. ``read_pendingsets``: also read the pendingsets' records (a clean-up resumed
         by recovery, whose engine did not load them: the Create windows of committed uploads are there).
         """
-        bucket = self.dest.bucket
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+            records = side.submit(self._records, read_pendingsets)
+            self._finish_cleanup(side.submit(self._sweep, records))
+
+    def _records(self, read_pendingsets: bool = False) -> JobRecords:
+        """The records the clean-up's sweep works from (:meth:`cleanup`)."""
         records = self.uploads.read_records(pendingsets=False)
         if read_pendingsets:  # only what the engine would have kept: the windows of committed uploads
-            self._create_windows.update(self.uploads.read_pendingset_records().windowed())
-        records.update(self._create_windows)
+            records.update(self.uploads.read_pendingset_records().windowed())
+        return records
+
+    def _sweep(self, records: Future[JobRecords]) -> None:
+        """Abort the job's orphan uploads (best effort where listing uploads is refused)."""
+        found = records.result()
+        found.update(self._create_windows)  # committed uploads whose Create lost an answer (from validation)
         keep = set(self._committed.values())
+        listed = self.options.abort_orphans
+        if listed:
+            try:
+                self.stats.orphans_aborted += self.uploads.abort(found, keep=keep)
+            except S3CommitError as err:
+                # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
+                # which many roles lack; the job's output is committed by now and must not be reported failed.
+                log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans="
+                            "false if this role may not list uploads): %s", self.job_id, self.dest, err)
+                listed = False
+        if not listed:  # what the records name can be aborted without listing
+            self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
-        def sweep() -> None:
-            listed = self.options.abort_orphans
-            if listed:
-                try:
-                    self.stats.orphans_aborted += self.uploads.abort(records, keep=keep)
-                except S3CommitError as err:
-                    # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
-                    # which many roles lack; the job's output is committed by now and must not be reported
-                    # failed.
-                    log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans="
-                                "false if this role may not list uploads): %s", self.job_id, self.dest, err)
-                    listed = False
-            if not listed:  # what the records name can be aborted without listing
-                self.stats.orphans_aborted += self.uploads.abort(records, keep=keep, list_uploads=False)
-
-        # The records are read: the sweep and the deletion of the job directory run side by side, the journal
-        # goes last (a clean-up that stops part way is finished by `s3commit recover`).
-        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
-            swept = side.submit(sweep)
-            delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
-            swept.result()
+    def _finish_cleanup(self, swept: Future[None]) -> None:
+        """Delete the job directory while ``swept`` runs, then, once it is done, the journal: a clean-up that
+        stops part way is finished by `s3commit recover` from the same records."""
+        bucket = self.dest.bucket
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
+        swept.result()
         self.store.delete_object(bucket, self.layout.journal_key)
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted."""
-        bucket = self.dest.bucket
         started = time.monotonic()
+        # The clean-up's side: its records (task attempts' files, which a commit does not change) are read while
+        # the job commits; its sweep of orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion.
+        side = ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep")
+        try:
+            records = side.submit(self._records)
+            return self._run(keys, plan, accepted_attempts, side, records, started)
+        finally:
+            side.shutdown(wait=True)
+
+    def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
+             side: ThreadPoolExecutor, records: Future[JobRecords], started: float) -> SuccessData:
+        bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             t0 = time.monotonic()
             self.load_and_validate(pool, keys, accepted_attempts)
@@ -449,11 +467,12 @@ class JobCommit:
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
         success = self.success_data()
+        swept = side.submit(self._sweep, records)
         if self.options.success_marker:
             self.store.put_object(bucket, self.layout.success_key, success.to_json(),
                                   content_type="application/json")
         try:
-            self.cleanup()
+            self._finish_cleanup(swept)
         except S3CommitError as err:
             # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
             # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.

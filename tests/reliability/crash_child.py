@@ -10,7 +10,8 @@ an OOM-killed driver leaves behind. Exit code 0 means the point was never reache
 Crash points: ``after-create`` (magic: an upload created, not yet recorded), ``mid-write``,
 ``after-pending``, ``mid-task-commit``, ``after-task-commit``, ``after-k-completes`` (``after-k-completes:<k>``),
 ``before-success``, ``mid-overwrite``, ``mid-cleanup`` (job directory being deleted) and
-``mid-cleanup-sweep`` (orphan sweep, after the job directory is gone).
+``mid-cleanup-sweep`` (the orphan sweep after ``_SUCCESS``: the sweep runs beside the ``_SUCCESS`` PUT, so its
+listing waits for that PUT before the process is killed).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class StorePoint:
     key_contains: str | None = None
     armed_by: str | None = None
     """Only count calls after a ``put_object`` of a key with this suffix has happened (a later phase)."""
+    waits: bool = False
+    """A matching call made after the first Complete waits for that ``put_object`` (up to a minute)."""
 
 
 # The store-level points, by committer family (the staging committers upload only at task commit and write
@@ -59,7 +62,7 @@ COMMON_POINTS = {
     "before-success": StorePoint("put_object", "before", 1, key_suffix="_SUCCESS"),
     "mid-overwrite": StorePoint("delete_objects", "before", 1, key_contains="old-"),
     "mid-cleanup": StorePoint("delete_objects", "before", 1, key_contains="_job-", armed_by="_SUCCESS"),
-    "mid-cleanup-sweep": StorePoint("list_multipart_uploads", "before", 1, armed_by="_SUCCESS"),
+    "mid-cleanup-sweep": StorePoint("list_multipart_uploads", "before", 1, armed_by="_SUCCESS", waits=True),
 }
 LIFECYCLE_POINTS = {"mid-write-local", "after-task-commit"}
 """Points between lifecycle calls, taken by :func:`checkpoint` (``mid-write-local``: staging, files half
@@ -98,6 +101,8 @@ class CrashingStore(S3Store):
             self.point = table.get(name)
         self.count = 0
         self.armed = False
+        self.arming = threading.Event()  # set with `armed`
+        self.completing = False
         self.lock = threading.Lock()
 
     def _hit(self, method: str, key: str, when: str) -> None:
@@ -134,9 +139,11 @@ class CrashingStore(S3Store):
             bucket, key, body, **kwargs))
         if self.point is not None and self.point.armed_by and key.endswith(self.point.armed_by):
             self.armed = True
+            self.arming.set()
         return result
 
     def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):  # type: ignore[no-untyped-def]
+        self.completing = True
         return self._wrap("complete_multipart_upload", key, lambda: super(CrashingStore, self)
                           .complete_multipart_upload(bucket, key, upload_id, etags, **kwargs))
 
@@ -146,6 +153,8 @@ class CrashingStore(S3Store):
                           .delete_objects(bucket, keys))
 
     def list_multipart_uploads(self, bucket, prefix):  # type: ignore[no-untyped-def]
+        if self.point is not None and self.point.waits and self.completing:
+            self.arming.wait(60)
         self._hit("list_multipart_uploads", prefix, "before")
         return super().list_multipart_uploads(bucket, prefix)
 
