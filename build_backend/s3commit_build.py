@@ -12,12 +12,15 @@ sdists are setuptools' own (an editable install compiles from the sources on fir
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from setuptools import build_meta as _setuptools
@@ -100,11 +103,25 @@ def _prepare() -> None:
     shutil.copytree(sources, carried, ignore=shutil.ignore_patterns("test"))
 
 
+@contextlib.contextmanager
+def _exclusive() -> Iterator[None]:
+    """One wheel build at a time on this machine: builds share the PySpark cache and write their jars into the
+    source tree they build from (two at once, e.g. from parallel test workers, would delete each other's)."""
+    _cache().mkdir(parents=True, exist_ok=True)
+    with open(_cache() / "build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    try:
-        _prepare()
-        return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
-    finally:
-        # Never leave prebuilt jars in a source tree: an editable install there would use them, not the sources.
-        for built in ("jars", "java"):
-            shutil.rmtree(ROOT / "s3commit" / built, ignore_errors=True)
+    with _exclusive():
+        try:
+            _prepare()
+            return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
+        finally:
+            # Never leave prebuilt jars in a source tree: an editable install would use them, not the sources.
+            for built in ("jars", "java"):
+                shutil.rmtree(ROOT / "s3commit" / built, ignore_errors=True)
