@@ -13,6 +13,7 @@ from s3commit.bench import main
 COMMITTERS = {"magic", "directory", "partitioned", "rename-v1", "rename-v2"}
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
     assert main(["--quick", "--sections", "commit,memory", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "quick.json").read_text())

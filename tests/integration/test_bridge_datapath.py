@@ -97,10 +97,12 @@ def test_files_of_every_shape_arrive_exact(sidecar, client, s3_server, s3_bucket
 
 def test_parts_upload_in_the_background_up_to_the_active_blocks_bound(sidecar, client, s3_sim, s3_bucket,
                                                                       s3_client):
-    # Each part takes 1 s to upload: the hand-overs of parts 1..4 return at once (queued; one that waited for an
-    # upload would take the whole second, a bound that holds on a loaded machine), the 5th waits for a slot,
-    # and never more than fs.s3a.fast.upload.active.blocks parts are at S3 at one time.
-    s3_sim.configure(profile=LatencyProfile(name="slow-parts", first_byte_seconds={"UploadPart": 1.0}))
+    # Each part takes 2.5 s to upload: the hand-overs of parts 1..4 return at once (queued; one that waited for
+    # an upload would take the whole 2.5 s, a bound that holds on a loaded machine, where four hand-overs of
+    # 5 MiB took up to 1.5 s), the 5th waits for a slot, and never more than fs.s3a.fast.upload.active.blocks
+    # parts are at S3 at one time.
+    upload_seconds = 2.5
+    s3_sim.configure(profile=LatencyProfile(name="slow-parts", first_byte_seconds={"UploadPart": upload_seconds}))
     conf_id = register(client, s3_sim, **{"fs.s3a.fast.upload.active.blocks": "4"})
     opened = client.call("fs.open_write", conf_id=conf_id, path=f"s3a://{s3_bucket}/big")[0]
     data = os.urandom(8 * PART + 7)
@@ -111,7 +113,7 @@ def test_parts_upload_in_the_background_up_to_the_active_blocks_bound(sidecar, c
     for n in range(4, 8):
         hand_over(client, opened, data[n * PART:(n + 1) * PART], mode="disk", last=False, number=n + 1)
     assert hand_over(client, opened, data[8 * PART:], mode="disk", last=True, number=9)["length"] == len(data)
-    assert queued < 1.0, "the first four hand-overs waited for uploads"
+    assert queued < upload_seconds, "the first four hand-overs waited for uploads"
     assert s3_sim.stats().max_in_flight["UploadPart"] == 4
     assert s3_client.get_object(Bucket=s3_bucket, Key="big")["Body"].read() == data
     assert blocks_left(sidecar) == []

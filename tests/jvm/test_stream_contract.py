@@ -190,7 +190,7 @@ class Model:
             assert answer["pos"] == self.pos, (op, answer, self.pos)
 
 
-@pytest.mark.parametrize("open_file", [False, True], ids=["open", "openFile"])
+@pytest.mark.parametrize("open_file", [pytest.param(False, marks=pytest.mark.slow), True], ids=["open", "openFile"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           derandomize=True)
 @given(st.data())

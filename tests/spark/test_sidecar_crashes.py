@@ -85,6 +85,7 @@ SCRIPT = """
 """
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_sidecar_killed_between_jobs_is_replaced_for_the_next_one(s3_server, s3_bucket, s3_client, tmp_path):
     out = run("""
         first = write("first")

@@ -36,6 +36,7 @@ def run(script: str, server, bucket: str, master: str, timeout: int = 300) -> di
     return json.loads(lines[-1])
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_task_failing_on_its_first_attempt_leaves_exactly_one_copy(s3_server, s3_bucket, s3_client):
     out = run("""
         from pyspark import TaskContext

@@ -85,6 +85,7 @@ def test_parquet_reads_are_vectored_where_hadoop_has_them_and_exact(spark, commi
         assert read["random_fetches"] > 0 and read["vectored_reads"] == 0
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_csv_and_json_of_several_blocks_read_back_exact(spark, committer, s3_client, s3_bucket):
     spark.conf.set("fs.s3a.prefetch.block.size", "256K")
     try:

@@ -72,6 +72,7 @@ def test_unreachable_endpoint_is_named_in_the_error(s3_bucket):
     assert "EndpointConnectionError" in result.stdout and "127.0.0.1:9" in result.stdout
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_sidecar_python_without_s3commit_is_reported(tmp_path, s3_server, s3_bucket):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
@@ -82,6 +83,7 @@ def test_sidecar_python_without_s3commit_is_reported(tmp_path, s3_server, s3_buc
     assert "No module named" in result.stderr  # the sidecar's own error, in the log
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_jar_and_package_version_mismatch_is_reported(tmp_path, s3_server, s3_bucket):
     # A jar that says it is another version: the handshake refuses it and names both versions.
     mismatched = tmp_path / "old.jar"
