@@ -87,7 +87,7 @@ def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Seque
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    job = pickle.loads(payload)
+    job = engines.worker_job(pickle.loads(payload))
     attempt = job.setup_task(engines.execution_attempt_id(index))
     try:
         if fence.aborted():

@@ -10,7 +10,11 @@ is written.
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 import secrets
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,3 +77,24 @@ def execution_attempt_id(task: int) -> str:
     """A task attempt id for one *execution* of task ``task``: a retried or recomputed task (a lost worker,
     a retried exception) is a new attempt, never the same one again."""
     return str(TaskAttemptId.of(task, secrets.randbelow(1 << 30), job_tracker="s3commit"))
+
+
+WORKER_JOBS_KEPT = 8
+"""Jobs whose committer a worker process keeps for its next tasks (:func:`worker_job`)."""
+_worker_jobs: OrderedDict[bytes, Committer] = OrderedDict()
+_worker_jobs_lock = threading.Lock()
+
+
+def worker_job(job: Committer) -> Committer:
+    """The one copy of ``job`` this process's tasks use: a task gets the job pickled, and each unpickled copy
+    would make its own boto3 client (~0.1 s of CPU, most of a small task's own cost) and thread pools. The
+    copy of the first task is kept and handed to the job's later tasks in this process (the committer's task
+    side is thread-safe), for the :data:`WORKER_JOBS_KEPT` most recent jobs. Copies are the same job only if
+    they pickle the same: a job run again with its id and other options is another job here."""
+    key = hashlib.sha256(pickle.dumps(job)).digest()
+    with _worker_jobs_lock:
+        kept = _worker_jobs.setdefault(key, job)
+        _worker_jobs.move_to_end(key)
+        while len(_worker_jobs) > WORKER_JOBS_KEPT:  # an older job's tasks keep their own reference
+            _worker_jobs.popitem(last=False)
+    return kept

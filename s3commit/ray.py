@@ -72,11 +72,12 @@ class CommitDatasink(Datasink):
         import pyarrow.parquet as pq
         from ray.data.block import BlockAccessor
 
-        attempt = self.job.setup_task(engines.execution_attempt_id(int(ctx.task_idx)))
+        job = engines.worker_job(self.job)  # this worker's copy of the job, shared by its tasks
+        attempt = job.setup_task(engines.execution_attempt_id(int(ctx.task_idx)))
         try:
             for n, block in enumerate(blocks):
                 frame = BlockAccessor.for_block(block).to_pandas()
-                name = f"part-{int(ctx.task_idx):05d}-{n}-{self.job.job_id}.parquet"
+                name = f"part-{int(ctx.task_idx):05d}-{n}-{job.job_id}.parquet"
                 cols = self.partition_cols
                 groups = frame.groupby(cols, dropna=False, sort=True) if cols else [((), frame)]
                 for values, group in groups:
@@ -85,9 +86,9 @@ class CommitDatasink(Datasink):
                     table = pa.Table.from_pandas(group.drop(columns=cols), preserve_index=False)
                     with attempt.open(f"{directory}/{name}" if directory else name) as out:
                         pq.write_table(table, out, **self.writer_options)
-            return self.job.commit_task(attempt)
+            return job.commit_task(attempt)
         except BaseException:
-            self.job.abort_task(attempt)
+            job.abort_task(attempt)
             raise
 
     def on_write_complete(self, write_result: Any) -> None:
