@@ -39,8 +39,11 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
             lines += ["", f"magic's job commit in {len(runs)} runs: "
                       + ", ".join(f"{x:.2f}" for x in runs) + " s (the median run is shown)."]
         if "bare_pool_seconds" in commit:
+            bare_runs = commit.get("bare_pool_runs") or [commit["bare_pool_seconds"]]
             lines += ["", f"A bare boto3 pool of {s['threads']} threads completing {s['files']} uploads of "
-                      f"{s['file_size']} bytes on the same server: {commit['bare_pool_seconds']:.2f} s."]
+                      f"{s['file_size']} bytes on the same server: {commit['bare_pool_seconds']:.2f} s"
+                      + (f" (the median of {len(bare_runs)} runs, each right after a magic run: "
+                         + ", ".join(f"{x:.2f}" for x in bare_runs) + " s)." if len(bare_runs) > 1 else ".")]
         lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
         for name, r in commit["committers"].items():
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))
