@@ -44,6 +44,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                       f"{s['file_size']} bytes on the same server: {commit['bare_pool_seconds']:.2f} s"
                       + (f" (the median of {len(bare_runs)} runs, each right after a magic run: "
                          + ", ".join(f"{x:.2f}" for x in bare_runs) + " s)." if len(bare_runs) > 1 else ".")]
+            checked = commit.get("bare_pool_checksum_runs")
+            if checked:
+                lines += ["", "The same pool, its uploads made with CRC32 and each Complete naming the part's checksum "
+                          "(as s3commit's do by default): " + ", ".join(f"{x:.2f}" for x in checked) + " s."]
         lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
         for name, r in commit["committers"].items():
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))

@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from s3commit import checksums
 from s3commit.committers import create_committer
 from s3commit.config import CommitterOptions, StoreOptions
 from s3commit.jobcommit import JobCommit, OverwritePlan
@@ -138,18 +139,23 @@ class RssSampler:
         return self.peak - self.start
 
 
-def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: int, file_size: int = 1) -> float:
+def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: int, file_size: int = 1,
+                        checksum: str | None = None) -> float:
     """The limit: a bare boto3 thread pool completing ``files`` uploads of one ``file_size`` part each
-    (prepared first, not timed)."""
+    (prepared first, not timed). ``checksum`` (e.g. ``CRC32``): each upload is made with it and its Complete
+    names the part's, as s3commit's are by default (``fs.s3a.create.checksum.algorithm``)."""
     store = store_for(endpoint_url, pool=max(64, threads * 2))
     client = store.client
     prefix = f"bare-{uuid.uuid4().hex[:8]}"
     payload = b"x" * file_size
+    field = {checksums.request_field(checksum): checksums.checksum(checksum, payload)} if checksum else {}
 
     def prepare(n: int) -> tuple[str, str, str]:
         key = f"{prefix}/part-{n:05d}.bin"
-        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
-        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=payload)["ETag"]
+        create = {"ChecksumAlgorithm": checksum} if checksum else {}
+        upload_id = client.create_multipart_upload(Bucket=bucket, Key=key, **create)["UploadId"]
+        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=payload,
+                                  **field)["ETag"]
         return key, upload_id, etag
 
     with ThreadPoolExecutor(32) as pool:
@@ -158,7 +164,7 @@ def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: 
     def complete(item: tuple[str, str, str]) -> None:
         key, upload_id, etag = item
         client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
-                                         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag}]})
+                                         MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag, **field}]})
 
     started = time.perf_counter()
     with ThreadPoolExecutor(threads) as pool:
