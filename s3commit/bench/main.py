@@ -162,6 +162,27 @@ def section_streaming(server: Any, bucket: str, *, quick: bool) -> dict[str, Any
     return streaming_runs(server, bucket, batches=10, rows=1000, trigger_seconds=4.0, stateful=True, skip=2)
 
 
+def _optional(what: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A section's results, or why it was skipped (``what`` is not installed)."""
+    try:
+        return run()
+    except ImportError as err:
+        return {"skipped": f"{what} is not available: {err}"}
+
+
+def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, Any]:
+    from s3commit.bench.datapath import datapath_runs
+
+    return datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
+                         part_mib=5 if quick else 32, local_dir=staging)
+
+
+def _engines(server: Any, bucket: str, quick: bool) -> dict[str, Any]:
+    from s3commit.bench.engines_bench import engine_runs
+
+    return engine_runs(server, bucket, files=4 if quick else 20, file_mib=1 if quick else 10)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
@@ -205,46 +226,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "memory" in sections:
             print("  memory: job commit of pending uploads in an in-memory store", flush=True)
             results["memory"] = memory_run(uploads=2000 if quick else 100_000, pendingsets=20 if quick else 1000)
+        spark_missing = "pyspark or the bridge"
         if "spark" in sections:
             fresh()
-            try:
-                results["spark"] = section_spark(server, bucket, rows=20_000 if quick else 2_000_000,
-                                                 tasks=2 if quick else 8)
-            except ImportError as err:
-                results["spark"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+            results["spark"] = _optional(spark_missing, lambda: section_spark(
+                server, bucket, rows=20_000 if quick else 2_000_000, tasks=2 if quick else 8))
         if "small-files" in sections:
             fresh()
             print("  small files: 40 files of a few KiB, PySpark end to end", flush=True)
-            try:
-                results["small-files"] = section_spark(server, bucket, rows=400 if quick else 4_000,
-                                                       tasks=2 if quick else 10)
-            except ImportError as err:
-                results["small-files"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+            results["small-files"] = _optional(spark_missing, lambda: section_spark(
+                server, bucket, rows=400 if quick else 4_000, tasks=2 if quick else 10))
         if "datapath" in sections:
             fresh()
-            try:
-                from s3commit.bench.datapath import datapath_runs
-
-                results["datapath"] = datapath_runs(
-                    server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
-                    part_mib=5 if quick else 32, local_dir=staging)
-            except ImportError as err:
-                results["datapath"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+            results["datapath"] = _optional(spark_missing, lambda: _datapath(server, bucket, quick, staging))
         if "streaming" in sections:
             fresh()
-            try:
-                results["streaming"] = section_streaming(server, bucket, quick=quick)
-            except ImportError as err:
-                results["streaming"] = {"skipped": f"pyspark or the bridge is not available: {err}"}
+            results["streaming"] = _optional(spark_missing, lambda: section_streaming(server, bucket, quick=quick))
         if "engines" in sections:
             fresh()
-            try:
-                from s3commit.bench.engines_bench import engine_runs
-
-                results["engines"] = engine_runs(server, bucket, files=4 if quick else 20,
-                                                 file_mib=1 if quick else 10)
-            except ImportError as err:
-                results["engines"] = {"skipped": f"dask or pyarrow is not available: {err}"}
+            results["engines"] = _optional("dask or pyarrow", lambda: _engines(server, bucket, quick))
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     results = _merged(out / f"{name}.json", results, sections)
