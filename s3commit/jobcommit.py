@@ -423,18 +423,15 @@ class JobCommit:
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted."""
-        started = time.monotonic()
         # The clean-up's side: its records (task attempts' files, which a commit does not change) are read while
         # the job commits; its sweep of orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion.
-        side = ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep")
-        try:
-            records = side.submit(self._records)
-            return self._run(keys, plan, accepted_attempts, side, records, started)
-        finally:
-            side.shutdown(wait=True)
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+            return self._run(keys, plan, accepted_attempts, side)
 
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
-             side: ThreadPoolExecutor, records: Future[JobRecords], started: float) -> SuccessData:
+             side: ThreadPoolExecutor) -> SuccessData:
+        started = time.monotonic()
+        records = side.submit(self._records)
         bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             t0 = time.monotonic()
