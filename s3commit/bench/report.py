@@ -36,8 +36,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                                f"{r['job_commit_peak_bytes'] / 1e6:.1f}"]))
         runs = commit["committers"]["magic"].get("job_commit_runs", [])
         if len(runs) > 1:
-            lines += ["", f"magic's job commit in {len(runs)} runs: "
-                      + ", ".join(f"{x:.2f}" for x in runs) + " s (the median run is shown)."]
+            lines += ["", f"magic's job commit in {len(runs)} runs, in order: "
+                      + ", ".join(f"{x:.2f}" for x in runs) + " s (the median run is shown; each was followed by "
+                      "the bare pools below, and the ratios to the bare pool are the median of the run-by-run "
+                      "ratios)."]
         if "bare_pool_seconds" in commit:
             bare_runs = commit.get("bare_pool_runs") or [commit["bare_pool_seconds"]]
             lines += ["", f"A bare boto3 pool of {s['threads']} threads completing {s['files']} uploads of "

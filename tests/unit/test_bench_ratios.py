@@ -1,0 +1,16 @@
+"""The benchmark's paired ratio: each run against the baseline measured beside it."""
+
+import pytest
+
+from s3commit.bench.main import paired_median
+
+
+def test_paired_median_compares_each_run_with_its_own_baseline():
+    # the server slow for one run of the baseline alone: median/median would say 0.5, the pairs 1.0
+    assert paired_median([10.0, 10.0, 20.0], [10.0, 20.0, 20.0]) == 1.0
+    assert paired_median([11.0, 30.0, 9.0], [10.0, 20.0, 10.0]) == pytest.approx(1.1)
+
+
+def test_paired_median_needs_one_baseline_per_run():
+    with pytest.raises(ValueError):
+        paired_median([1.0, 2.0], [1.0])
