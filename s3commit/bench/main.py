@@ -52,43 +52,49 @@ def paired_median(runs: Sequence[float], baselines: Sequence[float]) -> float:
     return statistics.median(r / b for r, b in zip(runs, baselines, strict=True))
 
 
+MAGIC_VARIANTS = {"magic": "CRC32", "magic-no-checksums": None}
+"""magic as measured beside a bare pool: by default (a CRC32 with every part, named by its Complete) and with
+part checksums off, each against a bare pool sending the same requests."""
+
+
 def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: str,
                    fresh: Callable[[], None]) -> dict[str, Any]:
     results = {}
-    bare_runs: list[float] = []
-    bare_checksum_runs: list[float] = []
-    for name in ("magic", "directory", "partitioned", "rename-v1", "rename-v2"):
-        # magic's job commit is CPU-bound on the simulated S3 (noisy on a shared machine): it is repeated and
-        # the run with the median job commit reported; the rename baseline is latency-bound (sleeps).
+    bare_runs: dict[str | None, list[float]] = {checksum: [] for checksum in MAGIC_VARIANTS.values()}
+    for name in (*MAGIC_VARIANTS, "directory", "partitioned", "rename-v1", "rename-v2"):
+        # magic's job commit is CPU-bound on the simulated S3 (noisy on a shared machine): it is repeated, the run
+        # with the median job commit reported, and each run followed by a bare boto3 pool completing as many
+        # uploads with the same checksums (the limit); the rename baseline is latency-bound (sleeps).
+        committer, checksum = ("magic", MAGIC_VARIANTS[name]) if name in MAGIC_VARIANTS else (name, "CRC32")
         measured: list[dict[str, Any]] = []
-        for _ in range(sizes["repeats"] if name == "magic" else 1):
+        for _ in range(sizes["repeats"] if name in MAGIC_VARIANTS else 1):
             fresh()
             print(f"  commit: {name} ({sizes['files']} files x {sizes['file_size']} bytes in {sizes['tasks']} "
                   "tasks)", flush=True)
-            measured.append(run_job(endpoint, bucket, name, tasks=sizes["tasks"], files=sizes["files"],
+            measured.append(run_job(endpoint, bucket, committer, tasks=sizes["tasks"], files=sizes["files"],
                                     file_size=sizes["file_size"], threads=sizes["threads"],
-                                    staging_dir=staging).summary())
-            if name == "magic":  # the limit, right after each magic run: a bare pool completing as many uploads,
-                # plain and with the part checksums s3commit's Completes name by default
-                for checksum, runs in ((None, bare_runs), ("CRC32", bare_checksum_runs)):
-                    fresh()
-                    print(f"  commit: bare boto3 pool, {sizes['files']} Completes of {sizes['file_size']} bytes"
-                          f"{' naming CRC32 part checksums' if checksum else ''}", flush=True)
-                    runs.append(bare_pool_completes(endpoint, bucket, files=sizes["files"], threads=sizes["threads"],
-                                                    file_size=sizes["file_size"], checksum=checksum))
+                                    staging_dir=staging, checksum=checksum).summary())
+            if name in MAGIC_VARIANTS:
+                fresh()
+                print(f"  commit: bare boto3 pool, {sizes['files']} Completes of {sizes['file_size']} bytes"
+                      f"{f' naming {checksum} part checksums' if checksum else ''}", flush=True)
+                bare_runs[checksum].append(bare_pool_completes(endpoint, bucket, files=sizes["files"],
+                                                               threads=sizes["threads"],
+                                                               file_size=sizes["file_size"], checksum=checksum))
         in_order = [r["job_commit_seconds"] for r in measured]  # pairs with the bare pools' runs, index by index
         measured.sort(key=lambda r: r["job_commit_seconds"])
         results[name] = measured[len(measured) // 2] | {"job_commit_runs": in_order}
-    bare = statistics.median(bare_runs)
+    bare = statistics.median(bare_runs[None])
     magic, rename = results["magic"], results["rename-v1"]
     ratios = {
         "job_commit_rename_v1_over_magic": rename["job_commit_seconds"] / magic["job_commit_seconds"],
         "total_rename_v1_over_magic": rename["total_seconds"] / magic["total_seconds"],
-        # magic against the pools run right after it, pair by pair, the median of those ratios: the server's
-        # speed drifts between pairs (its own CPU on a shared machine), far less within one
-        "magic_job_commit_over_bare_pool": paired_median(magic["job_commit_runs"], bare_runs),
+        # each magic run against the pool run right after it, the median of those ratios: the server's speed
+        # drifts between pairs (its own CPU on a shared machine), far less within one
         "magic_job_commit_over_bare_pool_with_checksums": paired_median(magic["job_commit_runs"],
-                                                                        bare_checksum_runs),
+                                                                        bare_runs["CRC32"]),
+        "magic_no_checksums_job_commit_over_bare_pool": paired_median(
+            results["magic-no-checksums"]["job_commit_runs"], bare_runs[None]),
         "rename_v1_job_commit_over_bare_pool": rename["job_commit_seconds"] / bare,
     }
     # Task commit independent of bytes: one task of a few files, 1 MiB vs 64 MiB per task.
@@ -100,8 +106,8 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
         task_sizes[label] = min(runs)
     ratios["magic_task_commit_64MiB_over_1MiB"] = task_sizes["64MiB"] / task_sizes["1MiB"]
     return {"sizes": sizes, "committers": results, "magic_task_commit_seconds": task_sizes,
-            "bare_pool_seconds": bare, "bare_pool_runs": bare_runs,
-            "bare_pool_checksum_runs": bare_checksum_runs, "ratios": ratios}
+            "bare_pool_seconds": bare, "bare_pool_runs": bare_runs[None],
+            "bare_pool_checksum_runs": bare_runs["CRC32"], "ratios": ratios}
 
 
 def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: str,

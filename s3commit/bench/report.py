@@ -34,22 +34,17 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                                f"{r['job_commit_seconds']:.2f}", f"{r['total_seconds']:.2f}", r["total_requests"],
                                f"{r['requests_per_file']:.2f}", r["bytes_copied"],
                                f"{r['job_commit_peak_bytes'] / 1e6:.1f}"]))
-        runs = commit["committers"]["magic"].get("job_commit_runs", [])
-        if len(runs) > 1:
-            lines += ["", f"magic's job commit in {len(runs)} runs, in order: "
-                      + ", ".join(f"{x:.2f}" for x in runs) + " s (the median run is shown; each was followed by "
-                      "the bare pools below, and the ratios to the bare pool are the median of the run-by-run "
-                      "ratios)."]
-        if "bare_pool_seconds" in commit:
-            bare_runs = commit.get("bare_pool_runs") or [commit["bare_pool_seconds"]]
-            lines += ["", f"A bare boto3 pool of {s['threads']} threads completing {s['files']} uploads of "
-                      f"{s['file_size']} bytes on the same server: {commit['bare_pool_seconds']:.2f} s"
-                      + (f" (the median of {len(bare_runs)} runs, each right after a magic run: "
-                         + ", ".join(f"{x:.2f}" for x in bare_runs) + " s)." if len(bare_runs) > 1 else ".")]
-            checked = commit.get("bare_pool_checksum_runs")
-            if checked:
-                lines += ["", "The same pool, its uploads made with CRC32 and each Complete naming the part's checksum "
-                          "(as s3commit's do by default): " + ", ".join(f"{x:.2f}" for x in checked) + " s."]
+        for name, pool_runs, pool in (("magic", "bare_pool_checksum_runs", "a bare boto3 pool whose uploads carry "
+                                       "a CRC32 with each part and whose Completes name it"),
+                                      ("magic-no-checksums", "bare_pool_runs", "a bare boto3 pool without checksums")):
+            runs = commit["committers"].get(name, {}).get("job_commit_runs", [])
+            pools = commit.get(pool_runs) or []
+            if runs and len(pools) == len(runs):
+                lines += ["", f"{name}'s job commit in {len(runs)} runs, in order: "
+                          + ", ".join(f"{x:.2f}" for x in runs) + f" s (the median run is shown). Right after each, "
+                          f"{pool} completed {s['files']} uploads of {s['file_size']} bytes on the same server in "
+                          + ", ".join(f"{x:.2f}" for x in pools) + " s. The ratio is the median of the run-by-run "
+                          "ratios."]
         lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
         for name, r in commit["committers"].items():
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))

@@ -61,15 +61,18 @@ class JobResult:
         return data
 
 
-def store_for(endpoint_url: str, *, pool: int = 128) -> S3Store:
+def store_for(endpoint_url: str, *, pool: int = 128, checksum: str | None = "CRC32") -> S3Store:
+    """A store on the benchmark's server; ``checksum``: its part checksum algorithm (s3commit's default)."""
     return S3Store(StoreOptions(endpoint_url=endpoint_url, region="us-east-1", path_style=True,
-                                access_key="testing", secret_key="testing", max_pool_connections=pool))
+                                access_key="testing", secret_key="testing", max_pool_connections=pool,
+                                checksum_algorithm=checksum))
 
 
 def run_job(endpoint_url: str, bucket: str, committer_name: str, *, tasks: int, files: int, file_size: int,
-            threads: int, staging_dir: str) -> JobResult:
-    """Write ``files`` files spread over ``tasks`` tasks, commit each task, then the job."""
-    store = store_for(endpoint_url, pool=max(64, threads * 2))
+            threads: int, staging_dir: str, checksum: str | None = "CRC32") -> JobResult:
+    """Write ``files`` files spread over ``tasks`` tasks, commit each task, then the job; ``checksum`` as in
+    :func:`store_for` (``None``: no part checksums, ``fs.s3a.create.checksum.algorithm=none``)."""
+    store = store_for(endpoint_url, pool=max(64, threads * 2), checksum=checksum)
     committer = create_committer(committer_name, f"s3://{bucket}/bench-{uuid.uuid4().hex[:8]}", store=store,
                                  threads=threads, staging_dir=staging_dir, part_size=max(5 << 20, file_size + 1))
     result = JobResult(committer_name, tasks, files, file_size, threads)

@@ -10,7 +10,7 @@ import pytest
 
 from s3commit.bench import main
 
-COMMITTERS = {"magic", "directory", "partitioned", "rename-v1", "rename-v2"}
+COMMITTERS = {"magic", "magic-no-checksums", "directory", "partitioned", "rename-v1", "rename-v2"}
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
@@ -27,10 +27,11 @@ def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
             assert run["bytes_copied"] == 0, name
     assert committers["rename-v1"]["bytes_copied"] == 2 * 40 * 64 * 1024  # every byte copied twice
     assert committers["magic"]["requests"]["CompleteMultipartUpload"] == 40
+    assert committers["magic-no-checksums"]["requests"] == committers["magic"]["requests"]  # the same requests
     assert set(results["commit"]["ratios"]) == {"job_commit_rename_v1_over_magic", "total_rename_v1_over_magic",
                                                 "magic_task_commit_64MiB_over_1MiB",
-                                                "magic_job_commit_over_bare_pool",
                                                 "magic_job_commit_over_bare_pool_with_checksums",
+                                                "magic_no_checksums_job_commit_over_bare_pool",
                                                 "rename_v1_job_commit_over_bare_pool"}
     assert results["commit"]["bare_pool_seconds"] > 0
     assert len(results["commit"]["bare_pool_runs"]) == len(results["commit"]["bare_pool_checksum_runs"]) == 1
