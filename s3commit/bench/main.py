@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from s3commit.bench.report import write_markdown, write_plots
-from s3commit.bench.runs import bare_pool_completes, memory_run, run_job
+from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_job
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
@@ -60,7 +60,7 @@ part checksums off, each against a bare pool sending the same requests."""
 def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: str,
                    fresh: Callable[[], None]) -> dict[str, Any]:
     results = {}
-    bare_runs: dict[str | None, list[float]] = {checksum: [] for checksum in MAGIC_VARIANTS.values()}
+    bare_runs: dict[str | None, list[PoolRun]] = {checksum: [] for checksum in MAGIC_VARIANTS.values()}
     for name in (*MAGIC_VARIANTS, "directory", "partitioned", "rename-v1", "rename-v2"):
         # magic's job commit is CPU-bound on the simulated S3 (noisy on a shared machine): it is repeated, the run
         # with the median job commit reported, and each run followed by a bare boto3 pool completing as many
@@ -81,22 +81,28 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
                 bare_runs[checksum].append(bare_pool_completes(endpoint, bucket, files=sizes["files"],
                                                                threads=sizes["threads"],
                                                                file_size=sizes["file_size"], checksum=checksum))
-        in_order = [r["job_commit_seconds"] for r in measured]  # pairs with the bare pools' runs, index by index
+        # in order, to pair with the bare pools' runs index by index
+        in_order = {"job_commit_runs": [r["job_commit_seconds"] for r in measured],
+                    "job_commit_cpu_runs": [r["job_commit_cpu_seconds"] for r in measured]}
         measured.sort(key=lambda r: r["job_commit_seconds"])
-        results[name] = measured[len(measured) // 2] | {"job_commit_runs": in_order}
-    bare = statistics.median(bare_runs[None])
+        results[name] = measured[len(measured) // 2] | in_order
+    bare = statistics.median(run.seconds for run in bare_runs[None])
     magic, rename = results["magic"], results["rename-v1"]
     ratios = {
         "job_commit_rename_v1_over_magic": rename["job_commit_seconds"] / magic["job_commit_seconds"],
         "total_rename_v1_over_magic": rename["total_seconds"] / magic["total_seconds"],
-        # each magic run against the pool run right after it, the median of those ratios: the server's speed
-        # drifts between pairs (its own CPU on a shared machine), far less within one
-        "magic_job_commit_over_bare_pool_with_checksums": paired_median(magic["job_commit_runs"],
-                                                                        bare_runs["CRC32"]),
-        "magic_no_checksums_job_commit_over_bare_pool": paired_median(
-            results["magic-no-checksums"]["job_commit_runs"], bare_runs[None]),
         "rename_v1_job_commit_over_bare_pool": rename["job_commit_seconds"] / bare,
     }
+    for name, checksum in MAGIC_VARIANTS.items():
+        # each magic run against the pool run right after it, the median of those ratios: the server's speed
+        # drifts between pairs (its own CPU on a shared machine), far less within one. The client's CPU is the
+        # part the server's speed does not move: what s3commit adds per Complete, measured apart from the noise.
+        label = name.replace("-", "_")
+        pools = bare_runs[checksum]
+        ratios[f"{label}_job_commit_over_bare_pool"] = paired_median(
+            results[name]["job_commit_runs"], [run.seconds for run in pools])
+        ratios[f"{label}_job_commit_client_cpu_over_bare_pool"] = paired_median(
+            results[name]["job_commit_cpu_runs"], [run.cpu_seconds for run in pools])
     # Task commit independent of bytes: one task of a few files, 1 MiB vs 64 MiB per task.
     task_sizes = {}
     for label, size in (("1MiB", 1 << 20), ("64MiB", 64 << 20)):
@@ -106,8 +112,10 @@ def section_commit(endpoint: str, bucket: str, sizes: dict[str, int], staging: s
         task_sizes[label] = min(runs)
     ratios["magic_task_commit_64MiB_over_1MiB"] = task_sizes["64MiB"] / task_sizes["1MiB"]
     return {"sizes": sizes, "committers": results, "magic_task_commit_seconds": task_sizes,
-            "bare_pool_seconds": bare, "bare_pool_runs": bare_runs[None],
-            "bare_pool_checksum_runs": bare_runs["CRC32"], "ratios": ratios}
+            "bare_pool_seconds": bare, "bare_pool_runs": [run.seconds for run in bare_runs[None]],
+            "bare_pool_checksum_runs": [run.seconds for run in bare_runs["CRC32"]],
+            "bare_pool_cpu_runs": [run.cpu_seconds for run in bare_runs[None]],
+            "bare_pool_checksum_cpu_runs": [run.cpu_seconds for run in bare_runs["CRC32"]], "ratios": ratios}
 
 
 def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: str,
@@ -123,7 +131,7 @@ def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: 
                         staging_dir=staging)
         files_curve["magic"].append({"files": count, "seconds": magic.job_commit_seconds})
         files_curve["bare-pool"].append({"files": count, "seconds": bare_pool_completes(
-            endpoint, bucket, files=count, threads=threads)})
+            endpoint, bucket, files=count, threads=threads).seconds})
         if count <= sizes["rename_max_files"]:
             rename = run_job(endpoint, bucket, "rename-v1", tasks=tasks, files=count, file_size=1024,
                              threads=threads, staging_dir=staging)
@@ -135,7 +143,7 @@ def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: 
         fresh()
         magic = run_job(endpoint, bucket, "magic", tasks=max(1, count // 100), files=count, file_size=1024,
                         threads=n, staging_dir=staging)
-        bare = bare_pool_completes(endpoint, bucket, files=count, threads=n)
+        bare = bare_pool_completes(endpoint, bucket, files=count, threads=n).seconds
         threads_curve.append({"threads": n, "seconds": magic.job_commit_seconds, "bare_pool_seconds": bare,
                               "bound_seconds": count * COMPLETE_LATENCY / n})
     # What the simulated S3 itself can do on this machine: the same Completes with no latency added, so the
@@ -144,7 +152,7 @@ def section_scaling(endpoint: str, bucket: str, sizes: dict[str, Any], staging: 
     fresh()
     set_profile("none")
     try:
-        ceiling = bare_pool_completes(endpoint, bucket, files=count, threads=max(sizes["thread_counts"]))
+        ceiling = bare_pool_completes(endpoint, bucket, files=count, threads=max(sizes["thread_counts"])).seconds
     finally:
         set_profile(profile)
     largest = files_curve["magic"][-1]

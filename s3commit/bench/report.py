@@ -10,6 +10,10 @@ def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
+def _seconds(values: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in values) + " s"
+
+
 def write_markdown(results: dict[str, Any], path: Path) -> None:
     lines = [f"# s3commit benchmark ({'quick' if results.get('quick') else 'full'} run)", "",
              f"Profile `{results['profile']}`; machine: {results['machine']['cpus']} CPUs, "
@@ -34,17 +38,21 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                                f"{r['job_commit_seconds']:.2f}", f"{r['total_seconds']:.2f}", r["total_requests"],
                                f"{r['requests_per_file']:.2f}", r["bytes_copied"],
                                f"{r['job_commit_peak_bytes'] / 1e6:.1f}"]))
-        for name, pool_runs, pool in (("magic", "bare_pool_checksum_runs", "a bare boto3 pool whose uploads carry "
-                                       "a CRC32 with each part and whose Completes name it"),
-                                      ("magic-no-checksums", "bare_pool_runs", "a bare boto3 pool without checksums")):
-            runs = commit["committers"].get(name, {}).get("job_commit_runs", [])
-            pools = commit.get(pool_runs) or []
+        for name, suffix, pool in (("magic", "checksum_", "a bare boto3 pool whose uploads carry a CRC32 with each "
+                                    "part and whose Completes name it"),
+                                   ("magic-no-checksums", "", "a bare boto3 pool without checksums")):
+            run = commit["committers"].get(name, {})
+            runs, cpu = run.get("job_commit_runs", []), run.get("job_commit_cpu_runs", [])
+            pools = commit.get(f"bare_pool_{suffix}runs") or []
+            pools_cpu = commit.get(f"bare_pool_{suffix}cpu_runs") or []
             if runs and len(pools) == len(runs):
-                lines += ["", f"{name}'s job commit in {len(runs)} runs, in order: "
-                          + ", ".join(f"{x:.2f}" for x in runs) + f" s (the median run is shown). Right after each, "
-                          f"{pool} completed {s['files']} uploads of {s['file_size']} bytes on the same server in "
-                          + ", ".join(f"{x:.2f}" for x in pools) + " s. The ratio is the median of the run-by-run "
-                          "ratios."]
+                lines += ["", f"{name}'s job commit in {len(runs)} runs, in order: " + _seconds(runs)
+                          + f" (the median run is shown). Right after each, {pool} completed {s['files']} uploads of "
+                          f"{s['file_size']} bytes on the same server in " + _seconds(pools) + ". The ratio is the "
+                          "median of the run-by-run ratios."]
+            if cpu and len(pools_cpu) == len(cpu):
+                lines += ["", f"The client's CPU (every thread of the process) in those runs: {name} "
+                          + _seconds(cpu) + ", the bare pool " + _seconds(pools_cpu) + "."]
         lines += ["", "Requests by operation:", "", _row(["committer", "requests"]), _row(["---", "---"])]
         for name, r in commit["committers"].items():
             ops = ", ".join(f"{op} {n}" for op, n in sorted(r["requests"].items()))
@@ -232,6 +240,7 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         s = commit["sizes"]
         ax.set_ylabel("seconds")
         ax.set_title(f"{s['files']} files x {s['file_size'] // 1024} KiB, {s['tasks']} tasks ({results['profile']})")
+        ax.tick_params(axis="x", labelrotation=15)  # the committers' names are long: side by side they overlap
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / "commit-phases.png", dpi=120)
@@ -247,6 +256,7 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         ax.bar(names, [spark[n]["phases"]["job commit"] for n in names], bottom=tasks, label="job commit")
         ax.set_ylabel("seconds")
         ax.set_title(f"Spark write of {spark['rows']:,} rows in {spark['tasks']} tasks")
+        ax.tick_params(axis="x", labelrotation=15)
         ax.legend()
         fig.tight_layout()
         fig.savefig(out / image, dpi=120)

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from s3commit import checksums
 from s3commit.committers import create_committer
@@ -40,6 +40,9 @@ class JobResult:
     threads: int
     task_commit_seconds: list[float] = field(default_factory=list)
     job_commit_seconds: float = 0.0
+    job_commit_cpu_seconds: float = 0.0
+    """This process's CPU (every thread's) during the job commit: the client's own work, which the server's
+    speed does not move."""
     write_seconds: float = 0.0
     requests: dict[str, int] = field(default_factory=dict)
     job_commit_requests: dict[str, int] = field(default_factory=dict)
@@ -98,9 +101,10 @@ def run_job(endpoint_url: str, bucket: str, committer_name: str, *, tasks: int, 
         result.task_commit_seconds.append(time.perf_counter() - started)
     before = store.counters.snapshot()
     with RssSampler() as rss:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         committer.commit_job(messages)
         result.job_commit_seconds = time.perf_counter() - started
+        result.job_commit_cpu_seconds = time.process_time() - cpu
     result.job_commit_peak_bytes = rss.peak_above_start
     after = store.counters.snapshot()
     result.requests = after["requests"]
@@ -142,8 +146,14 @@ class RssSampler:
         return self.peak - self.start
 
 
+class PoolRun(NamedTuple):
+    seconds: float
+    cpu_seconds: float
+    """This process's CPU (every thread's) while the pool completed."""
+
+
 def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: int, file_size: int = 1,
-                        checksum: str | None = None) -> float:
+                        checksum: str | None = None) -> PoolRun:
     """The limit: a bare boto3 thread pool completing ``files`` uploads of one ``file_size`` part each
     (prepared first, not timed). ``checksum`` (e.g. ``CRC32``): each upload is made with it and its Complete
     names the part's, as s3commit's are by default (``fs.s3a.create.checksum.algorithm``)."""
@@ -169,10 +179,10 @@ def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: 
         client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id,
                                          MultipartUpload={"Parts": [{"PartNumber": 1, "ETag": etag, **field}]})
 
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(complete, uploads))
-    return time.perf_counter() - started
+    return PoolRun(time.perf_counter() - started, time.process_time() - cpu)
 
 
 class InMemoryStore(S3Store):

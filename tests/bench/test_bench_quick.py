@@ -30,11 +30,14 @@ def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
     assert committers["magic-no-checksums"]["requests"] == committers["magic"]["requests"]  # the same requests
     assert set(results["commit"]["ratios"]) == {"job_commit_rename_v1_over_magic", "total_rename_v1_over_magic",
                                                 "magic_task_commit_64MiB_over_1MiB",
-                                                "magic_job_commit_over_bare_pool_with_checksums",
+                                                "magic_job_commit_over_bare_pool",
+                                                "magic_job_commit_client_cpu_over_bare_pool",
                                                 "magic_no_checksums_job_commit_over_bare_pool",
+                                                "magic_no_checksums_job_commit_client_cpu_over_bare_pool",
                                                 "rename_v1_job_commit_over_bare_pool"}
     assert results["commit"]["bare_pool_seconds"] > 0
     assert len(results["commit"]["bare_pool_runs"]) == len(results["commit"]["bare_pool_checksum_runs"]) == 1
+    assert all(cpu > 0 for cpu in results["commit"]["bare_pool_cpu_runs"] + committers["magic"]["job_commit_cpu_runs"])
     assert committers["magic"]["job_commit_runs"] == [committers["magic"]["job_commit_seconds"]]  # quick: 1 run
     assert results["memory"]["completed"] == results["memory"]["uploads"] == 2000
     assert "## Commit phase" in (tmp_path / "quick.md").read_text()
