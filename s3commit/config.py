@@ -110,7 +110,7 @@ KEYS: dict[str, Key] = {
             "systems get Spark's own manager. Unset, Spark renames (a COPY per checkpoint file on S3)."),
         Key("spark.sql.streaming.commitProtocolClass", "s3commit.spark.S3StreamingCommitProtocol",
             "A Spark SQL key, set by configure(streaming=True): the file sink's data files stay pending uploads "
-            "until the batch is in the sink's log (about twice the requests of Spark's protocol per batch). "
+            "until the batch is in the sink's log (about 1.3 times the requests of Spark's protocol per batch). "
             "Spark's ManifestFileCommitProtocol makes a failed batch's files visible to plain listers."),
         Key("fs.s3a.committer.uuid", "",
             "Hadoop committers only: the job id of this write (S3A's key). Empty: the Hadoop job's tracker "
