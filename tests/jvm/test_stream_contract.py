@@ -190,7 +190,8 @@ class Model:
             assert answer["pos"] == self.pos, (op, answer, self.pos)
 
 
-@pytest.mark.parametrize("open_file", [pytest.param(False, marks=pytest.mark.slow), True], ids=["open", "openFile"])
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests): 100 sequences each
+@pytest.mark.parametrize("open_file", [False, True], ids=["open", "openFile"])
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           derandomize=True)
 @given(st.data())
@@ -227,7 +228,7 @@ def test_policies_from_configuration_and_open_file_are_what_the_stream_uses(orac
     assert "now random" in oracle(cmd="op", op=["describe"])["stream"]
 
 
-@pytest.mark.parametrize("buffer", ["disk", "array"])
+@pytest.mark.parametrize("buffer", ["disk", pytest.param("array", marks=pytest.mark.slow)])  # disk: the default
 @pytest.mark.parametrize("chunks", [[], [1], [5 * MIB], [5 * MIB, 1], [3 * MIB] * 5 + [123],
                                     [64 * KIB] * 80 + [7]],
                          ids=["empty", "one-byte", "exactly-one-part", "a-part-and-a-byte", "three-parts-and-some",

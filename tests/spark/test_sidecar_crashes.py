@@ -100,6 +100,7 @@ def test_a_sidecar_killed_between_jobs_is_replaced_for_the_next_one(s3_server, s
     check_exact_or_clean(out, s3_client, s3_bucket, "first")
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_sidecar_killed_while_a_task_writes_is_replaced_and_the_task_retried(s3_server, s3_bucket, s3_client,
                                                                               tmp_path):
     out = run(SCRIPT, s3_server, s3_bucket, "local[2,4]", crash="before:fs.close_write", tmp_path=tmp_path)

@@ -63,6 +63,7 @@ def test_task_failing_on_its_first_attempt_leaves_exactly_one_copy(s3_server, s3
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_two_executor_jvms_each_with_a_sidecar_write_correct_output(s3_server, s3_bucket, s3_client):
     out = run("""
         df = spark.range(0, 4000, numPartitions=4).selectExpr("id", "id % 4 as k")

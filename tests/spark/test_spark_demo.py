@@ -44,6 +44,7 @@ def assert_summary(out: str) -> dict[str, tuple[int, int]]:
     return requests
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_demo_on_the_embedded_s3_prints_the_summary():
     out = run_demo("--profile", "none")
     assert "embedded S3 at http://127.0.0.1:" in out
@@ -52,6 +53,7 @@ def test_demo_on_the_embedded_s3_prints_the_summary():
     assert requests["CreateMultipartUpload"] == (4, 0)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_demo_on_another_endpoint_counts_requests_at_the_client(s3_server, s3_bucket, s3_client):
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     env.pop("AWS_PROFILE", None)

@@ -66,6 +66,7 @@ CHILD = """
 """
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_unreachable_endpoint_is_named_in_the_error(s3_bucket):
     result = run_child(CHILD.format(endpoint="http://127.0.0.1:9", bucket=s3_bucket))
     assert "FAILED:" in result.stdout, result.stderr[-3000:]

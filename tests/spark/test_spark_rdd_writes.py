@@ -96,8 +96,15 @@ def check_clean(client, bucket, prefix):
     assert_no_pending_uploads(client, bucket)
 
 
-@pytest.mark.parametrize("rdd_committer", ["magic", "directory", "partitioned"], indirect=True)
-@pytest.mark.parametrize("api", list(APIS))
+# Every API through magic and, for the old and the new API's plain file writes, through the staging committers;
+# the other staging pairs are in the slow tier for the default tier's time budget (README, Tests).
+DEFAULT_STAGING_APIS = ("saveAsTextFile", "saveAsNewAPIHadoopFile")
+
+
+@pytest.mark.parametrize(("rdd_committer", "api"), [
+    pytest.param(committer, api, id=f"{api}-{committer}",
+                 marks=[] if committer == "magic" or api in DEFAULT_STAGING_APIS else [pytest.mark.slow])
+    for committer in ("magic", "directory", "partitioned") for api in APIS], indirect=["rdd_committer"])
 def test_rdd_write_commits_through_s3commit(spark, rdd_committer, s3_server, s3_client, s3_bucket, api):
     write, prefix, how = APIS[api]
     dest = f"s3a://{s3_bucket}/{api}"
@@ -267,6 +274,7 @@ RETRY = """
 """
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_task_failing_on_its_first_attempt_leaves_exactly_one_copy(s3_server, s3_bucket, s3_client):
     out = run(RETRY, s3_server, s3_bucket, "local[2,3]")
     for dest in ("retry-magic-old", "retry-magic-new", "retry-directory-old"):
@@ -296,7 +304,7 @@ CLUSTER = """
 """
 
 
-@pytest.mark.slow  # three JVMs: the DataFrame variant (test_spark_clusters.py) keeps local-cluster in the default tier
+@pytest.mark.slow  # three JVMs (local-cluster), as the DataFrame variant in test_spark_clusters.py
 def test_rdd_writes_from_two_executor_jvms_each_with_a_sidecar(s3_server, s3_bucket, s3_client):
     # The committer classes load in executor JVMs from spark.jars; staging task files stay on each executor.
     out = run(CLUSTER, s3_server, s3_bucket, "local-cluster[2,1,1024]", timeout=400)

@@ -230,6 +230,7 @@ CONCURRENT_RUN = CHILD_DRIVER + """
 """
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3_server, s3_bucket, s3_client):
     spark = streaming
     # 1. Run A (this driver) is under way.

@@ -39,7 +39,8 @@ def check_clean(client, bucket, prefix):
 
 
 @pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
-@pytest.mark.parametrize("fmt", list(FORMATS))
+@pytest.mark.parametrize("fmt", [f if f in ("parquet", "csv") else pytest.param(f, marks=pytest.mark.slow)  # budget
+                                 for f in FORMATS])
 def test_write_each_format_through_the_magic_committer(spark, committer, s3_client, s3_bucket, fmt, partitioned):
     df = frame(spark)
     if fmt == "text":
