@@ -112,7 +112,9 @@ def _spark_lines(spark: dict[str, Any] | None, title: str) -> list[str]:
     return [
         *lines, "", "Job commit: the write's wall time minus the Spark job's (driver side: job setup, planning, "
         "job commit). Measured after a warm-up write of a 1% sample through each protocol; the first, cold "
-        f"write of the session took {spark.get('cold_first_write_seconds', 0):.1f} s (JVM warm-up, sidecar start).", "",
+        f"write of the session took {spark.get('cold_first_write_seconds', 0):.1f} s (JVM warm-up, sidecar start)"
+        + (f", then the whole write once to local disk, {spark['local_disk_warm_up_seconds']:.1f} s (Spark's code "
+           "warmed at full size)" if "local_disk_warm_up_seconds" in spark else "") + ".", "",
         "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in spark["ratios"].items()), ""]
 
 
