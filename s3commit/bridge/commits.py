@@ -106,7 +106,7 @@ class CommitOps:
     def forget_job(self, job_id: str) -> None:
         """Forget a job that ended: abort its write handles still open here, drop its magic attempts."""
         self.streams.forget_job(job_id)
-        REGISTRY.forget_job(job_id)
+        REGISTRY.end_job(job_id)
 
     # --- task --------------------------------------------------------------------------------------
 

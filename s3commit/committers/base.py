@@ -213,6 +213,7 @@ class Committer(ABC):
         """
         if self._state in ("committed", "aborted"):
             raise CommitStateError(f"job {self.job_id} is already {self._state}; a job commits once")
+        self._end_task_attempts()
         keys = self._pendingset_keys(messages)
         absolute_dirs = sorted({d for m in messages or () if m is not None for d in m.absolute_dirs})
         committer_plan = self.job_overwrite_plan()
@@ -347,6 +348,7 @@ class Committer(ABC):
         from s3commit.recover import AlreadyCommittedError, roll_back_commit
 
         try:
+            self._end_task_attempts()
             try:
                 # An interrupted commit (its journal is there) is undone as `s3commit recover --abort` does.
                 rolled_back = roll_back_commit(self.store, self.dest, self.job_id, layout=self.layout,
@@ -381,6 +383,10 @@ class Committer(ABC):
 
     def _abort_local_state(self) -> None:
         """Drop local state (staging directories)."""
+
+    def _end_task_attempts(self) -> None:
+        """Before the job commits or aborts: settle and close its task attempts still running in this process,
+        so that nothing of theirs lands after the job's sweep of orphan uploads."""
 
     # --- task side ------------------------------------------------------------------------------
 

@@ -223,6 +223,9 @@ class MagicCommitter(Committer):
         self._check_job_open()
         return MagicTaskAttempt(self, task_attempt_id)
 
+    def _end_task_attempts(self) -> None:
+        REGISTRY.end_job(self.job_id)
+
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)
         attempt.check_open()

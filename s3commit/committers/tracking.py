@@ -8,9 +8,10 @@ commit takes all of it at once (after every background close has ended), so that
 it needs no LIST, no GET and no DELETE: one PUT of the ``.pendingset``. An attempt this process never set up
 (its process died and a new one took over) is unknown: its task commit fails and the task is retried.
 
-An attempt whose uploads were taken (committed or aborted) is remembered as closed: a file of it that starts
-or closes afterwards (a request of a cancelled task still running while the task's abort arrives on another
-connection) is refused, and its upload aborted by the caller. Setting the attempt up again opens it again.
+An attempt whose uploads were taken (committed or aborted), or whose job ended, is remembered as closed: a
+file of it that starts or closes afterwards (a request of a cancelled task still running while the task's abort
+arrives on another connection) is refused, and its upload aborted by the caller. Setting the attempt up again
+opens it again.
 
 Memory: files closing in the background hold their unsent parts; an attempt may have at most ``budget`` bytes
 of them (a file's close waits for older ones past that), so a task holds at most twice what one open file may.
@@ -18,14 +19,20 @@ of them (a file's close waits for older ones past that), so a task holds at most
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from s3commit.manifest import PendingUpload
 
+log = logging.getLogger(__name__)
+
 CLOSED_ATTEMPTS_KEPT = 4096
 """How many committed or aborted attempts the registry remembers, to refuse their late files."""
+
+SETTLE_TIMEOUT_SECONDS = 600.0
+"""How long a job's end waits for its attempts' files still closing (their last parts uploading)."""
 
 Attempt = tuple[str, str]
 """(job id, task attempt id)."""
@@ -137,22 +144,38 @@ class MagicTaskRegistry:
             state = state or _State()
             known = key in self._known
             self._known.discard(key)
-            self._closed[key] = None
-            self._closed.move_to_end(key)
-            while len(self._closed) > CLOSED_ATTEMPTS_KEPT:
-                self._closed.popitem(last=False)
+            self._mark_closed(key)
         return TakenAttempt(state.pending, list(state.open.values()), state.failures, known, state.durable)
 
-    def forget_job(self, job_id: str) -> None:
-        """Drop what is left of a job's attempts (those that never committed or aborted in this process)."""
+    def end_job(self, job_id: str, *, timeout: float = SETTLE_TIMEOUT_SECONDS) -> None:
+        """The job commits or aborts: wait (up to ``timeout``) until no file of its attempts is closing, then
+        close the attempts left (those that never committed or aborted here) and drop what they held.
+
+        Waiting first makes the job's sweep of orphan uploads final: an abort that overtakes a part still
+        uploading may be undone by it (S3 says an abort may have to be repeated; SeaweedFS lists such an upload
+        as pending again). A file of the job that closes later is refused, and its upload aborted by its writer.
+        """
         with self._lock:
-            for key in [k for k in self._states if k[0] == job_id]:
-                del self._states[key]
-            self._known -= {k for k in self._known if k[0] == job_id}
+            settled = self._lock.wait_for(
+                lambda: not any(s.closing for k, s in self._states.items() if k[0] == job_id), timeout)
+            if not settled:
+                log.warning("job %s ends with files of its task attempts still closing after %.0f s; their "
+                            "uploads are aborted as they finish", job_id, timeout)
+            ended = {k for k in self._states if k[0] == job_id} | {k for k in self._known if k[0] == job_id}
+            for key in ended:
+                self._states.pop(key, None)
+                self._known.discard(key)
+                self._mark_closed(key)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._states)
+
+    def _mark_closed(self, key: Attempt) -> None:
+        self._closed[key] = None
+        self._closed.move_to_end(key)
+        while len(self._closed) > CLOSED_ATTEMPTS_KEPT:
+            self._closed.popitem(last=False)
 
     def _end_closing(self, job_id: str, attempt: str, name: str) -> None:
         state = self._states.get((job_id, attempt))
