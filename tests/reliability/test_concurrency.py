@@ -76,6 +76,7 @@ def _expected(committer, spec):
     return {k: v + committer.job_id.encode() for k, v in expected_objects(committer, spec).items()}
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_four_jobs_appending_to_one_destination_and_four_to_adjacent_paths(s3_sim, s3_bucket, tmp_path):
     # Given: four jobs appending to s3://b/out (two magic, one directory, one partitioned) and four jobs
     # writing to the adjacent paths out-1, out1, out.2, out_3.
@@ -170,6 +171,7 @@ def test_a_job_commit_rolling_back_beside_committing_jobs_leaves_theirs_intact(s
     assert_clean(raw, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_four_job_processes_on_adjacent_paths_at_once(s3_sim, s3_bucket, tmp_path):
     # Given: four separate processes (as four Spark drivers would be), one job each, on adjacent paths.
     root = Path(__file__).resolve().parents[2]

@@ -57,6 +57,7 @@ def bucket_contents(raw, bucket) -> str:
     return "\n".join(f"{key}\n{read(raw, bucket, key).decode('utf-8', 'replace')}" for key in list_keys(raw, bucket))
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_credentials_never_appear_in_logs_errors_manifests_or_summaries(s3_sim, s3_bucket, caplog, monkeypatch,
                                                                         run_cli, tmp_path):
     caplog.set_level(logging.DEBUG)  # every logger, botocore's request dumps included

@@ -61,6 +61,7 @@ def test_large_files_go_up_in_parts_and_read_back_with_prefetching(spark, commit
         spark.conf.unset("fs.s3a.multipart.size")
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_parquet_reads_are_vectored_where_hadoop_has_them_and_exact(spark, committer, s3_client, s3_bucket):
     from pathlib import Path
 

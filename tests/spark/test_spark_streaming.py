@@ -162,6 +162,7 @@ def test_checkpoint_writes_are_atomic_refuse_to_overwrite_and_leave_nothing_when
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_stateful_aggregation_with_a_watermark_is_right_across_a_restart(streaming, s3_bucket, s3_client):
     from pyspark.sql import functions as F
 
@@ -190,6 +191,7 @@ def test_stateful_aggregation_with_a_watermark_is_right_across_a_restart(streami
     assert state, "the state store's files are on S3"
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_faults_on_checkpoint_requests_are_retried_without_a_duplicate(streaming, s3_sim, s3_bucket, s3_client):
     from pyspark.sql import functions as F
 
@@ -257,6 +259,7 @@ def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_batch_whose_sink_log_entry_another_run_wrote_first_is_rolled_back(streaming, s3_sim, s3_bucket,
                                                                              s3_client):
     from s3commit.testing.profiles import LatencyProfile

@@ -273,6 +273,7 @@ def test_dynamic_overwrite_replaces_a_custom_partition_location(spark, committer
         spark.sql("DROP TABLE IF EXISTS abs_dpo")
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_static_overwrite_of_a_custom_location_deletes_only_at_job_commit(spark, committer, s3_client, s3_bucket):
     custom_location_table(spark, s3_bucket, "abs_static")
     spark.udf.register("explode_on_7", explode_on_7(), "long")
@@ -307,7 +308,8 @@ def test_staging_committers_refuse_custom_partition_locations_by_name(spark, com
         spark.sql("DROP TABLE IF EXISTS abs_staging")
 
 
-@pytest.mark.parametrize("committer", ["magic", "directory", "partitioned"], indirect=True)
+@pytest.mark.parametrize("committer", ["magic", "directory", pytest.param("partitioned", marks=pytest.mark.slow)],
+                         indirect=True)  # partitioned in the slow tier for the default tier's time budget
 def test_checksums_validation_and_summary_reports_through_spark(spark, committer, s3_client, s3_bucket):
     # S3A's keys as a Spark user sets them: one report per job in the directory, after a success and after a
     # failed job (a task that always fails: the job is aborted); every committed file validated.
