@@ -229,10 +229,10 @@ def test_policies_from_configuration_and_open_file_are_what_the_stream_uses(orac
 
 
 @pytest.mark.parametrize("buffer", ["disk", pytest.param("array", marks=pytest.mark.slow)])  # disk: the default
-@pytest.mark.parametrize("chunks", [[], [1], [5 * MIB], [5 * MIB, 1], [3 * MIB] * 5 + [123],
-                                    [64 * KIB] * 80 + [7]],
+@pytest.mark.parametrize("chunks", [[], pytest.param([1], marks=pytest.mark.slow), [5 * MIB], [5 * MIB, 1],
+                                    [3 * MIB] * 5 + [123], pytest.param([64 * KIB] * 80 + [7], marks=pytest.mark.slow)],
                          ids=["empty", "one-byte", "exactly-one-part", "a-part-and-a-byte", "three-parts-and-some",
-                              "many-small-writes"])
+                              "many-small-writes"])  # two shapes in the slow tier for the default tier's budget
 def test_files_written_through_the_output_stream_arrive_exact(java_classpath, s3_server, bucket, buffer, chunks):
     conf = {"fs.s3a.endpoint": s3_server.endpoint_url, "fs.s3a.path.style.access": "true",
             "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.endpoint.region": "us-east-1",
