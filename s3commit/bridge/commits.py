@@ -104,7 +104,7 @@ class CommitOps:
         return Reply({})
 
     def forget_job(self, job_id: str) -> None:
-        """Forget a job that ended: abort its write handles still open here, drop its magic attempts."""
+        """Forget a job that ended: abort its write handles still open here, close its magic attempts."""
         self.streams.forget_job(job_id)
         REGISTRY.end_job(job_id)
 

@@ -151,9 +151,10 @@ class MagicTaskRegistry:
         """The job commits or aborts: wait (up to ``timeout``) until no file of its attempts is closing, then
         close the attempts left (those that never committed or aborted here) and drop what they held.
 
-        Waiting first makes the job's sweep of orphan uploads final: an abort that overtakes a part still
-        uploading may be undone by it (S3 says an abort may have to be repeated; SeaweedFS lists such an upload
-        as pending again). A file of the job that closes later is refused, and its upload aborted by its writer.
+        Waiting first makes the job's sweep of orphan uploads final: an abort must not overtake a part still
+        uploading (S3 says an abort may have to be repeated while parts are in flight; in one CI run such an
+        upload stayed pending on SeaweedFS). A file of the job that closes later is refused, and its upload
+        aborted by its writer.
         """
         with self._lock:
             settled = self._lock.wait_for(
