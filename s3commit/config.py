@@ -125,8 +125,13 @@ KEYS: dict[str, Key] = {
         Key("s3commit.checksum.verify-etag", "auto",
             "Compare each part's and single-PUT object's ETag with the MD5 of the bytes sent (not with SSE-KMS): "
             "catches damage in transit on a server that validates no checksum. About 1.5 s of CPU per GiB. auto: "
-            "on for an endpoint other than AWS S3's (fs.s3a.endpoint set, not amazonaws.com), off on AWS S3, which "
-            "validates the checksum header itself; true or false to choose."),
+            "on exactly where the store was seen (s3commit doctor's probe) not to validate the checksum sent and "
+            "its part ETags are MD5s, or could not be probed; off where it validates (AWS S3, SeaweedFS); true or "
+            "false to choose."),
+        Key("s3commit.capabilities.cache", "86400",
+            "Seconds what a store was seen to honour (its probe: about 60 small requests in a scratch prefix, once "
+            "per endpoint and bucket) is kept on local disk for later processes; 0: probe once per process. "
+            "`s3commit doctor` always probes afresh."),
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
@@ -206,6 +211,17 @@ def parse_bool(text: str | bool, *, what: str) -> bool:
     raise ConfigError(f"{what}: {text!r} is not a boolean. Valid values are: true, false")
 
 
+def parse_seconds(text: str | float, *, what: str) -> float:
+    """A non-negative number of seconds (``90``, ``0.5``)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what}: {text!r} is not a number of seconds") from None
+    if value < 0:
+        raise ConfigError(f"{what}: {text!r} is negative")
+    return value
+
+
 def resolve_threads(value: int) -> int:
     """Hadoop's rule: negative means ×cores; 0 means run sequentially (1 thread)."""
     if value < 0:
@@ -249,8 +265,10 @@ class StoreOptions:
     checksum_algorithm: str | None = "CRC32"
     """Sent with every part and single-PUT object (:mod:`s3commit.checksums`); None or ``"none"``: off."""
     verify_etag: bool | None = None
-    """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): only
-    on an endpoint other than AWS S3's, which validates the checksum header itself."""
+    """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
+    store was not seen to validate the checksum sent (:meth:`S3Store.verifies_etags`)."""
+    capabilities_max_age: float = 86400.0
+    """Seconds a probe's findings are kept on local disk (:mod:`s3commit.known_stores`); 0: not kept."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
@@ -273,16 +291,6 @@ class StoreOptions:
         if self.acl:
             args["ACL"] = self.acl
         return args
-
-    @property
-    def etags_are_md5(self) -> bool:
-        """Whether to check a part's or single-PUT object's ETag as the MD5 of its bytes (``verify_etag``, and
-        S3 defines it so: not with SSE-KMS)."""
-        verify = self.verify_etag
-        if verify is None:
-            endpoint = (self.endpoint_url or "").lower()
-            verify = bool(endpoint) and "amazonaws.com" not in endpoint
-        return verify and self.sse_algorithm != "aws:kms"
 
     @classmethod
     def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StoreOptions:
@@ -318,6 +326,7 @@ class StoreOptions:
             checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
             verify_etag=None if get("s3commit.checksum.verify-etag").lower() == "auto" else parse_bool(
                 get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
+            capabilities_max_age=parse_seconds(get("s3commit.capabilities.cache"), what="s3commit.capabilities.cache"),
         )
 
 

@@ -371,9 +371,19 @@ class JobCommit:
                          "fs.s3a.multipart.size": str(self.options.part_size),
                          "s3commit.commit.rate-limit": str(self.options.rate_limit),
                          "fs.s3a.create.checksum.algorithm": str(self.store.options.checksum_algorithm or "none"),
-                         "s3commit.committer.validate.output": str(self.options.validate_output).lower()},
+                         "s3commit.committer.validate.output": str(self.options.validate_output).lower(),
+                         **self._store_diagnostics()},
             filenames=names,
         )
+
+    def _store_diagnostics(self) -> dict[str, str]:
+        """What the store was seen to honour, as the job's decisions used it (``_SUCCESS`` diagnostics)."""
+        known = self.store.capabilities.get(self.dest.bucket)
+        if known is None:
+            return {"s3commit.capabilities": "unknown"}
+        probed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(known.probed_at))
+        return {"s3commit.capabilities": known.summary(), "s3commit.capabilities.probed": probed,
+                "s3commit.checksum.verify-etag.effective": str(self.store.verifies_etags(self.dest.bucket)).lower()}
 
     def cleanup(self, *, read_pendingsets: bool = False) -> None:
         """Abort this job's orphan uploads, then delete the job directory (journal last).
@@ -399,7 +409,9 @@ class JobCommit:
         found = records.result()
         found.update(self._create_windows)  # committed uploads whose Create lost an answer (from validation)
         keep = set(self._committed.values())
-        listed = self.options.abort_orphans
+        known = self.store.capabilities.get(self.dest.bucket)
+        # A store seen not to list uploads (named once at job setup): what the records name is aborted.
+        listed = self.options.abort_orphans and (known is None or known.lists_uploads)
         if listed:
             try:
                 self.stats.orphans_aborted += self.uploads.abort(found, keep=keep)

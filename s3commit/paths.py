@@ -24,6 +24,12 @@ MAGIC_PATH_PREFIX = "__magic_job-"
 """A key element starting with this marks a magic path (Hadoop 3.4+: one directory per job)."""
 STAGING_PATH_PREFIX = "__staging_job-"
 """The staging committers' job directory (pendingsets, journal); never holds data."""
+PROBE_PATH_PREFIX = "__s3commit_probe-"
+"""A capability probe's scratch directory (:mod:`s3commit.probe`): deleted when the probe ends."""
+LEASE_NAME = "__s3commit_lease"
+"""The destination's commit lease (:mod:`s3commit.lease`): held while a job commits there."""
+SCRATCH_PREFIXES = (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, PROBE_PATH_PREFIX, LEASE_NAME)
+"""Key elements that are never user data: no overwrite deletes them, no conflict check counts them."""
 JOB_ID_PREFIX = "job-"
 BASE = "__base"
 """Under the magic element, everything after ``__base`` is kept in the final key."""
@@ -53,8 +59,9 @@ def split_elements(path: str) -> list[str]:
 
 
 def is_scratch_key(key: str) -> bool:
-    """A key inside any job's scratch directory (ours or a concurrent job's): never user data."""
-    return any(e.startswith((MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX)) for e in split_elements(key))
+    """A key inside any job's scratch directory (ours or a concurrent job's), a probe's, or a commit lease: never
+    user data."""
+    return any(e.startswith(SCRATCH_PREFIXES) for e in split_elements(key))
 
 
 def is_magic_path(elements: list[str]) -> bool:

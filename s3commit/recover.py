@@ -47,6 +47,7 @@ from s3commit.errors import (
 )
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.known_stores import known
 from s3commit.manifest import CommitJournal, SuccessData
 from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
@@ -169,6 +170,7 @@ def recover(
     check_job_id(job_id)
     options = options or CommitterOptions()
     store.head_bucket(target.bucket)
+    known(store, target.bucket, prefix=target.prefix)
     _refuse_stream_batch(store, target, job_id)
     recovery = _open(store, target, job_id, _layouts(target, job_id), options)
     if recovery is None:

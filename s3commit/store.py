@@ -12,6 +12,7 @@ method                                 retry        after an attempt that may ha
 create_multipart_upload                RECORDED     retried only if the caller records the Create's window
 complete_multipart_upload              VERIFIED     NoSuchUpload / 412 / exhausted: HEAD decides if it is ours
 put_object(if_none_match=True)         VERIFIED     a 412 after an ambiguous attempt: read back, same bytes
+put_if_match, delete_if_match          VERIFIED     (:mod:`s3commit.conditional`) read back after a lost answer
 every other method                     IDEMPOTENT   retried as it is
 =====================================  ===========  ========================================================
 
@@ -29,12 +30,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from s3commit import redact, signing
+from s3commit.capabilities import Capabilities
 from s3commit.checksums import Sending, SentPart, complete_parts
+from s3commit.conditional import ConditionalRequests
 from s3commit.config import StoreOptions
 from s3commit.counters import StoreCounters
 from s3commit.errors import (
     ChecksumMismatchError,
-    NoSuchBucketError,
     NoSuchUploadError,
     NotFoundError,
     PreconditionFailedError,
@@ -57,7 +59,7 @@ DELETE_BATCH = 1000
 """S3's maximum number of keys in one DeleteObjects request."""
 
 
-class S3Store:
+class S3Store(ConditionalRequests):
     """Every S3 request s3commit makes goes through here.
 
     Args:
@@ -80,14 +82,26 @@ class S3Store:
         self.counters = StoreCounters()
         #: ListMultipartUploads' MaxUploads (None: the server's default page, 1,000 on AWS).
         self.upload_page_size: int | None = None
+        #: What each bucket's store was seen to honour (:mod:`s3commit.known_stores` fills it).
+        self.capabilities: dict[str, Capabilities] = {}
 
-    # --- pickling: ship options, not the client ---------------------------------------------------
+    # --- pickling: ship options and what is known of the store, not the client --------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options}
+        return {"options": self.options, "capabilities": dict(self.capabilities)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["options"])  # type: ignore[misc]
+        self.capabilities.update(state.get("capabilities") or {})
+
+    def verifies_etags(self, bucket: str) -> bool:
+        """Whether ETags in ``bucket`` are checked as the MD5 of the bytes sent: ``verify_etag``, else (auto) where
+        the store was not seen to validate the checksum sent (unknown: on); never with SSE-KMS."""
+        verify = self.options.verify_etag
+        if verify is None:
+            known = self.capabilities.get(bucket)
+            verify = known is None or known.needs_etag_check(self.options.checksum_algorithm)
+        return verify and self.options.sse_algorithm != "aws:kms"
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -212,7 +226,7 @@ class S3Store:
         not arrive as sent (:class:`ChecksumMismatchError`) is re-sent from ``body`` like any transient failure.
         A ``memoryview`` body is copied once (botocore accepts bytes-likes only), others are sent as they are."""
         data = bytes(body) if isinstance(body, memoryview) else body
-        sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.options.etags_are_md5)
+        sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.verifies_etags(bucket))
         where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"
 
         def send() -> Any:
@@ -337,7 +351,7 @@ class S3Store:
             args["IfNoneMatch"] = "*"
         if content_type:
             args["ContentType"] = content_type
-        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.options.etags_are_md5)
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.verifies_etags(bucket))
         args.update(sending.args())
 
         def send() -> Any:
@@ -351,19 +365,12 @@ class S3Store:
             response = self._call("PutObject", send, retry=Retry.VERIFIED if if_none_match else Retry.IDEMPOTENT,
                                   attempts=attempts, bucket=bucket, key=key)
         except PreconditionFailedError as err:
-            if not attempts.ambiguous or not self._holds(bucket, key, body):
+            if not attempts.ambiguous or (read := self._read_if_exists(bucket, key)) is None or read[0] != body:
                 raise
             err.__suppress_context__ = True
-            return self.head_object(bucket, key).etag
+            return read[1].etag
         self.counters.add_bytes(uploaded=len(body))
         return str(response.get("ETag", ""))
-
-    def _holds(self, bucket: str, key: str, body: bytes | bytearray) -> bool:
-        """True if the object exists with exactly these bytes."""
-        try:
-            return self.get_object(bucket, key) == bytes(body)
-        except NotFoundError:
-            return False
 
     def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         """Read an object, or the byte range ``[start, end)``. ``Retry.IDEMPOTENT``."""
@@ -486,14 +493,3 @@ class S3Store:
         )
         self.counters.add_bytes(copied=size)
         return str(response.get("CopyObjectResult", {}).get("ETag", ""))
-
-    def head_bucket(self, bucket: str) -> None:
-        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
-        try:
-            self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
-                       bucket=bucket)
-        except NotFoundError as err:
-            raise NoSuchBucketError(
-                f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
-                code="NoSuchBucket", attempts=err.attempts,
-            ) from err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 import pytest
 
@@ -21,14 +22,17 @@ os.environ.setdefault("S3COMMIT_BRIDGE_STRICT", "1")
 # connect extra): left to PySpark, they would run whatever python3 is on PATH, which may have neither while the
 # driver, seeing pandas, turns Arrow-optimised UDFs on.
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+# What each test store was seen to honour is kept in this session's own directory (every test server has its own
+# port, so nothing is shared with another run), inherited by the sidecars and workers the tests start.
+os.environ.setdefault("S3COMMIT_CAPABILITIES_DIR", tempfile.mkdtemp(prefix="s3commit-capabilities-"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A case that needs the simulator (request counts, latency, faults: the ``s3_sim`` fixture or the
-    ``simulator`` marker) runs on moto only where its module runs on every server: SeaweedFS has no simulator
-    in front of it (docs/test-servers.md)."""
+    ``simulator`` marker) runs on moto only where its module runs on every server: SeaweedFS and rclone have no
+    simulator in front of them (docs/test-servers.md)."""
     moto_only = [item for item in items
-                 if getattr(getattr(item, "callspec", None), "params", {}).get("s3_server") == "seaweedfs"
+                 if getattr(getattr(item, "callspec", None), "params", {}).get("s3_server") in ("seaweedfs", "rclone")
                  and ("s3_sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("simulator"))]
     if moto_only:
         config.hook.pytest_deselected(items=moto_only)

@@ -36,6 +36,7 @@ from s3commit.bridge.reply import Reply
 from s3commit.committers import open_magic_file
 from s3commit.config import KEYS
 from s3commit.errors import CommitStateError, ConfigError
+from s3commit.known_stores import known
 from s3commit.parts import BufferPart, FilePart, Part
 from s3commit.paths import is_magic_file_key, job_id_of_magic_key, task_attempt_id_of_magic_key
 from s3commit.uri import S3Uri
@@ -88,6 +89,7 @@ class Streams:
             writer = open_magic_file(registered.store, uri, options=options, executor=registered.upload_pool)
             owner: tuple[str, str] | None = (job_id_of_magic_key(uri.key), task_attempt_id_of_magic_key(uri.key))
         else:
+            known(registered.store, uri.bucket, prefix=uri.key.rpartition("/")[0])  # the parts' checks
             writer = MultipartWriter(registered.store, uri.bucket, uri.key, part_size=options.part_size,
                                      max_in_flight=options.max_in_flight, executor=registered.upload_pool,
                                      if_none_match=bool(req.get("if_none_match")))

@@ -6,6 +6,7 @@
     s3commit uploads list  s3://bucket/prefix [--older-than 2d] [--job <uuid>] [--json]
     s3commit uploads abort s3://bucket/prefix [--older-than 2d] [--job <uuid>] [--yes] [--dry-run] [--json]
     s3commit show s3://bucket/dest/_SUCCESS | ....pendingset | ....pending | <local file> [--json]
+    s3commit doctor s3://bucket/prefix [--checksum-algorithm CRC32] [--json]
     s3commit demo ...      (delegates to s3commit.demo)
     s3commit bench ...     (delegates to s3commit.bench)
 
@@ -15,8 +16,9 @@ roles), overridable with ``--endpoint-url`` and ``--region``. Credentials are ne
 Exit codes (stable; scripts may rely on them):
 
 ==  =========================================================================================
-0   success (``uploads list`` also when nothing matched)
-1   the operation failed, was refused (it would lose data) or was not confirmed; S3 errors
+0   success (``uploads list`` also when nothing matched; ``doctor``: every committer feature is safe there)
+1   the operation failed, was refused (it would lose data) or was not confirmed; S3 errors; ``doctor``: a
+    committer feature is not safe on this store
 2   usage error or bad input: bad arguments, a bad URI, a corrupt or foreign manifest
 3   nothing to do or not found: no journal to recover, no upload matched, no such object or bucket
 130 interrupted (Ctrl-C)
@@ -24,7 +26,8 @@ Exit codes (stable; scripts may rely on them):
 
 Errors go to stderr as one line ``s3commit: error: <what failed, on which object, what state is left>``.
 
-One module per command (:mod:`~s3commit.cli.recover`, :mod:`~s3commit.cli.uploads`, :mod:`~s3commit.cli.show`),
+One module per command (:mod:`~s3commit.cli.recover`, :mod:`~s3commit.cli.uploads`, :mod:`~s3commit.cli.show`,
+:mod:`~s3commit.cli.doctor`),
 the parser and dispatch in :mod:`~s3commit.cli.app`, what they share in :mod:`~s3commit.cli.args` (arguments, the
 store, exit codes) and :mod:`~s3commit.cli.output` (printing and formatting).
 """

@@ -9,7 +9,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from s3commit.cli import recover, show, uploads
+from s3commit.cli import doctor, recover, show, uploads
 from s3commit.cli.args import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"s3commit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (recover, uploads, show):
+    for command in (recover, uploads, show, doctor):
         command.add_parser(commands, common)
     for name, module in (("demo", "s3commit.demo"), ("bench", "s3commit.bench")):
         # Parsed by main() before argparse sees them, so every option reaches the delegate; listed for --help.

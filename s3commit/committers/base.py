@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
+from s3commit.capabilities import Capabilities, Outcome
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
     CommitStateError,
@@ -30,6 +31,7 @@ from s3commit.errors import (
 )
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.known_stores import known
 from s3commit.manifest import SuccessData
 from s3commit.manifest_io import pendingset_keys_under
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
@@ -176,10 +178,31 @@ class Committer(ABC):
     def setup_job(self) -> None:
         """Check the destination can be written (bucket exists, conflict mode) and clear an old _SUCCESS."""
         self.store.head_bucket(self.dest.bucket)
+        self._check_store(self.know_store())
         self._check_job_conflicts()
         if self.options.success_marker:
             self.store.delete_object(self.dest.bucket, self.layout.success_key)
         self._state = "setup"
+
+    def know_store(self) -> Capabilities | None:
+        """What the destination's store honours: probed once per endpoint and bucket, then cached
+        (:mod:`s3commit.known_stores`); the store's decisions (the ETag check) follow it from then on."""
+        return known(self.store, self.dest.bucket, prefix=self.dest.prefix)
+
+    def _check_store(self, found: Capabilities | None) -> None:
+        """Once per job: refuse what the user asked for explicitly and the store cannot do; name what is lost."""
+        if found is None:
+            return
+        if self.store.options.verify_etag and found.outcome("part-etag-md5") is Outcome.NO:
+            raise ConfigError(
+                f"s3commit.checksum.verify-etag is true, but the store at {found.endpoint} gives parts ETags that are "
+                f"not the MD5 of their bytes ({found.findings['part-etag-md5'].detail}): every part would fail the "
+                "check. Set it to auto (the store's checksum validation decides) or false")
+        lost = found.lost_features(self.store.options.checksum_algorithm)
+        if lost:
+            log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "
+                        "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
+                        "; ".join(lost), self.dest)
 
     def _check_job_conflicts(self) -> None:
         """Job-level conflict checks (staging ``directory`` + ``fail``)."""
@@ -213,6 +236,7 @@ class Committer(ABC):
         """
         if self._state in ("committed", "aborted"):
             raise CommitStateError(f"job {self.job_id} is already {self._state}; a job commits once")
+        self.know_store()
         self._end_task_attempts()
         keys = self._pendingset_keys(messages)
         absolute_dirs = sorted({d for m in messages or () if m is not None for d in m.absolute_dirs})
@@ -363,7 +387,8 @@ class Committer(ABC):
                 # The job's uploads, inside and outside the destination (records are read before pendingsets:
                 # a task commit racing this abort writes its pendingset before it deletes its records).
                 uploads = JobUploads(self.store, self.dest, self.job_id, layouts=(self.layout,))
-                uploads.abort(uploads.read_records())
+                known = self.store.capabilities.get(self.dest.bucket)
+                uploads.abort(uploads.read_records(), list_uploads=known is None or known.lists_uploads)
                 delete_prefix(self.store, self.dest.bucket, f"{self.layout.job_dir}/")
             self._abort_local_state()
         finally:

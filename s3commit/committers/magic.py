@@ -213,6 +213,7 @@ class MagicCommitter(Committer):
 
     def setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
         self._check_job_open()
+        self.know_store()  # the attempt's parts are checked as the store requires
         attempt = MagicTaskAttempt(self, task_attempt_id)
         REGISTRY.opened(self.job_id, attempt.task_attempt_id)
         return attempt

@@ -118,6 +118,7 @@ class StagingCommitter(Committer):
         """
         assert isinstance(attempt, StagingTaskAttempt)
         attempt.check_open()
+        self.know_store()  # the parts are checked as the store requires
         uploads: list[PendingUpload] = []
         started: list[UploadRef] = []
         try:

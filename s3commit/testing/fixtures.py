@@ -12,6 +12,7 @@ installed can use them without a ``conftest.py``:
 - ``s3_client`` (function): a boto3 S3 client for ``s3_server`` (no botocore retries).
 - ``s3_env`` (function): sets the ``AWS_*`` environment variables so that boto3's *default* resolution
   (``boto3.client("s3")``, and child processes) reaches ``s3_server``; returns them as a dict.
+- ``seaweedfs_server``, ``rclone_server`` (session): the other S3 implementations, started on first use.
 
 Nothing is imported until a fixture is used: loading the plugin costs pytest nothing.
 """
@@ -82,22 +83,40 @@ def s3_env(s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch) -> dict[str
 
 
 SERVERS = ["moto", pytest.param("seaweedfs", marks=[pytest.mark.slow, pytest.mark.seaweedfs])]
-"""The test servers a module or directory can run on: moto (default tier) and SeaweedFS (slow tier)."""
+"""The test servers a module or directory runs on by default: moto (default tier) and SeaweedFS (slow tier)."""
+ALL_SERVERS = [*SERVERS, pytest.param("rclone", marks=[pytest.mark.slow, pytest.mark.rclone])]
+"""Also rclone's ``serve s3`` (slow tier), the store that ignores conditions and checksums: for what depends on
+what a store honours (the capability probe, the commit lease)."""
 
 
-def every_server_fixture() -> Any:
-    """An ``s3_server`` fixture parametrised over :data:`SERVERS`, for a module or ``conftest.py`` to opt in
-    with ``s3_server = every_server_fixture()``: each test runs on moto and on SeaweedFS (one server each per
-    session)."""
+def every_server_fixture(servers: list[Any] | None = None) -> Any:
+    """An ``s3_server`` fixture parametrised over ``servers`` (default :data:`SERVERS`; :data:`ALL_SERVERS` adds
+    rclone), for a module or ``conftest.py`` to opt in with ``s3_server = every_server_fixture()``: each test runs on
+    each server (one server each per session)."""
 
-    @pytest.fixture(scope="session", params=SERVERS)
+    @pytest.fixture(scope="session", params=servers or SERVERS)
     def s3_server(request: pytest.FixtureRequest) -> Iterator[Any]:
         if request.param == "moto":
             yield request.getfixturevalue("moto_server")
             return
-        from s3commit.testing.seaweed import SeaweedServer
-
-        with SeaweedServer() as server:
-            yield server
+        yield request.getfixturevalue(f"{request.param}_server")
 
     return s3_server
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server() -> Iterator[Any]:
+    """A SeaweedFS server for the session (the second S3 implementation; slow tier)."""
+    from s3commit.testing.seaweed import SeaweedServer
+
+    with SeaweedServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def rclone_server() -> Iterator[Any]:
+    """rclone's ``serve s3`` for the session (the third S3 implementation; slow tier)."""
+    from s3commit.testing.rclone import RcloneServer
+
+    with RcloneServer() as server:
+        yield server

@@ -23,9 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from s3commit.testing.known import know_bucket, probe_server
 from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
 
 START_TIMEOUT = 90.0
+READER_KEY, READER_SECRET = "reader", "reader-secret"
+"""A second identity that may only read and list: what a role without write permissions meets."""
 MEMORY_LIMIT = "768MiB"
 
 
@@ -71,7 +74,10 @@ class SeaweedServer:
         (self._dir / "data").mkdir()
         identities = {"identities": [{"name": "tester", "credentials": [{"accessKey": ACCESS_KEY,
                                                                           "secretKey": SECRET_KEY}],
-                                      "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}
+                                      "actions": ["Admin", "Read", "Write", "List", "Tagging"]},
+                                     {"name": "reader", "credentials": [{"accessKey": READER_KEY,
+                                                                          "secretKey": READER_SECRET}],
+                                      "actions": ["Read", "List"]}]}
         (self._dir / "s3.json").write_text(json.dumps(identities))
         ports = _free_ports(12)
         self._port = ports[6]
@@ -87,6 +93,7 @@ class SeaweedServer:
                                          cwd=self._dir, start_new_session=True)
         try:
             self._wait_ready()
+            probe_server(self)  # every bucket created later is known to honour what it does (testing.known)
         except BaseException:
             self.stop()
             raise
@@ -161,6 +168,7 @@ class SeaweedServer:
         if self._control is None:
             self._control = self.client()
         self._control.create_bucket(Bucket=name)
+        know_bucket(self, name)
         return name
 
     def env(self) -> dict[str, str]:

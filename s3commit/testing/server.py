@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from s3commit.testing.classify import S3Operation
 from s3commit.testing.faults import FaultKind, FaultSpec
+from s3commit.testing.known import know_bucket, probe_server
 from s3commit.testing.profiles import LatencyProfile, ProfileName, ThrottleSpec, get_profile
 from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
 from s3commit.testing.stats import StatsSnapshot
@@ -230,6 +231,7 @@ class S3TestServer:
         if ready is None:
             self._fail_start(stray, closed=closed)
         self._ready = ready
+        probe_server(self)  # every bucket created later is known to honour what it does (testing.known)
         return self
 
     def _fail_start(self, stray: list[bytes], *, closed: bool) -> NoReturn:
@@ -327,13 +329,9 @@ class S3TestServer:
         import boto3
         from botocore.config import Config
 
-        config = Config(
-            s3={"addressing_style": "path"},
-            retries={"total_max_attempts": max_attempts, "mode": "standard"},
-            max_pool_connections=max_pool_connections,
-            connect_timeout=10,
-            read_timeout=120,
-        )
+        retries = {"total_max_attempts": max_attempts, "mode": "standard"}
+        config = Config(s3={"addressing_style": "path"}, retries=retries,
+                        max_pool_connections=max_pool_connections, connect_timeout=10, read_timeout=120)
         return boto3.client(
             "s3",
             endpoint_url=self.raw_endpoint_url if raw else self.endpoint_url,
@@ -344,10 +342,11 @@ class S3TestServer:
         )
 
     def create_bucket(self, name: str) -> str:
-        """Create bucket ``name`` (straight on moto, so it costs no simulated latency); return the name."""
+        """Create bucket ``name`` (straight on moto: no simulated latency), known as the server (testing.known)."""
         if self._control_client is None:
             self._control_client = self.client(raw=True)
         self._control_client.create_bucket(Bucket=name)
+        know_bucket(self, name)
         return name
 
     def env(self) -> dict[str, str]:

@@ -17,6 +17,7 @@ from s3commit import S3Store, create_committer
 from s3commit.checksums import ALGORITHM_KEY, PARTS_KEY
 from s3commit.config import StoreOptions
 from s3commit.errors import ChecksumMismatchError, CommitStateError, ConfigError, JobCommitError, ManifestError
+from s3commit.known_stores import known
 from s3commit.manifest import PendingSet
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from s3commit.testing.fixtures import every_server_fixture
@@ -37,8 +38,12 @@ def proxy(s3_server) -> Iterator[SimulatorServer]:
 
 
 @pytest.fixture
-def proxied(proxy, s3_server) -> S3Store:
-    return S3Store(replace(store_options_for(s3_server), endpoint_url=proxy.url))
+def proxied(proxy, s3_server, s3_bucket) -> S3Store:
+    """A store through the proxy, whose endpoint (a new one) has been probed already, as a bucket is once its first
+    job ran: the damage each test scripts lands on the job's own parts."""
+    store = S3Store(replace(store_options_for(s3_server), endpoint_url=proxy.url))
+    assert known(store, s3_bucket) is not None
+    return store
 
 
 def payload(size: int, seed: int = 0) -> bytes:

@@ -64,7 +64,7 @@ def test_start_reports_endpoints_and_stop_ends_the_process() -> None:
     assert server.raw_endpoint_url.startswith("http://127.0.0.1:")
     assert server.endpoint_url != server.raw_endpoint_url
     assert server.client().list_buckets()["Buckets"] == []
-    assert startup < 10  # typically well under 1 s; generous for loaded CI machines
+    assert startup < 30  # typically about 1 s (its capability probe included); generous for loaded CI machines
 
     # When: stopped.
     server.stop()

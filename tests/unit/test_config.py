@@ -139,15 +139,33 @@ def test_stream_options_are_parsed_once_for_the_jvm():
         StreamOptions.from_hadoop_conf({"fs.s3a.readahead.range": "lots"})
 
 
-def test_the_etag_check_is_on_for_other_stores_and_off_on_aws_s3_unless_chosen():
+def test_the_etag_check_follows_what_the_store_was_seen_to_validate_unless_chosen():
+    from s3commit.capabilities import Capabilities, Finding, Outcome
     from s3commit.config import StoreOptions
+    from s3commit.store import S3Store
 
-    assert StoreOptions(endpoint_url="http://127.0.0.1:9000").etags_are_md5
-    assert not StoreOptions().etags_are_md5  # boto3's resolution: AWS S3, which validates the checksum header
-    assert not StoreOptions(endpoint_url="https://s3.eu-west-1.amazonaws.com").etags_are_md5
-    assert StoreOptions(verify_etag=True).etags_are_md5
-    assert not StoreOptions(endpoint_url="http://127.0.0.1:9000", verify_etag=False).etags_are_md5
-    assert not StoreOptions(endpoint_url="http://127.0.0.1:9000", sse_algorithm="aws:kms").etags_are_md5
+    def seen(crc32: Outcome, etag_md5: Outcome = Outcome.YES) -> Capabilities:
+        return Capabilities("http://store", "b", 0.0, {"checksum-crc32": Finding(crc32),
+                                                       "part-etag-md5": Finding(etag_md5)})
+
+    store = S3Store(StoreOptions(endpoint_url="https://s3.eu-west-1.amazonaws.com"))
+    assert store.verifies_etags("b")  # never probed: the safe way, whatever the endpoint's name
+    store.capabilities["b"] = seen(Outcome.HONOURED)
+    assert not store.verifies_etags("b")  # the store validates the CRC32 sent
+    store.capabilities["b"] = seen(Outcome.IGNORED)
+    assert store.verifies_etags("b")
+    store.capabilities["b"] = seen(Outcome.IGNORED, Outcome.NO)
+    assert not store.verifies_etags("b")  # its ETags are no MD5s: nothing to compare
+    assert S3Store(StoreOptions(verify_etag=True)).verifies_etags("b")
+    assert not S3Store(StoreOptions(verify_etag=False)).verifies_etags("b")
+    assert not S3Store(StoreOptions(verify_etag=True, sse_algorithm="aws:kms")).verifies_etags("b")
+    sha = S3Store(StoreOptions(checksum_algorithm="SHA256"))
+    sha.capabilities["b"] = seen(Outcome.HONOURED)  # CRC32 validated says nothing of SHA256
+    assert sha.verifies_etags("b")
     conf = {"fs.s3a.endpoint": "http://127.0.0.1:9000"}
     assert StoreOptions.from_hadoop_conf(conf).verify_etag is None
     assert StoreOptions.from_hadoop_conf({**conf, "s3commit.checksum.verify-etag": "false"}).verify_etag is False
+    assert StoreOptions.from_hadoop_conf({**conf, "s3commit.capabilities.cache": "0"}).capabilities_max_age == 0
+    with pytest.raises(ConfigError, match=r"s3commit\.capabilities\.cache"):
+        StoreOptions.from_hadoop_conf({"s3commit.capabilities.cache": "-1"})
+

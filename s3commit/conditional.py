@@ -1,0 +1,155 @@
+"""Requests that check before they act: the part of :class:`~s3commit.store.S3Store` that asks S3 to act only if
+an object is still what the caller saw (``If-Match``), reads an object with the store's clock, checks a bucket,
+and sends one request exactly once for a capability probe.
+
+A mixin of ``S3Store`` (it uses the store's client, options, counters and its one retry owner, ``_call``), kept in
+a module of its own so that the store's plain requests and these stay readable apart. Same rules as the store:
+every request declares its :class:`~s3commit.retry.Retry`, errors are translated once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from s3commit.checksums import Sending
+from s3commit.config import StoreOptions
+from s3commit.counters import StoreCounters
+from s3commit.errors import (
+    ChecksumMismatchError,
+    NoSuchBucketError,
+    NotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    translate_client_error,
+)
+from s3commit.objects import ObjectInfo
+from s3commit.responses import answered_at
+from s3commit.retry import Attempts, Retry, build_retrying, is_ambiguous, is_retryable
+
+
+class ConditionalRequests:
+    """``If-Match`` writes and deletes, reads with the server's time, and single probe requests (a mixin)."""
+
+    options: StoreOptions
+    counters: StoreCounters
+    client: Any
+    _call: Callable[..., Any]
+    _sleep: Callable[[float], None]
+
+    def verifies_etags(self, bucket: str) -> bool:  # pragma: no cover - defined by S3Store
+        raise NotImplementedError
+
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str, *,
+                     content_type: str | None = None) -> str:
+        """Replace the object only if its ETag is still ``etag`` (``If-Match``); returns the new ETag.
+
+        ``Retry.VERIFIED``: a 412 after an attempt whose answer was lost is read back, and if the object holds
+        exactly ``body`` the replacement was ours. Otherwise :class:`PreconditionFailedError`: it changed (or is
+        gone: some stores answer 412, AWS 404 :class:`NotFoundError`, for a missing key).
+        """
+        args: dict[str, Any] = {**self.options.write_args(), "IfMatch": etag}
+        if content_type:
+            args["ContentType"] = content_type
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.verifies_etags(bucket))
+        args.update(sending.args())
+        attempts = Attempts()
+        try:
+            response = self._call(
+                "PutObject",
+                lambda: sending.check(f"s3://{bucket}/{key}",
+                                      self.client.put_object(Bucket=bucket, Key=key, Body=body, **args)),
+                retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
+        except (PreconditionFailedError, NotFoundError) as err:
+            if not attempts.ambiguous:
+                raise
+            read = self._read_if_exists(bucket, key)
+            if read is None or read[0] != body:
+                raise
+            err.__suppress_context__ = True
+            return read[1].etag
+        self.counters.add_bytes(uploaded=len(body))
+        return str(response.get("ETag", ""))
+
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
+        """Delete the object only if its ETag is still ``etag`` (``If-Match`` on DeleteObject).
+
+        ``Retry.VERIFIED``: after an attempt whose answer was lost, a missing object (404, or a 412 for a key that
+        is gone) counts as deleted by us. Raises :class:`PreconditionFailedError` when the object changed, and
+        :class:`NotFoundError` when it was already gone before any attempt of ours.
+        """
+        attempts = Attempts()
+        try:
+            self._call("DeleteObject",
+                       lambda: self.client.delete_object(Bucket=bucket, Key=key, IfMatch=etag),
+                       retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
+        except (PreconditionFailedError, NotFoundError):
+            if attempts.ambiguous and self._read_if_exists(bucket, key) is None:
+                return
+            raise
+
+    def read_object(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo, datetime]:
+        """The object's bytes, its metadata (ETag, ``Last-Modified``) and the store's clock when it answered (the
+        ``Date`` header): ages judged by the store's clock, never this host's. ``Retry.IDEMPOTENT``; raises
+        :class:`NotFoundError`."""
+        def read() -> tuple[bytes, ObjectInfo, datetime]:
+            response = self.client.get_object(Bucket=bucket, Key=key)
+            body = bytes(response["Body"].read())
+            info = ObjectInfo(key, len(body), str(response.get("ETag", "")), response.get("LastModified"))
+            return body, info, answered_at(response)
+
+        result: tuple[bytes, ObjectInfo, datetime] = self._call("GetObject", read, retry=Retry.IDEMPOTENT,
+                                                                bucket=bucket, key=key)
+        return result
+
+    def _read_if_exists(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo] | None:
+        try:
+            body, info, _ = self.read_object(bucket, key)
+        except NotFoundError:
+            return None
+        return body, info
+
+    def send_once(self, operation: str, bucket: str, key: str | None = None, **params: Any) -> Any:
+        """Send one request for a capability probe, whose point is what the store answers it, and return the
+        answer; ``operation`` is boto3's name in CamelCase (``UploadPart``), ``params`` as boto3 names them.
+        Retried only after a failure that never reached the store's data (throttling, a refused connection); any
+        other answer, an error such as ``BadDigest`` included, is the finding (:class:`~s3commit.errors.StoreError`
+        translated once). A 500 or a timeout is raised too: the probe cannot tell what the store did."""
+        method = getattr(self.client, "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_"))
+
+        def attempt() -> Any:
+            self.counters.add("requests", operation)
+            try:
+                return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **params)
+            except Exception as err:
+                raise translate_client_error(err, operation=operation, bucket=bucket, key=key,
+                                             upload_id=params.get("UploadId")) from err
+
+        def unapplied(exc: BaseException) -> bool:
+            return is_retryable(exc) and not is_ambiguous(exc) and not isinstance(exc, ChecksumMismatchError)
+
+        try:
+            return build_retrying(self.options.retry, sleep=self._sleep, retry_on=unapplied,
+                                  on_retry=lambda _state: self.counters.add("retries", operation))(attempt)
+        except StoreError:
+            self.counters.add("failures", operation)
+            raise
+
+    def delete_quietly(self, bucket: str, key: str) -> None:
+        """Delete an object, ignoring any failure (clean-up of scratch objects)."""
+        with contextlib.suppress(StoreError):
+            self._call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
+                       retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+
+    def head_bucket(self, bucket: str) -> None:
+        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
+        try:
+            self._call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
+                       bucket=bucket)
+        except NotFoundError as err:
+            raise NoSuchBucketError(
+                f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
+                code="NoSuchBucket", attempts=err.attempts,
+            ) from err
