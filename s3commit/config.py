@@ -27,7 +27,7 @@ MAX_PARTS = 10_000
 """S3's maximum number of parts in one upload (part numbers 1..10000)."""
 
 
-class _ValuedEnum(enum.Enum):
+class ValuedEnum(enum.Enum):
     @classmethod
     def parse(cls, value: Any, *, what: str) -> Any:
         if isinstance(value, cls):
@@ -40,7 +40,7 @@ class _ValuedEnum(enum.Enum):
         raise ConfigError(f"{value!r} is not a valid {what}. Valid values are: {valid}")
 
 
-class CommitterName(_ValuedEnum):
+class CommitterName(ValuedEnum):
     """The committers ``create_committer`` knows."""
 
     MAGIC = "magic"
@@ -50,7 +50,7 @@ class CommitterName(_ValuedEnum):
     RENAME_V2 = "rename-v2"
 
 
-class ConflictMode(_ValuedEnum):
+class ConflictMode(ValuedEnum):
     """Staging committers' policy when the destination already has data (Hadoop's ``conflict-mode``)."""
 
     FAIL = "fail"
@@ -330,7 +330,7 @@ class StoreOptions:
         )
 
 
-class TrackUploads(_ValuedEnum):
+class TrackUploads(ValuedEnum):
     """When the magic writer records an upload id in the job directory at upload start."""
 
     AUTO = "auto"
@@ -410,71 +410,6 @@ class CommitterOptions:
             track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
                                                what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
         )
-
-
-class ReadPolicy(_ValuedEnum):
-    """S3A's input policies (``fs.s3a.experimental.input.fadvise``)."""
-
-    NORMAL = "normal"
-    SEQUENTIAL = "sequential"
-    RANDOM = "random"
-
-
-class UploadBuffer(_ValuedEnum):
-    """S3A's ``fs.s3a.fast.upload.buffer``: where a part waits to be uploaded."""
-
-    DISK = "disk"
-    ARRAY = "array"
-    BYTEBUFFER = "bytebuffer"
-
-
-@dataclass(frozen=True, kw_only=True)
-class StreamOptions:
-    """How the JVM's ``s3a://`` streams read and buffer: parsed here once, sent to the JVM when it registers
-    a configuration (``conf.register``), so the Java side has no defaults of its own."""
-
-    read_policy: ReadPolicy = ReadPolicy.NORMAL
-    readahead: int = 64 * 1024
-    prefetch_block_size: int = 8 * MIB
-    prefetch_block_count: int = 4
-    vectored_min_seek: int = 4 * 1024
-    vectored_max_merged: int = MIB
-    upload_buffer: UploadBuffer = UploadBuffer.DISK
-
-    def __post_init__(self) -> None:
-        for name in ("readahead", "prefetch_block_size", "prefetch_block_count", "vectored_max_merged"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.prefetch_block_size > 256 * MIB:
-            raise ConfigError(f"fs.s3a.prefetch.block.size {self.prefetch_block_size} is above 256M")
-        if self.vectored_min_seek < 0:
-            raise ConfigError(f"fs.s3a.vectored.read.min.seek.size must be >= 0, got {self.vectored_min_seek}")
-
-    @classmethod
-    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StreamOptions:
-        def get(name: str) -> str:
-            return str(conf.get(name, KEYS[name].default)).strip()
-
-        fadvise = get("fs.s3a.experimental.input.fadvise").lower()
-        return cls(
-            read_policy=ReadPolicy.parse({"adaptive": "normal", "default": "normal", "whole-file": "sequential"}
-                                         .get(fadvise, fadvise), what="fs.s3a.experimental.input.fadvise"),
-            readahead=parse_size(get("fs.s3a.readahead.range"), what="fs.s3a.readahead.range"),
-            prefetch_block_size=parse_size(get("fs.s3a.prefetch.block.size"), what="fs.s3a.prefetch.block.size"),
-            prefetch_block_count=int(get("fs.s3a.prefetch.block.count")),
-            vectored_min_seek=parse_size(get("fs.s3a.vectored.read.min.seek.size"),
-                                         what="fs.s3a.vectored.read.min.seek.size"),
-            vectored_max_merged=parse_size(get("fs.s3a.vectored.read.max.merged.size"),
-                                           what="fs.s3a.vectored.read.max.merged.size"),
-            upload_buffer=UploadBuffer.parse(get("fs.s3a.fast.upload.buffer"), what="fs.s3a.fast.upload.buffer"),
-        )
-
-    def to_wire(self) -> dict[str, Any]:
-        """What the JVM reads (``S3FileSystem``)."""
-        return {"read_policy": self.read_policy.value, "readahead": self.readahead,
-                "prefetch_block_size": self.prefetch_block_size, "prefetch_block_count": self.prefetch_block_count,
-                "vectored_min_seek": self.vectored_min_seek, "vectored_max_merged": self.vectored_max_merged,
-                "upload_buffer": self.upload_buffer.value}
 
 
 def committer_name_from_conf(conf: Mapping[str, str]) -> CommitterName:

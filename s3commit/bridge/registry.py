@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3commit.config import CommitterOptions, StoreOptions, StreamOptions
+from s3commit.config import CommitterOptions, StoreOptions
 from s3commit.errors import S3CommitError
 from s3commit.store import S3Store
+from s3commit.stream_options import StreamOptions
 
 LIMIT = 64
 """Configurations kept at once."""

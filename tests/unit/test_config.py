@@ -121,7 +121,7 @@ def test_uri_relative_and_containment():
 
 
 def test_stream_options_are_parsed_once_for_the_jvm():
-    from s3commit.config import ReadPolicy, StreamOptions, UploadBuffer
+    from s3commit.stream_options import ReadPolicy, StreamOptions, UploadBuffer
 
     default = StreamOptions.from_hadoop_conf({})
     assert default.read_policy is ReadPolicy.NORMAL and default.upload_buffer is UploadBuffer.DISK
