@@ -83,6 +83,9 @@ CHECKS: tuple[Check, ...] = (
     Check("delete-if-match", "DELETE with If-Match: a wrong ETag refused, the right one deletes", Outcome.HONOURED,
           "commit lease released and broken with it; overwrite deletions keep objects replaced since the listing",
           "commit lease off; overwrite deletions are unconditional"),
+    Check("delete-objects-if-match", "DeleteObjects with a wrong ETag for each key: every key refused",
+          Outcome.HONOURED, "overwrite deletions go in batches of 1,000, each key conditional on the ETag listed",
+          "where DELETE If-Match is honoured, overwrite deletions are sent one by one, each with the ETag listed"),
     Check("put-if-none-match-race", "8 concurrent PUTs with If-None-Match: * on a new key: exactly one wins",
           Outcome.HONOURED, "two jobs can never both take the commit lease",
           "commit lease off: two jobs could both take it"),
@@ -159,6 +162,11 @@ class Capabilities:
     def conditional_complete(self) -> bool:
         """``If-None-Match: *`` on Complete honoured (fail-if-exists without a window)."""
         return self.good("complete-if-none-match")
+
+    @property
+    def conditional_batch_deletes(self) -> bool:
+        """DeleteObjects honours a per-key ``ETag`` (refuses a key whose ETag changed)."""
+        return self.good("delete-objects-if-match")
 
     @property
     def lists_uploads(self) -> bool:

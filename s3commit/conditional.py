@@ -10,7 +10,7 @@ every request declares its :class:`~s3commit.retry.Retry`, errors are translated
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from s3commit.errors import (
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    error_class_for_code,
     translate_client_error,
 )
 from s3commit.objects import ObjectInfo
@@ -89,6 +90,38 @@ class ConditionalRequests:
             if attempts.ambiguous and self._read_if_exists(bucket, key) is None:
                 return
             raise
+
+    def delete_objects_if_match(self, bucket: str, objects: Iterable[tuple[str, str]]) -> tuple[int, list[str]]:
+        """Delete ``(key, etag)`` pairs in batches of 1,000 (DeleteObjects), each only if its ETag is still the
+        one given; returns how many were deleted and the keys kept because they changed (``PreconditionFailed``).
+        ``Retry.IDEMPOTENT``: a key already gone counts as deleted. Other per-key errors raise."""
+        deleted, kept = 0, []
+        batch: list[tuple[str, str]] = []
+        for item in objects:
+            batch.append(item)
+            if len(batch) == 1000:
+                done, changed = self._delete_batch_if_match(bucket, batch)
+                deleted, batch = deleted + done, []
+                kept.extend(changed)
+        if batch:
+            done, changed = self._delete_batch_if_match(bucket, batch)
+            deleted += done
+            kept.extend(changed)
+        return deleted, kept
+
+    def _delete_batch_if_match(self, bucket: str, batch: list[tuple[str, str]]) -> tuple[int, list[str]]:
+        request = {"Objects": [{"Key": key, "ETag": etag} for key, etag in batch], "Quiet": True}
+        response = self._call("DeleteObjects", lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
+                              retry=Retry.IDEMPOTENT, bucket=bucket, key=batch[0][0])
+        errors = response.get("Errors") or []
+        changed = [e.get("Key", "") for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
+        others = [e for e in errors if e.get("Code") not in ("PreconditionFailed", "412", "NoSuchKey")]
+        if others:
+            first = others[0]
+            raise error_class_for_code(first.get("Code"))(
+                f"{len(others)} of {len(batch)} deletes failed; first: {first.get('Message', '')}",
+                operation="DeleteObjects", bucket=bucket, key=first.get("Key"), code=first.get("Code"))
+        return len(batch) - len(errors), changed
 
     def read_object(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo, datetime]:
         """The object's bytes, its metadata (ETag, ``Last-Modified``) and the store's clock when it answered (the

@@ -157,6 +157,17 @@ KEYS: dict[str, Key] = {
             "so a crashed task's uploads can be found and aborted. auto: only when the file name does not "
             "carry the job UUID (Spark's names always do)."),
         Key("s3commit.staging.dir", "", "Local directory for staging committers (default: the temp dir)."),
+        Key("s3commit.commit.lease", "auto",
+            "Serialize job commits to one destination with a lease object (__s3commit_lease, taken with "
+            "If-None-Match, renewed and released with If-Match): concurrent jobs never delete each other's files. "
+            "auto: on where the store honours conditional writes (its probe), else off with a warning; on: refuse "
+            "to commit without it; off."),
+        Key("s3commit.commit.lease.wait", "1200",
+            "Seconds a job commit waits for another job's lease on its destination before it fails cleanly (its "
+            "uploads aborted, nothing of it visible), naming the holder."),
+        Key("s3commit.commit.lease.duration", "120",
+            "Seconds a lease lives unless renewed (its holder renews it every quarter of this); a holder silent "
+            "longer is taken over, judged by the store's clock, and its interrupted commit settled first."),
         Key("s3commit.abort.orphans", "true",
             "At job commit/abort, abort uploads under the destination that provably belong to this job "
             "(never another job's)."),
@@ -330,6 +341,14 @@ class StoreOptions:
         )
 
 
+class LeaseMode(ValuedEnum):
+    """``s3commit.commit.lease``: whether job commits take the destination's commit lease."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
 class TrackUploads(ValuedEnum):
     """When the magic writer records an upload id in the job directory at upload start."""
 
@@ -356,12 +375,19 @@ class CommitterOptions:
     validate_output: bool = False
     summary_report_dir: str | None = None
     track_commits_in_memory: bool = True
+    lease: LeaseMode = LeaseMode.AUTO
+    lease_wait: float = 1200.0
+    lease_duration: float = 120.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conflict_mode",
                            ConflictMode.parse(self.conflict_mode, what="conflict mode"))
         object.__setattr__(self, "track_uploads",
                            TrackUploads.parse(self.track_uploads, what="s3commit.magic.track-uploads"))
+        object.__setattr__(self, "lease", LeaseMode.parse(self.lease, what="s3commit.commit.lease"))
+        if self.lease_wait < 0 or self.lease_duration < 1:
+            raise ConfigError(f"lease_wait must be >= 0 and lease_duration >= 1 s, got {self.lease_wait} and "
+                              f"{self.lease_duration}")
         if self.part_size < MIN_PART_SIZE:
             raise ConfigError(
                 f"part_size {self.part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes (5 MiB)"
@@ -407,6 +433,9 @@ class CommitterOptions:
             validate_output=parse_bool(get("s3commit.committer.validate.output"),
                                        what="s3commit.committer.validate.output"),
             summary_report_dir=get("fs.s3a.committer.summary.report.directory") or None,
+            lease=LeaseMode.parse(get("s3commit.commit.lease"), what="s3commit.commit.lease"),
+            lease_wait=parse_seconds(get("s3commit.commit.lease.wait"), what="s3commit.commit.lease.wait"),
+            lease_duration=parse_seconds(get("s3commit.commit.lease.duration"), what="s3commit.commit.lease.duration"),
             track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
                                                what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
         )

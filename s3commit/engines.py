@@ -69,7 +69,7 @@ def start(job: Committer, mode: str) -> None:
 def commit(job: Committer, messages: Sequence[TaskCommitMessage], mode: str) -> dict[str, Any]:
     """Commit the job with the mode's overwrite plan; returns the ``_SUCCESS`` data as a dict."""
     success = job.commit_job(list(messages), delete_paths=[""] if mode == "overwrite" else (),
-                             replace_partitions=mode == "overwrite-partitions")
+                             replace_partitions=mode == "overwrite-partitions", create_only=mode == "error")
     return success.to_dict()
 
 

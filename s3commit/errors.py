@@ -136,6 +136,18 @@ class CommitConflictError(S3CommitError, FileExistsError):
     """Conflict mode ``fail`` found existing output at the destination."""
 
 
+class LeaseError(S3CommitError):
+    """The destination's commit lease (:mod:`s3commit.lease`) could not be held."""
+
+
+class LeaseTimeoutError(LeaseError):
+    """Another job held the destination's commit lease for longer than this job would wait (the message names it)."""
+
+
+class LeaseLostError(LeaseError):
+    """This job's commit lease was taken over (its renewals stopped for longer than its duration): the commit stops."""
+
+
 class CommitStateError(S3CommitError):
     """A lifecycle call out of order: task attempt not set up, job already committed, ..."""
 

@@ -19,15 +19,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
-    ConfigError,
+    CommitConflictError,
     JobCommitError,
     JournalExistsError,
+    LeaseLostError,
     ManifestError,
     NotFoundError,
     PendingsetMissingError,
@@ -35,11 +36,13 @@ from s3commit.errors import (
     S3CommitError,
 )
 from s3commit.job_uploads import JobRecords, JobUploads
+from s3commit.lease import CommitLease, NoLease
 from s3commit.manifest import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.manifest_io import load_pendingset
 from s3commit.objects import CREATE_WINDOW_KEY
-from s3commit.parallel import map_ordered, run_each, window_for
-from s3commit.paths import JobLayout, is_scratch_key, partition_of
+from s3commit.overwrite import OverwritePlan, delete_old
+from s3commit.parallel import RateLimiter, map_ordered, run_each, window_for
+from s3commit.paths import JobLayout, is_scratch_key
 from s3commit.prefixes import delete_prefix
 from s3commit.store import S3Store
 from s3commit.uploads import abort_upload_quietly, commit_upload, revert_upload_quietly
@@ -50,28 +53,6 @@ log = logging.getLogger(__name__)
 
 CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
-
-
-class RateLimiter:
-    """At most ``rate`` acquisitions per second across threads (0: unlimited)."""
-
-    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.interval = 1.0 / rate if rate > 0 else 0.0
-        self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._next = 0.0
-
-    def acquire(self) -> None:
-        if not self.interval:
-            return
-        with self._lock:
-            now = self._clock()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            self._sleep(start - now)
 
 
 @dataclass
@@ -86,74 +67,11 @@ class CommitStats:
     reverted: int = 0
     deleted_by_overwrite: int = 0
     orphans_aborted: int = 0
+    kept_changed: int = 0
     undo_failed: int = 0
     validated: int = 0
     checksums_verified: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, kw_only=True)
-class OverwritePlan:
-    """Old data to replace once the new data is complete.
-
-    ``delete_paths``: prefixes (relative to the destination, ``""`` = all of it) whose old objects go.
-    ``delete_outside``: directories (keys in the destination's bucket, outside the destination: a custom
-    partition location) whose old objects go.
-    ``replace_partitions``: also replace every partition directory a committed file landed in (for a file
-    written to an absolute directory outside the destination, that directory).
-    """
-
-    delete_paths: tuple[str, ...] = ()
-    replace_partitions: bool = False
-    delete_outside: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, dest: S3Uri, paths: Iterable[str], *, replace_partitions: bool = False) -> OverwritePlan:
-        """The plan deleting ``paths``: each relative to ``dest``, or an ``s3://``/``s3a://`` location in its
-        bucket (under ``dest`` or outside it).
-
-        Raises:
-            ConfigError: a location in another bucket (its deletion cannot wait for this job's commit).
-        """
-        relative: list[str] = []
-        outside: list[str] = []
-        for path in paths:
-            if "://" not in path:
-                relative.append(path.strip("/"))
-                continue
-            location = S3Uri.from_location(path)
-            if location.bucket != dest.bucket:
-                raise ConfigError(f"cannot delete {path} with the job: it is not in the bucket of the "
-                                  f"destination {dest}")
-            if location.key == dest.key:
-                relative.append("")
-            elif dest.contains_key(location.key):
-                relative.append(dest.relative(location.key))
-            else:
-                outside.append(location.key)
-        return cls(delete_paths=tuple(relative), replace_partitions=replace_partitions,
-                   delete_outside=tuple(outside))
-
-    @property
-    def deletes(self) -> bool:
-        """True if the plan deletes anything."""
-        return bool(self.delete_paths or self.delete_outside or self.replace_partitions)
-
-    def prefixes(self, dest: S3Uri, committed_keys: Iterable[str]) -> list[str]:
-        """The key prefixes whose old objects go, none nested in another (deleting the parent covers it)."""
-        keys = list(committed_keys)
-        rels = {p.strip("/") for p in self.delete_paths}
-        wanted = {f"{d}/" if d else "" for d in (p.strip("/") for p in self.delete_outside)}
-        if self.replace_partitions:
-            rels |= {part for k in keys if dest.contains_key(k) and (part := partition_of(dest.relative(k)))}
-            wanted |= {f"{k.rpartition('/')[0]}/" for k in keys if not dest.contains_key(k)}
-        wanted |= {dest.prefix if r == "" else f"{dest.prefix}{r}/" for r in rels}
-        # In sorted order, the prefixes under a kept one follow it directly.
-        kept: list[str] = []
-        for prefix in sorted(wanted):
-            if not kept or not prefix.startswith(kept[-1]):
-                kept.append(prefix)
-        return kept
 
 
 class JobCommit:
@@ -161,8 +79,13 @@ class JobCommit:
 
     def __init__(self, store: S3Store, *, dest: S3Uri, layout: JobLayout, job_id: str, committer: str,
                  options: CommitterOptions, job_id_source: str = "s3commit",
-                 absolute_dirs: Sequence[str] = ()) -> None:
+                 absolute_dirs: Sequence[str] = (), lease: CommitLease | NoLease | None = None,
+                 create_only: bool = False) -> None:
         self.store = store
+        #: The destination's commit lease: taken after validation, checked before every step that changes it.
+        self.lease = lease or NoLease()
+        #: Complete with If-None-Match (conflict-mode=fail, mode="error") where the store honours it.
+        self.create_only = create_only
         self.dest = dest
         # The job's uploads: under the destination, and in the directories outside it (same bucket) that
         # committed tasks declared they wrote to.
@@ -270,9 +193,14 @@ class JobCommit:
 
     # --- step 3: completion ---------------------------------------------------------------------
 
-    def _complete_one(self, limiter: RateLimiter, commit: PendingUpload) -> None:
+    def _complete_one(self, limiter: RateLimiter, commit: PendingUpload, if_none_match: bool) -> None:
         limiter.acquire()
-        commit_upload(self.store, commit)
+        self.lease.check()
+        try:
+            commit_upload(self.store, commit, if_none_match=if_none_match)
+        except PreconditionFailedError as err:
+            raise CommitConflictError(f"{commit.dest_uri} appeared after the job's conflict check (another writer "
+                                      "made it): it is not replaced") from err
         with self._lock:
             self._committed[commit.destination_key] = commit.upload_id
             self.stats.completed += 1
@@ -286,7 +214,12 @@ class JobCommit:
         """Complete every upload (at most ``threads x 4`` queued, no per-upload state kept); stop at the first
         failure and re-raise it."""
         limiter = RateLimiter(self.options.rate_limit)
-        failures = run_each(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c),
+        known = self.store.capabilities.get(self.dest.bucket)
+        if_none_match = self.create_only and known is not None and known.conditional_complete
+        if self.create_only and not if_none_match:
+            log.warning("job %s: the store of %s does not honour If-None-Match on Complete: an object that appears "
+                        "there during this commit would be replaced", self.job_id, self.dest)
+        failures = run_each(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(self.options.pool_size), stop_on_failure=True)
         if failures:
             raise failures[0].error
@@ -341,11 +274,14 @@ class JobCommit:
     # --- steps 4-6 ------------------------------------------------------------------------------
 
     def apply_overwrite(self, plan: OverwritePlan) -> None:
+        """Delete the plan's old objects (never the keys just committed, a scratch key or ``_SUCCESS``)."""
         keep = set(self._committed)
-        for prefix in plan.prefixes(self.dest, keep):
-            self.stats.deleted_by_overwrite += delete_prefix(
-                self.store, self.dest.bucket, prefix, keep=keep,
-                skip=lambda k: is_scratch_key(k) or k == self.layout.success_key)
+        if plan.prefixes(self.dest, keep):
+            self.lease.check()
+        deleted, changed = delete_old(self.store, self.dest, plan, keep, threads=self.options.pool_size,
+                                      skip=lambda k: is_scratch_key(k) or k == self.layout.success_key)
+        self.stats.deleted_by_overwrite += deleted
+        self.stats.kept_changed += changed
 
     def success_data(self) -> SuccessData:
         names = tuple(f"/{k}" for k in sorted(self._committed)[:SUCCESS_FILENAME_LIMIT])
@@ -358,6 +294,9 @@ class JobCommit:
             "committer_commits_reverted": self.stats.reverted,
             "committer_commits_aborted": self.stats.aborted,
             "committer_objects_deleted_by_overwrite": self.stats.deleted_by_overwrite,
+            "committer_objects_kept_changed_since_listing": self.stats.kept_changed,
+            "committer_lease_wait_ms": int(self.lease.waited * 1000),
+            "committer_lease_requests": self.lease.requests,
             **({"committer_objects_validated": self.stats.validated,
                 "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
                else {}),
@@ -451,11 +390,16 @@ class JobCommit:
             self.stats.timings_ms["load"] = _ms(t0)
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
+            t0 = time.monotonic()
+            self.lease.acquire()  # nothing of this job changes the destination before it is held
+            self.stats.timings_ms["lease"] = _ms(t0)
             if self.options.journal:
                 self.write_journal(keys, plan)
             t0 = time.monotonic()
             try:
                 self.complete_all(pool, keys)
+            except LeaseLostError:
+                raise  # the job that took the lease over settles this commit from its journal: no roll back here
             except BaseException as err:
                 left = self.roll_back(pool, keys)
                 message = f"job {self.job_id} commit to {self.dest} failed"
@@ -476,6 +420,7 @@ class JobCommit:
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
         success = self.success_data()
+        self.lease.check()
         swept = side.submit(self._sweep, records)
         if self.options.success_marker:
             self.store.put_object(bucket, self.layout.success_key, success.to_json(),

@@ -15,6 +15,7 @@ threads bound the concurrency, the window bounds the work waiting for them. This
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, wait
@@ -116,3 +117,25 @@ def gather(pool: Executor, items: Iterable[Item], fn: Callable[[Item], Result], 
         except Exception as err:
             failures.append(Failure(item, err))
     return results, failures
+
+
+class RateLimiter:
+    """At most ``rate`` acquisitions per second across threads (0: unlimited)."""
+
+    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.interval = 1.0 / rate if rate > 0 else 0.0
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._next = 0.0
+
+    def acquire(self) -> None:
+        if not self.interval:
+            return
+        with self._lock:
+            now = self._clock()
+            start = max(now, self._next)
+            self._next = start + self.interval
+        if start > now:
+            self._sleep(start - now)

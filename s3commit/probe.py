@@ -192,6 +192,22 @@ def check_delete_if_match(scratch: Scratch) -> Finding:
     return Finding(Outcome.HONOURED, "412")
 
 
+def check_delete_objects_if_match(scratch: Scratch) -> Finding:
+    keys = [scratch.put(f"delete-objects-if-match-{n}", b"keep")[0] for n in range(2)]
+    try:
+        answer = scratch.store.send_once("DeleteObjects", scratch.bucket, Delete={
+            "Objects": [{"Key": key, "ETag": WRONG_ETAG} for key in keys], "Quiet": False})
+    except AccessDeniedError:
+        raise
+    except StoreError as err:
+        return _refused(err)
+    refused = {e.get("Key") for e in answer.get("Errors") or [] if e.get("Code") == "PreconditionFailed"}
+    kept = [key for key in keys if scratch.holds(key) is not None]
+    if refused == set(keys) and len(kept) == len(keys):
+        return Finding(Outcome.HONOURED, "PreconditionFailed")
+    return Finding(Outcome.IGNORED, detail=f"{len(keys) - len(kept)} of {len(keys)} keys deleted despite a wrong ETag")
+
+
 def check_put_if_none_match_race(scratch: Scratch) -> Finding:
     key = scratch.key("race")
     start = threading.Barrier(RACERS)
@@ -344,6 +360,7 @@ CHECKERS: dict[str, Callable[[Scratch], Finding]] = {
     "put-if-none-match": check_put_if_none_match,
     "put-if-match": check_put_if_match,
     "delete-if-match": check_delete_if_match,
+    "delete-objects-if-match": check_delete_objects_if_match,
     "put-if-none-match-race": check_put_if_none_match_race,
     "complete-if-none-match": check_complete_if_none_match,
     "checksum-crc32": checksum_checker("CRC32"),

@@ -29,12 +29,11 @@ runs the same recovery through :func:`resume_commit` and :func:`roll_back_commit
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from s3commit.config import CommitterOptions
@@ -46,12 +45,15 @@ from s3commit.errors import (
     S3CommitError,
 )
 from s3commit.job_uploads import JobUploads
-from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.jobcommit import JobCommit
 from s3commit.known_stores import known
+from s3commit.lease import lease_for
 from s3commit.manifest import CommitJournal, SuccessData
 from s3commit.manifest_io import pendingset_keys_under
+from s3commit.overwrite import OverwritePlan
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
 from s3commit.prefixes import delete_prefix
+from s3commit.recover_report import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -59,70 +61,6 @@ log = logging.getLogger(__name__)
 
 RECOVERED_DIAGNOSTIC = "s3commit.recovered"
 """``_SUCCESS`` diagnostics key set to ``"true"`` when the commit was finished by :func:`recover`."""
-
-
-class RecoveryError(S3CommitError):
-    """Recovery was refused (it would lose data) or could not finish; the message says what to do."""
-
-
-class AlreadyCommittedError(RecoveryError):
-    """A roll-back was refused because the job has committed: ``_SUCCESS`` names it, or its clean-up began."""
-
-
-class RecoveryAction(enum.Enum):
-    """What :func:`recover` did."""
-
-    FINISHED = "finished"
-    """An interrupted commit was completed: all the job's output is visible, ``_SUCCESS`` written."""
-    CLEANED_UP = "cleaned-up"
-    """The commit had finished and was cleaning up; the clean-up was completed."""
-    ROLLED_BACK = "rolled-back"
-    """An interrupted commit was undone: none of the job's output is visible."""
-    ABORTED = "aborted"
-    """No commit had started; the job's uploads were aborted and its directory deleted."""
-    NOTHING = "nothing"
-    """Nothing to do (see the message): no journal, already committed, or no trace of the job."""
-
-    @property
-    def changed(self) -> bool:
-        return self is not RecoveryAction.NOTHING
-
-
-@dataclass(frozen=True)
-class RecoveryReport:
-    """What :func:`recover` found and did. ``to_dict()`` is the CLI's ``--json`` output."""
-
-    dest: str
-    job_id: str
-    action: RecoveryAction
-    message: str
-    committer: str | None = None
-    journal_age_seconds: float | None = None
-    uploads: int = 0
-    """Uploads of the job: those its pendingsets hold (journal found), or those pending under the destination
-    (no journal)."""
-    completed: int = 0
-    """Uploads completed by this recovery (forward)."""
-    already_completed: int = 0
-    """Uploads that were complete before this recovery started."""
-    aborted: int = 0
-    """Uploads aborted (roll-back, or uploads not in any pendingset)."""
-    reverted: int = 0
-    """Completed uploads deleted again (roll-back)."""
-    deleted_by_overwrite: int = 0
-    orphans_aborted: int = 0
-    scratch_objects_deleted: int = 0
-    success_written: bool = False
-
-    @property
-    def changed(self) -> bool:
-        return self.action.changed
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["action"] = self.action.value
-        data["changed"] = self.changed
-        return data
 
 
 class _RecoveryCommit(JobCommit):
@@ -172,25 +110,60 @@ def recover(
     store.head_bucket(target.bucket)
     known(store, target.bucket, prefix=target.prefix)
     _refuse_stream_batch(store, target, job_id)
-    recovery = _open(store, target, job_id, _layouts(target, job_id), options)
+    # Under the destination's commit lease: a live commit (of this job or another) finishes first.
+    with lease_for(store, target, job_id, options, operation="recover-abort" if abort else "recover",
+                   settle=lambda holder: settle_interrupted(store, target, holder.job_id, options)):
+        recovery = _open(store, target, job_id, _layouts(target, job_id), options)
+        if recovery is None:
+            return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
+        return recovery.roll_back(force=force) if abort else recovery.finish()
+
+
+def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions) -> RecoveryReport | None:
+    """Settle the interrupted commit of job ``job_id``, whose holder of ``dest``'s commit lease died, as ``s3commit
+    recover`` decides (finished; rolled back where it can no longer be), under the lease the caller now holds.
+    ``None`` when it left no journal (it died before its first Complete, or after its clean-up).
+
+    Raises:
+        RecoveryError: it could not be settled (a roll-back S3 refused in part); run ``s3commit recover``.
+    """
+    check_job_id(job_id)
+    if any(_batch_journal(store, dest, job_id)):
+        return None  # a streaming batch: the sink's log decides it, when its query runs again
+    recovery = _open(store, dest, job_id, _layouts(dest, job_id), options)
     if recovery is None:
-        return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
-    return recovery.roll_back(force=force) if abort else recovery.finish()
+        return None
+    try:
+        report = recovery.finish()
+    except JobCommitError as err:
+        if err.not_rolled_back:
+            raise RecoveryError(f"the interrupted commit of job {job_id} to {dest} could not be settled: {err}; run "
+                                f"`s3commit recover {dest} --job {job_id} --abort`") from err
+        log.warning("settled the interrupted commit of job %s to %s: rolled back (%s)", job_id, dest, err)
+        return None
+    log.warning("settled the interrupted commit of job %s to %s: %s", job_id, dest, report.message)
+    return report
 
 
 def _refuse_stream_batch(store: S3Store, dest: S3Uri, job_id: str) -> None:
     """A streaming sink batch (its own journal) is settled by the sink's log, never by ``recover``: finishing it
     regardless of the log would publish files the log does not name; rolling it back might undo a batch the log
     has committed."""
+    for key in _batch_journal(store, dest, job_id):
+        raise RecoveryError(
+        f"job {job_id} is a streaming sink batch (s3://{dest.bucket}/{key}): its fate is decided by the sink's log "
+        "(_spark_metadata), not by `s3commit recover`. Restart the query: it settles every batch job under the sink "
+        "before its first batch")
+
+
+def _batch_journal(store: S3Store, dest: S3Uri, job_id: str) -> list[str]:
+    """The key of job ``job_id``'s streaming batch journal, if it has one."""
     key = JobLayout(dest.key, job_id).batch_journal_key
     try:
         store.head_object(dest.bucket, key)
     except NotFoundError:
-        return
-    raise RecoveryError(
-        f"job {job_id} is a streaming sink batch (s3://{dest.bucket}/{key}): its fate is decided by the sink's log "
-        "(_spark_metadata), not by `s3commit recover`. Restart the query: it settles every batch job under the sink "
-        "before its first batch")
+        return []
+    return [key]
 
 
 def resume_commit(store: S3Store, dest: S3Uri, job_id: str, *, layout: JobLayout, options: CommitterOptions,

@@ -18,14 +18,15 @@ from s3commit.store import S3Store
 log = logging.getLogger(__name__)
 
 
-def commit_upload(store: S3Store, pending: PendingUpload) -> str:
+def commit_upload(store: S3Store, pending: PendingUpload, *, if_none_match: bool = False) -> str:
     """Complete one pending upload (idempotent: an already-completed one counts as done), naming the part
-    checksums its ``.pending`` records, so that a server that validates refuses parts that are not those."""
+    checksums its ``.pending`` records, so that a server that validates refuses parts that are not those.
+    ``if_none_match``: only if no object is at the key (``PreconditionFailedError`` otherwise)."""
     algorithm, part_checksums = checksums.recorded(pending.extra_data, pending.part_count, pending.filename)
     return store.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
                                            pending.etags, expected_length=pending.length,
                                            created_ms=pending.created, checksum_algorithm=algorithm,
-                                           part_checksums=part_checksums)
+                                           part_checksums=part_checksums, if_none_match=if_none_match)
 
 
 def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:

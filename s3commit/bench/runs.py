@@ -22,8 +22,9 @@ from typing import Any, NamedTuple
 from s3commit import checksums
 from s3commit.committers import create_committer
 from s3commit.config import CommitterOptions, StoreOptions
-from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.jobcommit import JobCommit
 from s3commit.manifest import PendingSet, PendingUpload
+from s3commit.overwrite import OverwritePlan
 from s3commit.paths import JobLayout
 from s3commit.store import ObjectInfo, S3Store
 from s3commit.uri import S3Uri

@@ -14,6 +14,7 @@ from s3commit.cli import args as cli_args
 from s3commit.cli.args import EXIT_OK, UsageError
 from s3commit.cli.output import format_bytes, json_text
 from s3commit.errors import ManifestError, short_upload_id
+from s3commit.lease import LEASE_FORMAT, Holder
 from s3commit.manifest import (
     JOURNAL_FORMAT,
     PENDING_VERSION,
@@ -25,13 +26,13 @@ from s3commit.manifest import (
     SuccessData,
     java_date,
 )
-from s3commit.paths import JOURNAL_FILE
+from s3commit.paths import JOURNAL_FILE, LEASE_NAME
 from s3commit.uri import S3Uri
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
-        "show", parents=[common], help="show a _SUCCESS, .pendingset, .pending or commit journal",
+        "show", parents=[common], help="show a _SUCCESS, .pendingset, .pending, commit journal or commit lease",
         description="Show a manifest: s3://bucket/key or a local file. Human summary by default.")
     parser.add_argument("target", help="s3://bucket/key of the manifest, or a local file path")
     parser.add_argument("--json", action="store_true", help="print the parsed manifest as JSON")
@@ -62,6 +63,8 @@ def _kind_of(source: str, data: bytes) -> str:
         return "pending"
     if name == JOURNAL_FILE:
         return "journal"
+    if name == LEASE_NAME:
+        return "lease"
     try:  # any other name: recognise the content
         obj = json.loads(data)
     except ValueError:
@@ -75,7 +78,9 @@ def _kind_of(source: str, data: bytes) -> str:
             return "pendingset"
         if obj.get("version") == PENDING_VERSION and "uploadId" in obj:
             return "pending"
-    raise ManifestError("not a _SUCCESS, .pendingset, .pending or commit journal (by name or by content)",
+        if obj.get("format") == LEASE_FORMAT:
+            return "lease"
+    raise ManifestError("not a _SUCCESS, .pendingset, .pending, commit journal or commit lease (by name or by content)",
                         source=source)
 
 
@@ -101,6 +106,9 @@ def show(source: str, data: bytes, *, as_json: bool = False) -> str:
     elif kind == "pending":
         manifest = PendingUpload.from_json(data, source=source)
         body = manifest.to_dict()
+    elif kind == "lease":
+        manifest = Holder.from_json(data, source=source)
+        body = json.loads(manifest.to_json())
     else:
         manifest = CommitJournal.from_json(data, source=source)
         body = json.loads(manifest.to_json())
@@ -151,6 +159,17 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
                 f"  length       {format_bytes(u.length)} in {u.part_count} parts",
                 f"  written as   {u.uri}",
                 f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
+    if kind == "lease":
+        h: Holder = m
+        dest = source.rsplit("/", 1)[0] if "/" in source.removeprefix("s3://") else source
+        return [f"commit lease {source}",
+                f"  held by      job {h.job_id} ({h.operation})",
+                f"  where        host {h.host}, process {h.pid}",
+                f"  since        {h.taken} (renewed {h.renewed} times)",
+                f"  duration     {h.duration:g} s after its last renewal (the store's clock)",
+                f"  journal      {h.journal or '(none)'}",
+                "  Other jobs' commits to this destination wait for it. If its job is gone it expires by itself; to "
+                f"release it now: `s3commit recover {dest} --release-lease --yes`."]
     j: CommitJournal = m
     plan = ", ".join([*(f"delete {p or '(all of dest)'}" for p in j.delete_paths),
                       *(f"delete s3://{j.bucket}/{p}" for p in j.delete_outside)])

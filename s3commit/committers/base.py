@@ -18,22 +18,25 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from s3commit.capabilities import Capabilities, Outcome
-from s3commit.config import CommitterOptions
+from s3commit.config import CommitterOptions, LeaseMode
 from s3commit.errors import (
     CommitStateError,
     ConfigError,
     JobCommitError,
     JournalExistsError,
+    LeaseLostError,
     ManifestError,
     NotFoundError,
     PendingsetMissingError,
     S3CommitError,
 )
 from s3commit.job_uploads import JobUploads
-from s3commit.jobcommit import JobCommit, OverwritePlan
+from s3commit.jobcommit import JobCommit
 from s3commit.known_stores import known
+from s3commit.lease import CommitLease, NoLease, lease_for
 from s3commit.manifest import SuccessData
 from s3commit.manifest_io import pendingset_keys_under
+from s3commit.overwrite import OverwritePlan
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.prefixes import delete_prefix
 from s3commit.reports import failed, write_report
@@ -176,12 +179,11 @@ class Committer(ABC):
     # --- job side -------------------------------------------------------------------------------
 
     def setup_job(self) -> None:
-        """Check the destination can be written (bucket exists, conflict mode) and clear an old _SUCCESS."""
+        """Check the destination can be written (bucket exists, what the store honours, conflict mode). Nothing is
+        changed there: a job that fails or never commits leaves the destination as it was, ``_SUCCESS`` included."""
         self.store.head_bucket(self.dest.bucket)
         self._check_store(self.know_store())
         self._check_job_conflicts()
-        if self.options.success_marker:
-            self.store.delete_object(self.dest.bucket, self.layout.success_key)
         self._state = "setup"
 
     def know_store(self) -> Capabilities | None:
@@ -198,11 +200,29 @@ class Committer(ABC):
                 f"s3commit.checksum.verify-etag is true, but the store at {found.endpoint} gives parts ETags that are "
                 f"not the MD5 of their bytes ({found.findings['part-etag-md5'].detail}): every part would fail the "
                 "check. Set it to auto (the store's checksum validation decides) or false")
-        lost = found.lost_features(self.store.options.checksum_algorithm)
+        if self.options.lease is LeaseMode.ON:
+            self.commit_lease("commit")  # refused now, before any task runs, where the store cannot hold one
+        # The lease is named at commit time (lease_for), where it is taken or not.
+        lost = [f for f in found.lost_features(self.store.options.checksum_algorithm) if "commit lease" not in f]
         if lost:
             log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "
                         "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
                         "; ".join(lost), self.dest)
+
+    def commit_lease(self, operation: str) -> CommitLease | NoLease:
+        """The destination's commit lease for one of this job's operations (not taken yet: see :mod:`s3commit.lease`);
+        a dead holder of another job that it takes over is settled first (:func:`s3commit.recover.settle_interrupted`).
+        """
+        from s3commit.recover import settle_interrupted
+
+        self.know_store()  # whether the store can hold one (cached)
+        return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation,
+                         journal=f"s3://{self.dest.bucket}/{self.layout.journal_key}",
+                         settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options))
+
+    def creates_only(self) -> bool:
+        """Whether the job's files must not replace existing objects (staging ``fail``)."""
+        return False
 
     def _check_job_conflicts(self) -> None:
         """Job-level conflict checks (staging ``directory`` + ``fail``)."""
@@ -212,7 +232,8 @@ class Committer(ABC):
         return OverwritePlan()
 
     def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
-                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False,
+                   create_only: bool = False) -> SuccessData:
         """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``.
 
         Args:
@@ -221,6 +242,11 @@ class Committer(ABC):
                 in the destination's bucket (a custom partition location outside it), whose old objects are
                 deleted after the new ones are complete; the keys just committed are kept.
             replace_partitions: replace each partition directory the job wrote (dynamic overwrite).
+            create_only: no file may replace an object (``mode="error"``): each is completed with
+                ``If-None-Match: *`` where the store honours it, and one that appeared meanwhile fails the job.
+
+        The commit holds the destination's commit lease (:mod:`s3commit.lease`) from its journal to its clean-up:
+        commits of concurrent jobs to the destination wait for each other, so none deletes another's files.
 
         A commit of this job that was interrupted (its process died after it wrote its journal: some uploads
         may be complete, the overwrite applied, ``_SUCCESS`` written, the clean-up begun) is finished instead,
@@ -243,9 +269,10 @@ class Committer(ABC):
         committer_plan = self.job_overwrite_plan()
         plan = OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
                                 replace_partitions=replace_partitions or committer_plan.replace_partitions)
+        lease = self.commit_lease("commit")
         engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
                            committer=self.name, options=self.options, job_id_source=self.job_id_source,
-                           absolute_dirs=absolute_dirs)
+                           absolute_dirs=absolute_dirs, lease=lease, create_only=create_only or self.creates_only())
         try:
             done = self._committed_already(engine, None) if messages is None and not keys else None
             success = done or engine.run(list(keys), plan, accepted_attempts=keys)
@@ -253,26 +280,34 @@ class Committer(ABC):
             # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this
             # job was interrupted, or finished. Finish it from its journal, or confirm it from _SUCCESS.
             try:
+                lease.acquire()
                 success = self._resume(engine, err, messages, keys, plan, absolute_dirs)
             finally:
+                lease.release()
                 self.close()
             self._state = "committed"
             self._report(engine, None, success)
             return success
+        except LeaseLostError as err:
+            # Another job took the lease over and settles this commit from its journal: nothing is undone here.
+            self._state = "aborted"
+            self._report(engine, err)
+            raise
         except JobCommitError as err:
             if err.not_rolled_back:
                 # The roll-back was refused in part: keep the job directory (journal and pendingsets), the
                 # record `s3commit recover --abort` needs to finish it.
                 self._state = "aborted"
             else:
-                self._abort_job_quietly()
+                self._abort_job_quietly(lease)
             self._report(engine, err)
             raise
         except Exception as err:
-            self._abort_job_quietly()
+            self._abort_job_quietly(lease)
             self._report(engine, err)
             raise
         finally:
+            lease.release()
             self.close()
         self._state = "committed"
         self.last_commit_stats = engine.stats
@@ -361,18 +396,23 @@ class Committer(ABC):
                                 description=f"s3commit job committer for {self.dest}"),
                     RuntimeError("the job was aborted before its commit (a task or the job failed)")))
 
-    def _abort_job_quietly(self) -> None:
+    def _abort_job_quietly(self, lease: CommitLease | NoLease | None = None) -> None:
         try:
-            self._abort_job(quiet=True)
+            self._abort_job(quiet=True, lease=lease)
         except Exception as err:  # never hide the error that made us abort
             log.warning("abort of job %s after a failed commit was incomplete: %s", self.job_id, err)
         self._state = "aborted"
 
-    def _abort_job(self, *, quiet: bool) -> None:
+    def _abort_job(self, *, quiet: bool, lease: CommitLease | NoLease | None = None) -> None:
         from s3commit.recover import AlreadyCommittedError, roll_back_commit
 
+        own: CommitLease | NoLease = NoLease()
         try:
             self._end_task_attempts()
+            if (lease is None or not lease.held) and self._journal_exists():
+                # A commit of this job began: roll it back under the destination's lease, so that a commit still
+                # running (this job's or another's) ends first, and a dead one of this job is taken over.
+                own = self.commit_lease("abort").acquire()
             try:
                 # An interrupted commit (its journal is there) is undone as `s3commit recover --abort` does.
                 rolled_back = roll_back_commit(self.store, self.dest, self.job_id, layout=self.layout,
@@ -392,7 +432,15 @@ class Committer(ABC):
                 delete_prefix(self.store, self.dest.bucket, f"{self.layout.job_dir}/")
             self._abort_local_state()
         finally:
+            own.release()
             self.close()
+
+    def _journal_exists(self) -> bool:
+        try:
+            self.store.head_object(self.dest.bucket, self.layout.journal_key)
+        except NotFoundError:
+            return False
+        return True
 
     def _finish_committed(self, err: S3CommitError) -> None:
         """The job asked to abort has committed: leave its output, finish its clean-up, say so."""

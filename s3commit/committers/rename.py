@@ -122,9 +122,11 @@ class RenameCommitter(Committer):
         attempt.aborted = True
 
     def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
-                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False,
+                   create_only: bool = False) -> SuccessData:
         """v1: merge every committed task directory into the destination; both: delete ``_temporary``,
-        write the 0-byte ``_SUCCESS``. Overwrite deletions happen here too (Spark deletes before the job)."""
+        write the 0-byte ``_SUCCESS``. Overwrite deletions happen here too (Spark deletes before the job). The
+        baseline takes no lease and checks no ``create_only``: it is FileOutputCommitter's behaviour."""
         self._check_job_open()
         bucket = self.dest.bucket
         files = size = 0
@@ -152,7 +154,7 @@ class RenameCommitter(Committer):
                            metrics={"committer_files": files, "committer_bytes_committed": size,
                                     **{f"op_{k}": v for k, v in sorted(requests.items())}})
 
-    def _abort_job(self, *, quiet: bool) -> None:
+    def _abort_job(self, *, quiet: bool, lease: object = None) -> None:
         delete_prefix(self.store, self.dest.bucket, f"{self.committed_tasks_key.rsplit('/', 1)[0]}/")
         self.close()
 

@@ -29,10 +29,10 @@ from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, 
 from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
 from s3commit.job_uploads import abort_create_orphans
-from s3commit.jobcommit import OverwritePlan
 from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
 from s3commit.manifest_io import save_task_pendingset
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadRef
+from s3commit.overwrite import OverwritePlan
 from s3commit.parallel import gather, run_each, window_for
 from s3commit.parts import file_parts
 from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, is_scratch_key, partition_of, relative_key
@@ -201,9 +201,11 @@ class StagingCommitter(Committer):
         shutil.rmtree(self.local_job_dir, ignore_errors=True)
 
     def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
-                   delete_paths: Sequence[str] = (), replace_partitions: bool = False) -> SuccessData:
+                   delete_paths: Sequence[str] = (), replace_partitions: bool = False,
+                   create_only: bool = False) -> SuccessData:
         try:
-            return super().commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions)
+            return super().commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions,
+                                      create_only=create_only)
         finally:
             shutil.rmtree(self.local_job_dir, ignore_errors=True)
 
@@ -233,6 +235,10 @@ class DirectoryCommitter(StagingCommitter):
         if self.options.conflict_mode is ConflictMode.REPLACE:
             return OverwritePlan(delete_paths=("",))
         return OverwritePlan()
+
+    def creates_only(self) -> bool:
+        """``fail``: what appears after the conflict check is never replaced (If-None-Match at Complete)."""
+        return self.options.conflict_mode is ConflictMode.FAIL
 
 
 class PartitionedCommitter(StagingCommitter):

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from s3commit import CommitStateError, SuccessData, create_committer
-from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX
+from s3commit.paths import is_scratch_key
 from s3commit.testing.assertions import list_keys
 from tests.conftest import STAGING_AND_MAGIC
 
@@ -43,8 +43,7 @@ def write(attempt, relative, data=CONTENT):
 
 def user_keys(s3_client, bucket, prefix="out/"):
     """Keys a reader of the destination would see (scratch directories excluded)."""
-    return sorted(k for k in list_keys(s3_client, bucket, prefix)
-                  if MAGIC_PATH_PREFIX not in k and STAGING_PATH_PREFIX not in k)
+    return sorted(k for k in list_keys(s3_client, bucket, prefix) if not is_scratch_key(k))
 
 
 def pending_uploads(s3_client, bucket):
@@ -275,12 +274,25 @@ def test_task_commit_messages_are_small_and_picklable(name, make):
     committer.commit_job([pickle.loads(data)])
 
 
-def test_setup_job_removes_an_old_success_marker(name, make, s3_client, s3_bucket):
-    s3_client.put_object(Bucket=s3_bucket, Key="out/_SUCCESS", Body=json.dumps({"old": True}).encode())
+def test_a_job_that_never_commits_leaves_the_old_success_marker_and_a_commit_replaces_it(
+        name, make, s3_client, s3_bucket):
+    # Nothing changes at the destination before the commit holds its lease: a job that fails or never commits
+    # leaves it exactly as it was, _SUCCESS included.
+    old = json.dumps({"old": True}).encode()
+    s3_client.put_object(Bucket=s3_bucket, Key="out/_SUCCESS", Body=old)
+    failed = make(name)
+    failed.setup_job()
+    write(failed.setup_task(failed.new_task_attempt_id(0)), "never-committed")
+    failed.abort_job()
+    assert user_keys(s3_client, s3_bucket) == ["out/_SUCCESS"]
+    assert s3_client.get_object(Bucket=s3_bucket, Key="out/_SUCCESS")["Body"].read() == old
     committer = make(name)
     committer.setup_job()
-    assert user_keys(s3_client, s3_bucket) == []
-    committer.abort_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    write(attempt, "part")
+    committer.commit_job([committer.commit_task(attempt)])
+    success = json.loads(s3_client.get_object(Bucket=s3_bucket, Key="out/_SUCCESS")["Body"].read())
+    assert success["jobId"] == committer.job_id
 
 
 def test_an_attempt_committing_after_the_accepted_one_is_refused_not_published(name, make, s3_client, s3_bucket):

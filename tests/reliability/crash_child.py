@@ -152,6 +152,15 @@ class CrashingStore(S3Store):
         return self._wrap("delete_objects", " ".join(keys), lambda: super(CrashingStore, self)
                           .delete_objects(bucket, keys))
 
+    # Overwrite deletions conditional on the ETag listed (where the store honours it) are deletions too.
+    def delete_objects_if_match(self, bucket, objects):  # type: ignore[no-untyped-def]
+        objects = list(objects)
+        return self._wrap("delete_objects", " ".join(k for k, _ in objects), lambda: super(CrashingStore, self)
+                          .delete_objects_if_match(bucket, objects))
+
+    def delete_if_match(self, bucket, key, etag):  # type: ignore[no-untyped-def]
+        return self._wrap("delete_objects", key, lambda: super(CrashingStore, self).delete_if_match(bucket, key, etag))
+
     def list_multipart_uploads(self, bucket, prefix):  # type: ignore[no-untyped-def]
         if self.point is not None and self.point.waits and self.completing:
             self.arming.wait(60)

@@ -116,10 +116,11 @@ def test_access_denied_by_a_bucket_policy_names_the_operation_and_object(s3_sim,
     # moto server enforces an explicit Deny in a bucket policy on object requests (403, empty body).
     deny_writes_under_out(raw, bucket)
     committer = create_committer("magic", f"s3://{bucket}/out/new", store=make_store(s3_sim))
+    committer.setup_job()  # changes nothing at the destination: nothing to deny
     with pytest.raises(AccessDeniedError) as caught:
-        committer.setup_job()  # deletes an old _SUCCESS first
-    assert "DeleteObject failed for s3://" in str(caught.value)
-    assert f"{bucket}/out/new/_SUCCESS" in str(caught.value)
+        committer.commit_job([])  # its first write: the commit lease
+    assert "PutObject failed for s3://" in str(caught.value)
+    assert f"{bucket}/out/new/__s3commit_lease" in str(caught.value)
     assert "403" in str(caught.value)
     raw.delete_bucket_policy(Bucket=bucket)
     assert_nothing_lost(raw, bucket)

@@ -165,7 +165,7 @@ def test_recover_validates_the_pendingsets_before_rolling_anything_back(s3_sim, 
     assert result.code == 2
     assert "points outside the destination" in result.err
     assert requests["AbortMultipartUpload"] == 0
-    assert requests["DeleteObject"] == 0 and requests["DeleteObjects"] == 0
+    assert requests["DeleteObject"] <= 1 and requests["DeleteObjects"] == 0  # at most the release of its lease
     assert read(raw, s3_bucket, "elsewhere/precious.txt") == b"precious"
     # The committer's own abort refuses it the same way: it would roll back by the tampered journal.
     with pytest.raises(ManifestError, match="points outside the destination"):

@@ -52,7 +52,7 @@ def test_ages_are_shown_in_their_largest_unit():
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["recover", "s3://b/out"], "the following arguments are required: --job"),
+    (["recover", "s3://b/out"], "one of the arguments --job --release-lease is required"),
     (["recover", "s3://b/out", "--job", "../x"], "job id '../x' must be"),
     (["uploads", "list", "hdfs://nn/path"], "valid schemes are: s3, s3a"),
     (["uploads", "list", "s3://b/p", "--older-than", "soon"], "'soon' is not a duration"),
@@ -154,7 +154,7 @@ def test_show_of_a_file_that_is_no_manifest_is_bad_input(capsys, tmp_path):
     other.write_text("a,b\n1,2\n")
     code, _, err = run(capsys, "show", str(other))
     assert code == cli.EXIT_USAGE
-    assert "not a _SUCCESS, .pendingset, .pending or commit journal" in err
+    assert "not a _SUCCESS, .pendingset, .pending, commit journal or commit lease" in err
 
 
 def test_show_of_a_corrupt_pendingset_is_bad_input_naming_the_rule(capsys, tmp_path):

@@ -1,0 +1,418 @@
+"""The commit lease: one job commit at a time per destination.
+
+A job lists and deletes after it completes its files (an overwrite plan), so two commits to one destination must
+not interleave: two overwrites would delete each other's new files. The unit serialized is the commit phase
+(Completes, the overwrite plan, ``_SUCCESS``, the clean-up up to the journal's deletion), never the tasks.
+
+The lease is one small object, ``<dest>/__s3commit_lease`` (a ``_``-prefixed name that Spark, pyarrow and Hive
+skip, and that no overwrite deletes: :func:`s3commit.paths.is_scratch_key`). Its body names the holder
+(:class:`Holder`: job id, host, process, when taken, the operation, its journal) and a duration.
+
+- **Taken** with ``If-None-Match: *``: of racing jobs exactly one wins; the others wait, with jittered backoff,
+  logging every ~30 s whom they wait for, up to ``lease_wait``; past it :class:`LeaseTimeoutError` names the holder.
+- **Renewed** by its holder every quarter of its duration with ``If-Match`` on the ETag it holds (the body changes
+  each time, so the ETag does).
+- **Released** with ``If-Match`` on DELETE, on success and on failure.
+- **Expired** when the store's clock (the ``Date`` of the answer that read it) is past its ``Last-Modified`` plus
+  its duration: never the client's clock. A holder on this host whose process is gone (same boot and PID namespace)
+  is known dead at once. Either is **taken over** with ``If-Match`` on the exact ETag seen (a PUT of the taker's own
+  body), so two waiters can never both win; the taker then settles the dead holder's interrupted commit (the
+  caller's ``settle``: :func:`s3commit.recover.settle_interrupted`) before it commits its own.
+- A holder that cannot renew for longer than the duration, or finds its lease taken over, is **lost**: the commit
+  stops at its next step (:meth:`CommitLease.check`) with :class:`LeaseLostError`.
+
+:func:`lease_for` decides from ``s3commit.commit.lease`` and what the store honours (:mod:`s3commit.capabilities`)
+whether a job takes one: ``auto`` where conditional writes are honoured (else :class:`NoLease`, with a warning),
+``on`` refuses to commit without them, ``off`` never. Nested destinations (``t/`` and ``t/p=1/``) have leases of
+their own and are not serialized with each other.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from s3commit.config import CommitterOptions, LeaseMode
+from s3commit.errors import (
+    ConfigError,
+    LeaseLostError,
+    LeaseTimeoutError,
+    ManifestError,
+    NotFoundError,
+    PreconditionFailedError,
+    S3CommitError,
+)
+from s3commit.objects import ObjectInfo
+from s3commit.paths import LEASE_NAME
+from s3commit.store import S3Store
+from s3commit.uri import S3Uri
+
+log = logging.getLogger(__name__)
+
+LEASE_FORMAT = "s3commit.CommitLease/1"
+LOG_EVERY = 30.0
+"""Seconds between the waiter's log lines naming the holder."""
+FIRST_DELAY, MAX_DELAY = 0.2, 5.0
+"""The waiter's backoff between reads of the lease (jittered, doubling)."""
+EXPIRY_SLACK = timedelta(seconds=1)
+"""Added to a lease's duration: ``Last-Modified`` and ``Date`` have whole seconds."""
+
+
+def lease_key(dest: S3Uri) -> str:
+    """The key of ``dest``'s commit lease."""
+    return f"{dest.prefix}{LEASE_NAME}"
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a lease (its body). ``taken`` and ``renewed`` are the holder's clock, for people to read: expiry
+    is judged by the store's."""
+
+    job_id: str
+    operation: str
+    host: str
+    pid: int
+    token: str
+    taken: str
+    duration: float
+    journal: str
+    boot: str = ""
+    pid_namespace: str = ""
+    renewed: int = 0
+
+    @classmethod
+    def mine(cls, job_id: str, operation: str, duration: float, journal: str) -> Holder:
+        return cls(job_id=job_id, operation=operation, host=socket.gethostname(), pid=os.getpid(),
+                   token=uuid.uuid4().hex, taken=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                   duration=duration, journal=journal, boot=_boot_id(), pid_namespace=_pid_namespace())
+
+    def to_json(self) -> bytes:
+        return json.dumps({"format": LEASE_FORMAT, **asdict(self)}, indent=2).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, source: str) -> Holder:
+        try:
+            parsed = json.loads(data)
+            if not isinstance(parsed, dict) or parsed.get("format") != LEASE_FORMAT:
+                raise ValueError(f"not a {LEASE_FORMAT} document")
+            fields = {name: parsed[name] for name in cls.__dataclass_fields__ if name in parsed}
+            return cls(**fields)
+        except (ValueError, TypeError) as err:
+            raise ManifestError(f"not a commit lease: {err}", source=source) from err
+
+    def describe(self) -> str:
+        return (f"job {self.job_id} ({self.operation}) on host {self.host}, process {self.pid}, since {self.taken}, "
+                f"journal {self.journal}")
+
+    def dead_here(self) -> bool:
+        """True if this holder's process was on this host (same boot, same PID namespace) and is gone."""
+        if not self.boot or self.boot != _boot_id() or self.pid_namespace != _pid_namespace():
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+def expired(holder_duration: float, info: ObjectInfo, now: datetime) -> bool:
+    """Whether a lease last written at ``info.last_modified`` with that duration is past it at ``now`` (both the
+    store's clock)."""
+    if info.last_modified is None:
+        return False
+    return now > info.last_modified + timedelta(seconds=holder_duration) + EXPIRY_SLACK
+
+
+class CommitLease:
+    """One operation's hold on a destination's commit lease (a context manager: acquire, then release).
+
+    Args:
+        settle: called with a dead holder of *another* job after its lease was taken over, before this operation
+            goes on (it finishes or rolls back that job's interrupted commit); it may raise, and the lease is then
+            released and the error raised.
+    """
+
+    def __init__(self, store: S3Store, dest: S3Uri, job_id: str, *, operation: str = "commit", journal: str = "",
+                 duration: float = 120.0, wait: float = 1200.0, settle: Callable[[Holder], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.store = store
+        self.dest = dest
+        self.key = lease_key(dest)
+        self.job_id = job_id
+        self.holder = Holder.mine(job_id, operation, duration, journal)
+        self.wait = wait
+        self.settle = settle
+        self._clock = clock
+        self._sleep = sleep
+        self.etag: str | None = None
+        self.taken_over: Holder | None = None
+        """The dead holder this lease was taken from, if any."""
+        self.waited = 0.0
+        self.requests = 0
+        """Requests this lease made (taking, reading, renewing, releasing)."""
+        self._lost: str | None = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._renewer: threading.Thread | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"s3://{self.dest.bucket}/{self.key}"
+
+    @property
+    def held(self) -> bool:
+        return self.etag is not None and self._lost is None
+
+    # --- taking it -------------------------------------------------------------------------------------------
+
+    def acquire(self) -> CommitLease:
+        """Take the lease, waiting for a live holder (up to ``wait``) and taking over a dead one. Idempotent."""
+        if self.etag is not None:
+            return self
+        started = self._clock()
+        logged = started
+        delay = FIRST_DELAY
+        while True:
+            if self._try_take():
+                break
+            seen = self._read()
+            if seen is None:
+                continue  # released between our PUT and our read: take it again at once
+            holder, info, now = seen
+            if (expired(holder.duration if holder else self.holder.duration, info, now)
+                    or (holder is not None and holder.dead_here())):
+                if self._take_over(holder, info):
+                    break
+                continue
+            waited = self._clock() - started
+            who = holder.describe() if holder is not None else f"an unreadable lease object ({self.uri})"
+            if waited >= self.wait:
+                raise LeaseTimeoutError(
+                    f"job {self.job_id} waited {waited:.0f} s for the commit lease on {self.dest}, held by {who}; "
+                    f"gave up (s3commit.commit.lease.wait={self.wait:g}). If that job is gone, its lease expires "
+                    f"{holder.duration if holder else self.holder.duration:g} s after its last renewal, or release "
+                    f"it by hand: s3commit recover {self.dest} --release-lease --yes")
+            if self._clock() - logged >= LOG_EVERY:
+                log.warning("job %s has waited %.0f s for the commit lease on %s, held by %s", self.job_id, waited,
+                            self.dest, who)
+                logged = self._clock()
+            self._sleep(min(delay * (0.5 + random.random()), max(0.0, self.wait - waited)) or 0.05)
+            delay = min(delay * 2, MAX_DELAY)
+        self.waited = self._clock() - started
+        self._start_renewing()
+        if self.taken_over is not None and self.taken_over.job_id != self.job_id and self.settle is not None:
+            log.warning("job %s took over the commit lease on %s from %s, which is gone; settling its commit first",
+                        self.job_id, self.dest, self.taken_over.describe())
+            try:
+                self.settle(self.taken_over)
+            except BaseException:
+                self.release()
+                raise
+        return self
+
+    def _try_take(self) -> bool:
+        self.requests += 1
+        try:
+            self.etag = self.store.put_object(self.dest.bucket, self.key, self.holder.to_json(), if_none_match=True,
+                                              content_type="application/json")
+        except PreconditionFailedError:
+            return False
+        return True
+
+    def _read(self) -> tuple[Holder | None, ObjectInfo, datetime] | None:
+        self.requests += 1
+        try:
+            body, info, now = self.store.read_object(self.dest.bucket, self.key)
+        except NotFoundError:
+            return None
+        try:
+            return Holder.from_json(body, source=self.uri), info, now
+        except ManifestError as err:
+            log.warning("%s; it is judged by its age alone", err)
+            return None, info, now
+
+    def _take_over(self, holder: Holder | None, info: ObjectInfo) -> bool:
+        """Replace the expired or dead holder's lease, conditional on the exact ETag seen: True if ours now."""
+        self.requests += 1
+        try:
+            self.etag = self.store.put_if_match(self.dest.bucket, self.key, self.holder.to_json(), info.etag,
+                                                content_type="application/json")
+        except (PreconditionFailedError, NotFoundError):
+            return False  # renewed, released or taken by another waiter meanwhile
+        self.taken_over = holder
+        return True
+
+    # --- keeping it ------------------------------------------------------------------------------------------
+
+    def _start_renewing(self) -> None:
+        self._renewer = threading.Thread(target=self._renew_loop, name=f"s3commit-lease-{self.job_id[:8]}",
+                                         daemon=True)
+        self._renewer.start()
+
+    def _renew_loop(self) -> None:
+        every = self.holder.duration / 4
+        last_ok = self._clock()
+        while not self._stop.wait(every if self._clock() - last_ok < every else min(1.0, every)):
+            try:
+                self.renew()
+                last_ok = self._clock()
+            except (PreconditionFailedError, NotFoundError):
+                self._lose(f"it was taken over (s3://{self.dest.bucket}/{self.key} changed)")
+                return
+            except S3CommitError as err:
+                if self._clock() - last_ok > self.holder.duration:
+                    self._lose(f"it could not be renewed for {self.holder.duration:g} s: {err}")
+                    return
+                log.warning("job %s: renewing the commit lease on %s failed (retrying): %s", self.job_id,
+                            self.dest, err)
+
+    def renew(self) -> None:
+        """Rewrite the lease (a new body, so a new ETag) with ``If-Match`` on the ETag held."""
+        with self._lock:
+            if self.etag is None or self._lost is not None:
+                return
+            self.holder = replace(self.holder, renewed=self.holder.renewed + 1)
+            self.requests += 1
+            self.etag = self.store.put_if_match(self.dest.bucket, self.key, self.holder.to_json(), self.etag,
+                                                content_type="application/json")
+
+    def _lose(self, why: str) -> None:
+        self._lost = why
+        log.error("job %s lost the commit lease on %s: %s; its commit stops at its next step", self.job_id,
+                  self.dest, why)
+
+    def check(self) -> None:
+        """Raise :class:`LeaseLostError` if the lease was lost (the commit must not go on)."""
+        if self._lost is not None:
+            raise LeaseLostError(f"job {self.job_id} lost the commit lease on {self.dest}: {self._lost}. Another job "
+                                 f"may be settling this commit from its journal")
+
+    # --- letting it go ---------------------------------------------------------------------------------------
+
+    def release(self) -> None:
+        """Stop renewing and delete the lease if it is still ours (``If-Match``). Never raises."""
+        self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+        with self._lock:
+            etag, self.etag = self.etag, None
+        if etag is None or self._lost is not None:
+            return
+        self.requests += 1
+        try:
+            self.store.delete_if_match(self.dest.bucket, self.key, etag)
+        except (PreconditionFailedError, NotFoundError):
+            log.warning("job %s: its commit lease on %s had been taken over when it released it", self.job_id,
+                        self.dest)
+        except S3CommitError as err:
+            log.warning("job %s: could not release its commit lease on %s (it expires %g s after its last renewal): "
+                        "%s", self.job_id, self.dest, self.holder.duration, err)
+
+    def __enter__(self) -> CommitLease:
+        return self.acquire()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
+    """Delete ``dest``'s commit lease, for an operator who knows its holder is gone (``s3commit recover
+    --release-lease``), conditional on the ETag read; returns who held it (None: no lease was held).
+
+    Raises:
+        LeaseLostError: the lease changed between the read and the delete (its holder renewed it: it is alive).
+    """
+    key = lease_key(dest)
+    try:
+        body, info, _now = store.read_object(dest.bucket, key)
+    except NotFoundError:
+        return None
+    try:
+        holder: Holder | None = Holder.from_json(body, source=f"s3://{dest.bucket}/{key}")
+    except ManifestError:
+        holder = None
+    try:
+        store.delete_if_match(dest.bucket, key, info.etag)
+    except (PreconditionFailedError, NotFoundError) as err:
+        raise LeaseLostError(f"the commit lease on {dest} changed while it was being released (its holder renewed "
+                             "it, or another job took it): it was left alone") from err
+    return holder
+
+
+class NoLease:
+    """What a job holds where it takes no lease (``off``, or ``auto`` on a store without conditional writes)."""
+
+    held = False
+    requests = 0
+    waited = 0.0
+    taken_over = None
+
+    def acquire(self) -> NoLease:
+        return self
+
+    def check(self) -> None:
+        """Nothing to lose."""
+
+    def release(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self) -> NoLease:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions, *, operation: str = "commit",
+              journal: str = "", settle: Callable[[Holder], Any] | None = None,
+              warn: bool = True) -> CommitLease | NoLease:
+    """The lease a job's ``operation`` on ``dest`` takes, as ``options.lease`` and the store's capabilities say.
+
+    Raises:
+        ConfigError: ``lease=on`` where the store was not seen to honour conditional writes (nothing changed).
+    """
+    if options.lease is LeaseMode.OFF:
+        return NoLease()
+    known = store.capabilities.get(dest.bucket)
+    if known is None or not known.conditional_writes:
+        why = ("could not be probed" if known is None else
+               "does not honour conditional writes (" + ", ".join(
+                   f"{n}: {known.findings[n]}" for n in ("put-if-none-match", "put-if-match", "delete-if-match",
+                                                         "put-if-none-match-race") if n in known.findings) + ")")
+        if options.lease is LeaseMode.ON:
+            raise ConfigError(f"s3commit.commit.lease is on, but the store of {dest} {why}: concurrent commits "
+                              "there cannot be serialized. Use a store that honours them, or set the lease to auto "
+                              "or off (concurrent jobs on one destination may then delete each other's files)")
+        if warn:
+            log.warning("job %s: no commit lease on %s: the store %s; concurrent commits to this destination are not "
+                        "protected", job_id, dest, why)
+        return NoLease()
+    return CommitLease(store, dest, job_id, operation=operation, journal=journal, duration=options.lease_duration,
+                       wait=options.lease_wait, settle=settle)

@@ -1,0 +1,46 @@
+"""One ``s3commit.arrow.write_dataset(mode=...)`` in a process of its own, committed when a "go" file appears (the
+concurrent-writers test starts two at once). Prints one JSON line: the job id, or the error."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import pyarrow as pa
+
+from s3commit import S3Store, StoreOptions
+from s3commit.arrow import write_dataset
+
+
+class WaitingStore(S3Store):
+    """Holds the first CompleteMultipartUpload until the go file exists: the two jobs' commits then meet."""
+
+    go = ""
+
+    def complete_multipart_upload(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        while not os.path.exists(self.go):
+            time.sleep(0.01)
+        return super().complete_multipart_upload(*args, **kwargs)
+
+
+def main() -> int:
+    endpoint, dest, tag, mode, go = sys.argv[1:6]
+    WaitingStore.go = go
+    store = WaitingStore(StoreOptions(endpoint_url=endpoint, region="us-east-1", path_style=True,
+                                      access_key="testing", secret_key="testing"))
+    table = pa.table({"day": ["2026-11-24", "2026-11-25"] * 50, "writer": [tag] * 100, "n": list(range(100))})
+    try:
+        success = write_dataset(table, dest, partitioning=["day"], mode=mode, store=store)
+        print(json.dumps({"ok": True, "tag": tag, "job_id": success["jobId"]}))
+    except Exception as err:
+        print(json.dumps({"ok": False, "tag": tag, "error": f"{type(err).__name__}: {err}"}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,333 @@
+"""Many writers, one table: jobs in processes of their own commit to one destination at the same moment (random
+timing, S3-like latency) and the end state is always one that some serial order of the jobs that succeeded gives,
+with ``_SUCCESS`` naming the last of them. Without the commit lease two overwrites left the destination empty; an
+overwrite beside an append lost half the append; two dynamic partition overwrites sharing a partition left it with
+neither job's files. Also: a lease holder killed mid-commit is taken over and its commit settled first; a waiter
+gives up cleanly; a store without conditional writes gets no lease (a warning), or a refusal when it is asked for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from s3commit import S3Store, create_committer
+from s3commit.errors import ConfigError, LeaseTimeoutError
+from s3commit.lease import LEASE_FORMAT, lease_key
+from s3commit.paths import is_scratch_key, partition_of
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.fixtures import ALL_SERVERS, every_server_fixture
+from s3commit.uri import S3Uri
+from tests.conftest import store_options_for
+
+pytestmark = pytest.mark.integration
+s3_server = every_server_fixture(ALL_SERVERS)
+CHILD = Path(__file__).with_name("lease_child.py")
+OLD = [f"t/p={p}/old-{p}.txt" for p in (1, 2, 3)]
+
+
+def conditional(server) -> bool:
+    return getattr(server, "name", "moto") != "rclone"
+
+
+@pytest.fixture
+def latency(s3_server):
+    """S3-like latency on moto (the windows the lease closes are then as wide as on S3)."""
+    if hasattr(s3_server, "configure"):
+        s3_server.configure(profile="s3-standard")
+        yield
+        s3_server.reset_simulator()
+    else:
+        yield
+
+
+def run_jobs(server, bucket: str, jobs: list[dict], tmp_path: Path, *, committer: str = "magic",
+             jitter: float = 0.3, **child_args: object) -> list[dict]:
+    """Start one process per job, let each write and commit its task, then tell them all to commit at once."""
+    go = tmp_path / f"go-{uuid.uuid4().hex[:6]}"
+    processes = []
+    for job in jobs:
+        argv = [sys.executable, str(CHILD), "--endpoint", server.endpoint_url, "--dest", f"s3://{bucket}/t",
+                "--committer", committer, "--mode", job["mode"], "--tag", job["tag"], "--partitions",
+                job.get("partitions", "1,2"), "--files", str(job.get("files", 4)), "--go", str(go),
+                "--jitter", str(jitter), "--staging-dir", str(tmp_path / f"staging-{job['tag']}")]
+        for name, value in {**child_args, **job.get("args", {})}.items():
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+        processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                          env={**os.environ, "PYTHONPATH": str(CHILD.parents[2])}))
+    for process in processes:  # every job has written and committed its task
+        line = process.stdout.readline()
+        assert line.startswith('{"ready"'), (line, process.stderr.read() if process.poll() is not None else "")
+    go.touch()
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"tag"')]
+        results.append(lines[-1] if lines else {"ok": False, "error": f"killed ({process.returncode}): {err[-2000:]}"})
+    return results
+
+
+def serial_outcomes(initial: set[str], jobs: list[dict]) -> dict[str, set[str]]:
+    """The end state each serial order of ``jobs`` gives, keyed by the job id that would be last (``_SUCCESS``)."""
+    outcomes: dict[str, set[str]] = {}
+    for order in itertools.permutations(jobs):
+        state = set(initial)
+        for job in order:
+            files = set(job["files"])
+            if job["mode"] == "overwrite":
+                state = files
+            elif job["mode"] == "partitions":
+                written = {partition_of(k) for k in files}
+                state = {k for k in state if partition_of(k) not in written} | files
+            else:
+                state |= files
+        outcomes.setdefault(order[-1]["job_id"], set()).update({"|".join(sorted(state))})
+    return outcomes
+
+
+def assert_serializable(client, bucket: str, initial: list[str], results: list[dict]) -> None:
+    succeeded = [r for r in results if r["ok"]]
+    assert succeeded, results
+    data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
+    success = json.loads(client.get_object(Bucket=bucket, Key="t/_SUCCESS")["Body"].read())
+    possible = serial_outcomes(set(initial), succeeded)
+    assert success["jobId"] in possible, (success["jobId"], results)
+    assert "|".join(data) in possible[success["jobId"]], (
+        f"end state {data} is what no serial order of {[(r['tag'], r['mode']) for r in succeeded]} ending with "
+        f"{success['jobId']} gives")
+    assert_no_pending_uploads(client, bucket)
+    assert not [k for k in list_keys(client, bucket, "t/") if "__s3commit_lease" in k], "a lease was left behind"
+
+
+def seed_old_data(client, bucket: str) -> None:
+    for key in OLD:
+        client.put_object(Bucket=bucket, Key=key, Body=b"old")
+
+
+SCENARIOS = {
+    "two-overwrites": [{"tag": "a", "mode": "overwrite"}, {"tag": "b", "mode": "overwrite"}],
+    "overwrite-beside-append": [{"tag": "a", "mode": "overwrite"}, {"tag": "b", "mode": "append", "files": 8}],
+    "two-partition-overwrites-sharing-one": [{"tag": "a", "mode": "partitions", "partitions": "1,2"},
+                                             {"tag": "b", "mode": "partitions", "partitions": "2,3"}],
+    "four-appenders": [{"tag": t, "mode": "append"} for t in "abcd"],
+}
+
+
+def run_rounds(server, tmp_path, scenario: str, committer: str, rounds: int) -> None:
+    client = server.client()
+    for _ in range(rounds):
+        bucket = server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+        seed_old_data(client, bucket)
+        results = run_jobs(server, bucket, SCENARIOS[scenario], tmp_path, committer=committer)
+        assert all(r["ok"] for r in results), results  # every job commits: the lease only orders them
+        assert_serializable(client, bucket, OLD, results)
+
+
+@pytest.mark.parametrize(("scenario", "committer"), [("two-overwrites", "magic"),
+                                                     ("overwrite-beside-append", "directory")])
+def test_concurrent_commits_end_as_some_serial_order(s3_server, latency, tmp_path, scenario, committer):
+    if not conditional(s3_server):
+        pytest.skip("rclone honours no conditional write: no lease (tested below)")
+    run_rounds(s3_server, tmp_path, scenario, committer, rounds=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("committer", ["magic", "directory", "partitioned"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_every_scenario_and_committer_ends_as_some_serial_order_over_many_rounds(
+        s3_server, latency, tmp_path, scenario, committer):
+    if not conditional(s3_server):
+        pytest.skip("rclone honours no conditional write: no lease (tested below)")
+    run_rounds(s3_server, tmp_path, scenario, committer, rounds=3 if hasattr(s3_server, "configure") else 2)
+
+
+def test_a_holder_killed_mid_commit_is_taken_over_and_its_commit_settled_first(s3_server, latency, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    seed_old_data(client, bucket)
+    # a overwrites and dies after 2 of its 4 Completes, holding the lease; b appends and must wait for it, take it
+    # over (a's process is gone: on this host that is known at once) and finish a's commit before its own.
+    results = run_jobs(s3_server, bucket, [
+        {"tag": "a", "mode": "overwrite", "args": {"die_after_completes": 2}},
+        {"tag": "b", "mode": "append", "args": {"after": 1.5}}], tmp_path, jitter=0.0)
+    dead, survivor = results
+    assert not dead["ok"] and "killed" in dead["error"]
+    assert survivor["ok"], survivor
+    data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
+    a_files = [f"t/p={1 + n % 2}/part-a-{n:03d}.txt" for n in range(4)]
+    b_files = [f"t/p={1 + n % 2}/part-b-{n:03d}.txt" for n in range(4)]
+    assert data == sorted(a_files + b_files)  # a finished (its overwrite applied), then b appended
+    success = json.loads(client.get_object(Bucket=bucket, Key="t/_SUCCESS")["Body"].read())
+    assert success["jobId"] == survivor["job_id"]
+    assert not [k for k in list_keys(client, bucket, "t/") if "_commit-journal" in k or "__s3commit_lease" in k]
+    assert_no_pending_uploads(client, bucket)
+
+
+def fake_lease(client, bucket: str, *, host: str, duration: float, job_id: str = "job-elsewhere") -> None:
+    """A lease held by a job on another host (its process cannot be seen from here)."""
+    body = {"format": LEASE_FORMAT, "job_id": job_id, "operation": "commit", "host": host, "pid": 1,
+            "token": "t", "taken": "2026-11-25T00:00:00+00:00", "duration": duration, "journal": "", "renewed": 0}
+    client.put_object(Bucket=bucket, Key=lease_key(S3Uri(bucket, "t")), Body=json.dumps(body).encode())
+
+
+def one_file_job(server, bucket: str, tmp_path, **options):
+    store = S3Store(store_options_for(server))
+    committer = create_committer("magic", f"s3://{bucket}/t", store=store, staging_dir=str(tmp_path), **options)
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("p=1/new.txt") as out:
+        out.write(b"new")
+    return committer, committer.commit_task(attempt)
+
+
+def test_a_waiter_gives_up_cleanly_naming_the_holder(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    seed_old_data(client, bucket)
+    fake_lease(client, bucket, host="another-host", duration=3600)
+    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=1.5)
+    with pytest.raises(LeaseTimeoutError, match=r"held by job job-elsewhere .*on host another-host"):
+        committer.commit_job([message], delete_paths=[""])
+    assert sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k)) == OLD  # as it was
+    assert_no_pending_uploads(client, bucket)
+
+
+def test_an_expired_lease_of_another_host_is_taken_over_by_the_store_clock(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=30)
+    fake_lease(client, bucket, host="another-host", duration=2)  # written just before the commit: 2 s to go
+    success = committer.commit_job([message])
+    assert success.metrics["committer_lease_wait_ms"] >= 1500  # it waited for the expiry, then took it over
+    assert not [k for k in list_keys(client, bucket, "t/") if "__s3commit_lease" in k]
+
+
+def test_a_store_without_conditional_writes_gets_no_lease_warned_or_refused_when_asked(s3_server, tmp_path, caplog):
+    if conditional(s3_server):
+        pytest.skip("rclone is the store that ignores conditional writes")
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    committer, message = one_file_job(s3_server, bucket, tmp_path)  # auto
+    committer.commit_job([message])
+    assert any("no commit lease" in r.getMessage() and "does not honour conditional writes" in r.getMessage()
+               for r in caplog.records)
+    refused = create_committer("magic", f"s3://{bucket}/u", store=S3Store(store_options_for(s3_server)), lease="on")
+    with pytest.raises(ConfigError, match=r"s3commit.commit.lease is on, but the store .* does not honour"):
+        refused.setup_job()
+    assert list_keys(s3_server.client(), bucket, "u/") == []
+
+
+def test_the_lease_adds_two_requests_to_a_commit(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    counts = {}
+    for mode in ("on", "off"):
+        committer, message = one_file_job(s3_server, bucket, tmp_path, lease=mode)
+        before = sum(committer.store.counters.snapshot()["requests"].values())
+        success = committer.commit_job([message])
+        counts[mode] = sum(committer.store.counters.snapshot()["requests"].values()) - before
+        # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
+        assert success.metrics["committer_lease_requests"] == (1 if mode == "on" else 0)
+    assert counts["on"] - counts["off"] == 2  # the PUT that takes it, the DELETE that releases it
+
+
+def test_two_arrow_overwrites_in_two_processes_end_with_one_writers_data(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    import pyarrow.dataset as ds  # noqa: F401  (the children need pyarrow)
+
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    seed_old_data(client, bucket)
+    go = tmp_path / "go"
+    child = Path(__file__).parents[1] / "engines" / "arrow_overwrite_child.py"
+    processes = [subprocess.Popen([sys.executable, str(child), s3_server.endpoint_url, f"s3://{bucket}/t", tag,
+                                   "overwrite", str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for tag in ("a", "b")]
+    time.sleep(3)  # both have written their files and reached their commit
+    go.touch()
+    results = [json.loads(p.communicate(timeout=120)[0].splitlines()[-1]) for p in processes]
+    assert all(r["ok"] for r in results), results
+    success = json.loads(client.get_object(Bucket=bucket, Key="t/_SUCCESS")["Body"].read())
+    last = next(r for r in results if r["job_id"] == success["jobId"])
+    data = [k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS")]
+    assert data and all(last["job_id"] in k for k in data), data  # only the last writer's files, none lost
+    assert_no_pending_uploads(client, bucket)
+
+
+def test_fail_if_exists_never_replaces_an_object_that_appeared_after_the_check(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("rclone ignores If-None-Match on Complete")
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    store = S3Store(store_options_for(s3_server))
+    committer = create_committer("directory", f"s3://{bucket}/t", store=store, conflict_mode="fail",
+                                 unique_filenames=False, staging_dir=str(tmp_path))
+    committer.setup_job()  # the destination is empty: the check passes
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    for name in ("a.txt", "b.txt"):
+        with attempt.open(name) as out:
+            out.write(b"ours")
+    message = committer.commit_task(attempt)
+    client.put_object(Bucket=bucket, Key="t/b.txt", Body=b"another writer's")  # after the check
+    with pytest.raises(Exception, match=r"t/b.txt appeared after the job's conflict check"):
+        committer.commit_job([message])
+    assert client.get_object(Bucket=bucket, Key="t/b.txt")["Body"].read() == b"another writer's"
+    assert sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k)) == ["t/b.txt"]
+    assert_no_pending_uploads(client, bucket)
+
+
+class ReplacingStore(S3Store):
+    """Another writer replaces the first object the overwrite is about to delete, between its listing and its
+    delete (the window conditional deletes close)."""
+
+    replaced: list[str] = []
+
+    def _replace_first(self, bucket: str, key: str) -> None:
+        if not self.replaced:
+            self.replaced.append(key)
+            self.client.put_object(Bucket=bucket, Key=key, Body=b"rewritten by another writer")
+
+    def delete_if_match(self, bucket, key, etag):  # type: ignore[no-untyped-def]
+        self._replace_first(bucket, key)
+        return super().delete_if_match(bucket, key, etag)
+
+    def delete_objects_if_match(self, bucket, objects):  # type: ignore[no-untyped-def]
+        objects = list(objects)
+        self._replace_first(bucket, objects[0][0])
+        return super().delete_objects_if_match(bucket, objects)
+
+
+def test_an_overwrite_keeps_an_object_replaced_since_its_listing(s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("rclone ignores If-Match on DELETE")
+    client = s3_server.client()
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    seed_old_data(client, bucket)
+    store = ReplacingStore(store_options_for(s3_server))
+    store.replaced = []
+    committer = create_committer("magic", f"s3://{bucket}/t", store=store, staging_dir=str(tmp_path))
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("p=9/new.txt") as out:
+        out.write(b"new")
+    success = committer.commit_job([committer.commit_task(attempt)], delete_paths=[""])
+    kept = store.replaced[0]
+    assert success.metrics["committer_objects_kept_changed_since_listing"] == 1
+    assert client.get_object(Bucket=bucket, Key=kept)["Body"].read() == b"rewritten by another writer"
+    data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
+    assert data == sorted([kept, "t/p=9/new.txt"])
