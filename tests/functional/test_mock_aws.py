@@ -87,7 +87,7 @@ def test_every_committer_writes_appends_and_overwrites_inside_mock_aws(s3, name,
     assert_no_pending_uploads(s3, BUCKET)
 
 
-@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "SHA256", "none"])
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME", "SHA256", "none"])
 def test_parts_and_small_puts_carry_each_checksum_inside_mock_aws(s3, algorithm):
     store = S3Store(StoreOptions(checksum_algorithm=algorithm))
     committer, message = one_task_job("magic", {"big.bin": BIG}, store=store, validate_output=True)
@@ -95,6 +95,13 @@ def test_parts_and_small_puts_carry_each_checksum_inside_mock_aws(s3, algorithm)
     assert read(s3, "t/big.bin") == BIG
     store.put_object(BUCKET, "small.bin", bytearray(b"a small file's single PUT, from its buffer"))
     assert read(s3, "small.bin") == b"a small file's single PUT, from its buffer"
+    assert_no_pending_uploads(s3, BUCKET)
+
+
+def test_a_store_given_the_users_own_client_writes_inside_mock_aws(s3):
+    committer, message = one_task_job("magic", {"big.bin": BIG}, store=S3Store(client=s3))
+    committer.commit_job([message])
+    assert read(s3, "t/big.bin") == BIG
     assert_no_pending_uploads(s3, BUCKET)
 
 
