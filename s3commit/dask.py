@@ -160,7 +160,7 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
                           f"({', '.join(map(str, columns))})")
     store = store or S3Store()
     if inprocess.started() and _tasks_in_other_processes(compute_kwargs or {}):
-        inprocess.refuse_other_processes("Dask's tasks (in its worker processes)", lambda: store.client)
+        inprocess.refuse_other_processes("Dask's tasks run in worker processes here", lambda: store.client)
     job = engines.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
                           options=committer_options)
     fence = _fence(job.job_id)

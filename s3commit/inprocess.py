@@ -110,12 +110,13 @@ def adapt(client: Any) -> Any:
 
 
 def refuse_other_processes(what: str, client: Callable[[], Any]) -> None:
-    """Raise :class:`InProcessMockError` when ``what`` (work done in other processes) would write through an
-    S3 that moto's in-process mock answers only here. ``client`` makes the S3 client those processes resolve
+    """Raise :class:`InProcessMockError` when work done in other processes (``what`` says which, as a clause:
+    "Spark's S3 work runs in its sidecars") would write through an S3 that moto's in-process mock answers only
+    here. ``client`` makes the S3 client those processes resolve
     (called only while a mock is started)."""
     if not started() or not answered_here(client()):
         return
     raise InProcessMockError(
-        f"{what} run in other processes, and moto's in-process mock (mock_aws) answers S3 only inside the process "
-        "that started it: there the requests would go to AWS itself, with moto's fake credentials. Nothing was "
-        f"written. Test this with moto as a server instead: {FIXTURES}.")
+        f"{what}, and moto's in-process mock (mock_aws) answers S3 only inside the process that started it: "
+        "from there the requests would go to AWS itself, with moto's fake credentials. Nothing was written. "
+        f"Test this with moto as a server instead: {FIXTURES}.")

@@ -56,7 +56,7 @@ class CommitDatasink(Datasink):
         committer_options, self.writer_options = engines.split_options(options)
         # Made here, not at write start, so that the workers' pickled copies share its job id.
         self.job = create_committer(committer, dest, store=store, job_id=job_id, **committer_options)
-        inprocess.refuse_other_processes("Ray Data's write tasks (in Ray's worker processes)",
+        inprocess.refuse_other_processes("Ray Data's write tasks run in Ray's worker processes",
                                          lambda: self.job.store.client)
         self.result: dict[str, Any] | None = None
 

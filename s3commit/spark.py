@@ -53,6 +53,7 @@ from s3commit.jarbuild import (
     streaming_layout,
     streaming_source,
 )
+from s3commit.store import S3Store
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
@@ -228,8 +229,8 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
                              conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
-    inprocess.refuse_other_processes("Spark's sidecars (a Python process beside each JVM, doing its S3 work)",
-                                     lambda: _sidecar_store(options).client)
+    inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
+                                     lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
     conf = {"spark.jars": jar_path(), "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
     if use_s3a_filesystem:
         conf["spark.hadoop.fs.s3a.impl"] = FILESYSTEM_CLASS
@@ -243,13 +244,6 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     conf[SIDECAR_PYTHON_KEY] = python
     conf["spark.executorEnv.S3COMMIT_PYTHON"] = python
     return conf
-
-
-def _sidecar_store(options: Mapping[str, str]) -> Any:
-    """A store resolving its endpoint as a sidecar given these Hadoop options would (boto3's resolution)."""
-    from s3commit.store import S3Store
-
-    return S3Store(StoreOptions.from_hadoop_conf(options))
 
 
 SIDECAR_PYTHON_KEY = "spark.s3commit.python"

@@ -226,7 +226,7 @@ def test_spark_is_refused_inside_mock_aws_naming_the_fixtures(s3, monkeypatch):
     import s3commit.spark
 
     monkeypatch.setattr(s3commit.spark, "jar_path", lambda: "bridge.jar")  # no jar is needed to check
-    with pytest.raises(InProcessMockError, match="Spark's sidecars") as caught:
+    with pytest.raises(InProcessMockError, match="Spark's S3 work runs in its sidecars") as caught:
         s3commit.spark.spark_conf(committer="magic")
     assert all(name in str(caught.value) for name in ("mock_aws", "s3_env", "s3_bucket", "s3_server"))
 
