@@ -59,7 +59,7 @@ def main() -> None:
             inprocess.adapt(client)
             results["with the handler"].append(one_round(store, bucket, parts=args.parts, body=body,
                                                          threads=args.threads))
-            client.meta.events.unregister("before-send", unique_id=inprocess._BODY_HANDLER_ID)
+            client.meta.events.unregister("before-send", unique_id=inprocess.BODY_HANDLER_ID)
             results["without it"].append(one_round(store, bucket, parts=args.parts, body=body,
                                                    threads=args.threads))
     for name, values in results.items():

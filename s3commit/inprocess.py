@@ -39,7 +39,8 @@ FIXTURES = ("s3commit's pytest fixtures run moto as a server on 127.0.0.1 that e
             "s3commit pytest plugin")
 """What an error names instead of the in-process mock."""
 
-_BODY_HANDLER_ID = "s3commit-inprocess-bodies"
+BODY_HANDLER_ID = "s3commit-inprocess-bodies"
+"""The unique id of the handler :func:`adapt` registers (``client.meta.events.unregister`` takes it)."""
 
 
 class InProcessMockError(ConfigError):
@@ -105,7 +106,7 @@ def adapt(client: Any) -> Any:
     when the mock answers it; unchanged on a real connection. Idempotent. Returns the client."""
     events = getattr(getattr(client, "meta", None), "events", None)
     if events is not None:
-        events.register_first("before-send", _body_as_bytes, unique_id=_BODY_HANDLER_ID)
+        events.register_first("before-send", _body_as_bytes, unique_id=BODY_HANDLER_ID)
     return client
 
 
