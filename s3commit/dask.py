@@ -20,7 +20,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from s3commit import engines
+from s3commit import engines, inprocess
 from s3commit.committers.base import TaskCommitMessage
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.store import S3Store
@@ -81,6 +81,25 @@ def _fence(job_id: str) -> _LocalFence | _ClusterFence:
     return _ClusterFence(job_id)
 
 
+def _tasks_in_other_processes(compute_kwargs: dict[str, Any]) -> bool:
+    """Whether Dask runs the tasks in other processes: its multiprocessing scheduler, or a ``distributed``
+    cluster whose scheduler is not in this process (a ``Client(processes=False)`` one is: ``inproc://``)."""
+    import dask
+
+    scheduler = compute_kwargs.get("scheduler") or dask.config.get("scheduler", None)
+    if isinstance(scheduler, str) and scheduler not in ("dask.distributed", "distributed"):
+        return scheduler in ("processes", "multiprocessing")
+    rpc = getattr(scheduler, "scheduler", None)  # a distributed Client given as the scheduler
+    if rpc is None:
+        try:
+            from distributed import default_client
+
+            rpc = default_client().scheduler
+        except (ImportError, ValueError):
+            return False
+    return not str(getattr(rpc, "address", "")).startswith("inproc://")
+
+
 def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Sequence[str],
                      writer_options: dict[str, Any], fence: _LocalFence | _ClusterFence) -> TaskCommitMessage:
     """One execution of one partition's task, in the worker: a new attempt, its files, its commit."""
@@ -126,7 +145,8 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
             (``compression``, ``row_group_size``, ...).
 
     Raises:
-        ConfigError: bad input, before anything is written.
+        ConfigError: bad input, before anything is written; :class:`~s3commit.inprocess.InProcessMockError`
+            inside moto's in-process mock (``mock_aws``) when the tasks would run in other processes.
         CommitConflictError: ``mode="error"`` and the destination holds data.
     """
     import dask
@@ -138,6 +158,9 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
     if missing:
         raise ConfigError(f"to_parquet: partition column(s) {', '.join(missing)} not in the frame's columns "
                           f"({', '.join(map(str, columns))})")
+    store = store or S3Store()
+    if inprocess.started() and _tasks_in_other_processes(compute_kwargs or {}):
+        inprocess.refuse_other_processes("Dask's tasks run in worker processes here", lambda: store.client)
     job = engines.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
                           options=committer_options)
     fence = _fence(job.job_id)

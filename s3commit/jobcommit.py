@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from s3commit.config import CommitterOptions
@@ -334,7 +334,7 @@ class JobCommit:
         """
         with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
             records = side.submit(self._records, read_pendingsets)
-            self._finish_cleanup(side.submit(self._sweep, records))
+            self._finish_cleanup(records, side.submit(self._sweep, records))
 
     def _records(self, read_pendingsets: bool = False) -> JobRecords:
         """The records the clean-up's sweep works from (:meth:`cleanup`)."""
@@ -363,10 +363,12 @@ class JobCommit:
         if not listed:  # what the records name can be aborted without listing
             self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
-    def _finish_cleanup(self, swept: Future[None]) -> None:
-        """Delete the job directory while ``swept`` runs, then, once it is done, the journal: a clean-up that
-        stops part way is finished by `s3commit recover` from the same records."""
+    def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None]) -> None:
+        """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
+        that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
+        `s3commit recover` from the same records."""
         bucket = self.dest.bucket
+        wait([records])
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.layout.journal_key})
         swept.result()
         self.store.delete_object(bucket, self.layout.journal_key)
@@ -426,7 +428,7 @@ class JobCommit:
             self.store.put_object(bucket, self.layout.success_key, success.to_json(),
                                   content_type="application/json")
         try:
-            self._finish_cleanup(swept)
+            self._finish_cleanup(records, swept)
         except S3CommitError as err:
             # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
             # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.

@@ -18,7 +18,7 @@ from typing import Any
 
 from ray.data import Datasink
 
-from s3commit import engines
+from s3commit import engines, inprocess
 from s3commit.committers import create_committer
 from s3commit.committers.base import TaskCommitMessage
 from s3commit.errors import ConfigError
@@ -41,7 +41,8 @@ class CommitDatasink(Datasink):
     After ``write_datasink`` returns, :attr:`result` holds the ``_SUCCESS`` data.
 
     Raises:
-        ConfigError: bad input, when the sink is made (before anything is written).
+        ConfigError: bad input, when the sink is made (before anything is written);
+            :class:`~s3commit.inprocess.InProcessMockError` inside moto's in-process mock (``mock_aws``).
     """
 
     def __init__(self, dest: str, *, format: str = "parquet", partition_cols: Sequence[str] | None = None,
@@ -55,6 +56,8 @@ class CommitDatasink(Datasink):
         committer_options, self.writer_options = engines.split_options(options)
         # Made here, not at write start, so that the workers' pickled copies share its job id.
         self.job = create_committer(committer, dest, store=store, job_id=job_id, **committer_options)
+        inprocess.refuse_other_processes("Ray Data's write tasks run in Ray's worker processes",
+                                         lambda: self.job.store.client)
         self.result: dict[str, Any] | None = None
 
     def get_name(self) -> str:

@@ -36,8 +36,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from s3commit import __version__
-from s3commit.config import CommitterName, ConflictMode
+from s3commit import __version__, inprocess
+from s3commit.config import CommitterName, ConflictMode, StoreOptions
 from s3commit.errors import ConfigError
 from s3commit.jarbuild import (
     BUILT_AGAINST,
@@ -53,6 +53,7 @@ from s3commit.jarbuild import (
     streaming_layout,
     streaming_source,
 )
+from s3commit.store import S3Store
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
@@ -220,10 +221,16 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     on first use); the sidecars' Python is named for the executors (``spark.executorEnv.S3COMMIT_PYTHON``) and
     for a driver launched by ``spark-submit`` (``spark.s3commit.python``, which the driver's JVM reads as a
     system property).
+
+    Raises:
+        ConfigError: a bad option; :class:`~s3commit.inprocess.InProcessMockError` inside moto's in-process
+            mock (``mock_aws``) when the sidecars would resolve the S3 it answers only in this process.
     """
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
                              conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
+    inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
+                                     lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
     conf = {"spark.jars": jar_path(), "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
     if use_s3a_filesystem:
         conf["spark.hadoop.fs.s3a.impl"] = FILESYSTEM_CLASS

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from s3commit import redact, signing
+from s3commit import inprocess, redact, signing
 from s3commit.capabilities import Capabilities
 from s3commit.checksums import Sending, SentPart, complete_parts
 from s3commit.conditional import ConditionalRequests
@@ -64,7 +64,7 @@ class S3Store(ConditionalRequests):
 
     Args:
         options: endpoint, credentials, retry policy, write options (SSE, storage class, ACL).
-        client: an existing boto3 S3 client to use instead of building one (not pickled).
+        client: an existing boto3 S3 client to use instead of building one (not pickled; :func:`inprocess.adapt`).
         sleep: injectable backoff sleep, for tests.
     """
 
@@ -76,7 +76,7 @@ class S3Store(ConditionalRequests):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.options = options or StoreOptions()
-        self._client = client
+        self._client = inprocess.adapt(client)
         self._sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -138,7 +138,7 @@ class S3Store(ConditionalRequests):
             aws_session_token=opts.session_token,
             region_name=opts.region,
         )
-        return session.client("s3", endpoint_url=opts.endpoint_url, config=config)
+        return inprocess.adapt(session.client("s3", endpoint_url=opts.endpoint_url, config=config))
 
     def _call(
         self,
@@ -224,7 +224,7 @@ class S3Store(ConditionalRequests):
                     body: bytes | bytearray | memoryview) -> SentPart:
         """Upload one part; returns its ETag and the checksum sent. ``Retry.IDEMPOTENT``: a part whose bytes did
         not arrive as sent (:class:`ChecksumMismatchError`) is re-sent from ``body`` like any transient failure.
-        A ``memoryview`` body is copied once (botocore accepts bytes-likes only), others are sent as they are."""
+        A ``memoryview`` body is copied once, others are sent as they are (but see :mod:`s3commit.inprocess`)."""
         data = bytes(body) if isinstance(body, memoryview) else body
         sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.verifies_etags(bucket))
         where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"

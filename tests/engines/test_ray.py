@@ -136,3 +136,15 @@ def test_a_failed_write_aborts_the_job_and_an_overwrite_keeps_the_old_data(ray_c
     assert parquet_column(s3_client, s3_bucket, "t/") == list(range(40))
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_the_sink_is_refused_inside_mock_aws_naming_the_fixtures(monkeypatch):
+    # Ray's write tasks run in worker processes, which moto's in-process mock does not reach: the sink is
+    # refused when it is made, before Ray starts or anything is written.
+    moto = pytest.importorskip("moto")
+    from s3commit.inprocess import InProcessMockError
+
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with moto.mock_aws(), pytest.raises(InProcessMockError, match="Ray Data's write tasks") as caught:
+        CommitDatasink("s3://bkt1/t")
+    assert all(name in str(caught.value) for name in ("mock_aws", "s3_env", "s3_bucket", "s3_server"))

@@ -80,3 +80,45 @@ def test_a_file_closing_after_its_job_ended_aborts_its_own_upload(slow_committer
         f.close()
     assert list_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+class LateRecordsStore(S3Store):
+    """Reads a task attempt's upload marker only once the job directory is deleted (or after
+    RECORDS_WAIT_SECONDS, if it never begins first): the order an in-process S3 such as moto's ``mock_aws``
+    produced about once in twenty commits of a job with nothing to commit."""
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.deleting = threading.Event()
+
+    def get_object(self, bucket, key, **kwargs):
+        if key.endswith(".upload"):
+            self.deleting.wait(RECORDS_WAIT_SECONDS)
+        return super().get_object(bucket, key, **kwargs)
+
+    def delete_objects(self, bucket, keys):
+        keys = list(keys)
+        deleted = super().delete_objects(bucket, keys)
+        if any("/__magic_job-" in f"/{key}" for key in keys):
+            self.deleting.set()
+        return deleted
+
+
+RECORDS_WAIT_SECONDS = 1.0
+
+
+def test_the_job_directory_outlives_the_reading_of_the_records_its_sweep_needs(s3_server, s3_client, s3_bucket):
+    # Given: an attempt that never commits, its file's upload known only by its upload marker (no job id in
+    # the key), and a store on which reading the marker is slow.
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=LateRecordsStore(store_options_for(s3_server)),
+                                 threads=4, unique_filenames=False)
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("part-m-00000") as f:
+        f.write(b"x" * 100)
+    # When: the job commits without it.
+    committer.commit_job([])
+    committer.close()
+    # Then: the sweep read the marker before the job directory went, and aborted the upload.
+    assert list_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
+    assert_no_pending_uploads(s3_client, s3_bucket)
