@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from s3commit import inprocess
 from s3commit.capabilities import Capabilities, Outcome
 from s3commit.errors import ManifestError, S3CommitError
 from s3commit.probe import endpoint_of, probe
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 DIR_ENV = "S3COMMIT_CAPABILITIES_DIR"
 """Where capability files are kept (default: the user's cache directory)."""
 
+IN_PROCESS_MOCK = "moto-in-process+"
+"""Prefix of the endpoint under which what moto's in-process mock honours is known (memory only)."""
 UNSURE_FOR = 300.0
 """Seconds a probe in which some check could not tell is trusted (in memory only): the next job asks again."""
 
@@ -143,6 +146,10 @@ def known(store: S3Store, bucket: str, *, prefix: str = "", refresh: bool = Fals
     if not refresh and _fresh(have, max_age) is not None:
         return have
     endpoint = endpoint_of(store)
+    if inprocess.answered_here(store.client):
+        # moto's in-process mock answers for AWS's endpoint: what it honours must never be taken for AWS's, so it is
+        # known in memory only, apart from the real endpoint's.
+        endpoint, max_age = f"{IN_PROCESS_MOCK}{endpoint}", 0.0
     key = (endpoint, bucket)
     with _lock_for(key):
         found = None if refresh else _fresh(_memory.get(key), max_age) or _read(endpoint, bucket, max_age)

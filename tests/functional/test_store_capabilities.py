@@ -340,3 +340,22 @@ def test_a_role_that_may_only_read_is_told_denied_not_missing(seaweedfs_server):
     assert {str(f).split(" ")[0] for f in found.findings.values()} == {"denied"}
     assert "grant the permission" in found.rows()[0][3]
     assert left_under(seaweedfs_server, bucket, "") == ([], [])
+
+
+def test_what_moto_in_process_honours_is_never_kept_for_aws(cold, monkeypatch, staging_dir):
+    """Inside mock_aws, the endpoint is AWS's own: what moto honours is known in memory only, apart from AWS's."""
+    import boto3
+    from moto import mock_aws
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    with mock_aws():
+        boto3.client("s3").create_bucket(Bucket="mocked")
+        store = S3Store(StoreOptions())
+        success = one_file_job(store, "s3://mocked/t", staging_dir)
+        assert success.diagnostics["s3commit.capabilities"].startswith("put-if-none-match=honoured")
+    assert not list(cold.glob("*.json"))  # nothing on disk for https://s3...amazonaws.com
+    assert all(key[0].startswith(known_stores.IN_PROCESS_MOCK) for key in known_stores._memory)
