@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 LEASE_FORMAT = "s3commit.CommitLease/1"
 LOG_EVERY = 30.0
 """Seconds between the waiter's log lines naming the holder."""
-FIRST_DELAY, MAX_DELAY = 0.2, 5.0
+FIRST_DELAY, MAX_DELAY = 0.1, 1.0
 """The waiter's backoff between reads of the lease (jittered, doubling)."""
 EXPIRY_SLACK = timedelta(seconds=1)
 """Added to a lease's duration: ``Last-Modified`` and ``Date`` have whole seconds."""

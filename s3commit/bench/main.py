@@ -18,7 +18,7 @@ from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_jo
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines")
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines", "lease")
 """The benchmark's sections, in the order they run."""
 
 
@@ -266,6 +266,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "engines" in sections:
             fresh()
             results["engines"] = _optional("dask or pyarrow", lambda: _engines(server, bucket, quick))
+        if "lease" in sections:
+            from s3commit.bench.lease_bench import lease_runs
+
+            results["lease"] = lease_runs(server.endpoint_url, bucket, staging, fresh, quick=quick)
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     results = _merged(out / f"{name}.json", results, sections)

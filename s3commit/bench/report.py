@@ -94,6 +94,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         lines += ["## Data path", "", datapath["skipped"], ""]
     lines += _streaming_lines(results.get("streaming"))
     lines += _engine_lines(results.get("engines"))
+    if results.get("lease"):
+        from s3commit.bench.lease_bench import lease_markdown
+
+        lines += lease_markdown(results["lease"])
     path.write_text("\n".join(lines))
 
 

@@ -89,3 +89,11 @@ def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols
     assert sink["bytes_copied_per_batch"] == 0 and "CopyObject" not in sink["requests_per_batch"]
     assert set(streaming["ratios"]) >= {"checkpoint_time_rename_over_s3commit", "sink_requests_s3commit_over_manifest"}
     assert "## Structured Streaming" in (tmp_path / "quick.md").read_text()
+
+
+def test_quick_lease_section_counts_what_the_lease_adds(tmp_path):
+    assert main(["--quick", "--sections", "lease", "--out", str(tmp_path)]) == 0
+    lease = json.loads((tmp_path / "quick.json").read_text())["lease"]
+    assert lease["overhead"]["small"]["lease_requests"] == 2  # the PUT that takes it, the DELETE that releases it
+    assert lease["appenders"]["jobs"] == 2 and len(lease["appenders"]["lease_wait_ms"]) == 2
+    assert "## The commit lease" in (tmp_path / "quick.md").read_text()
