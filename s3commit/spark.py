@@ -4,8 +4,8 @@ The only module that imports pyspark. ``spark_conf()`` returns these settings an
 them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arguments for ``spark-submit``,
 ``pyspark`` and ``start-connect-server.sh``, and ``python -m s3commit.spark build`` the jar's path:
 
-- ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
-  then cached; Maven is never needed);
+- ``spark.jars``: the bridge jar (built on first use with ``javac`` against the jars of the Spark PySpark runs:
+  ``$SPARK_HOME/jars`` of a distribution, or the pip package's; then cached; Maven is never needed);
 - ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol`` (DataFrame and SQL writes);
 - Hadoop's committer bindings for RDD and Hadoop OutputFormat writes (``saveAsTextFile``,
   ``saveAsNewAPIHadoopFile``, ``saveAsHadoopFile``...), which never consult the SQL key:
@@ -21,7 +21,8 @@ them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arg
 
 ``conf [--committer NAME] [--endpoint-url URL] [--region R] [--path-style] [--python PATH] [--conf KEY=VALUE
 ...]``: a ``--conf`` key of ``fs.s3a.*``/``s3commit.*`` is a Hadoop key (passed as ``spark.hadoop.<key>``); a
-``spark.*`` key is passed as is. Bad options: a clear error, exit 2.
+``spark.*`` key is passed as is. Bad options: a clear error, exit 2. On stderr, warnings: S3A keys s3commit does
+not support, secrets the printed line carries, spark-defaults.conf settings it replaces.
 """
 
 from __future__ import annotations
