@@ -38,6 +38,7 @@ def build_s3_client(options: StoreOptions) -> Any:
     """A boto3 S3 client for ``options`` (one attempt per request: the store retries)."""
     import boto3
     import botocore
+    import botocore.exceptions
     import botocore.session
 
     redact.install((options.access_key, options.secret_key, options.session_token,
@@ -54,8 +55,11 @@ def build_s3_client(options: StoreOptions) -> Any:
         core.set_default_client_config(client_config(options))  # STS clients too: proxy, timeouts, one attempt
         credentials = _resolve(options.credentials, options, core)
         unsigned = credentials is None and "anonymous" in options.credentials.providers
-        if not unsigned:
-            core.register_component("credential_provider", _Resolved(credentials))
+        if credentials is None and not unsigned:
+            raise botocore.exceptions.CredentialRetrievalError(
+                provider="fs.s3a.aws.credentials.provider", error_msg="none of its providers ("
+                + ", ".join(options.credentials.providers) + ") found credentials")
+        core.register_component("credential_provider", _Resolved(credentials))  # the chain's answer, or none
         session = boto3.session.Session(botocore_session=core)
     config = client_config(options, s3={"addressing_style": "path" if options.path_style else "auto"},
                            # botocore adds no checksum of its own (some S3-compatible stores reject them)

@@ -168,6 +168,14 @@ def test_each_credentials_provider_signs_with_its_own_credentials(aws_env, s3_se
         assert signer_of(store, s3_bucket) == expected
 
 
+def test_a_chain_that_finds_no_credentials_says_which_providers_it_tried(aws_env, s3_server, s3_bucket):
+    store = store_for(s3_server, **{"fs.s3a.aws.credentials.provider":
+                                    f"{H}TemporaryAWSCredentialsProvider,{SDK}EnvironmentVariableCredentialsProvider"})
+    with pytest.raises(StoreError, match=r"fs\.s3a\.aws\.credentials\.provider.*none of its providers "
+                                         r"\(temporary, environment\) found credentials"):
+        store.put_object(s3_bucket, "k", b"x")
+
+
 def test_web_identity_irsa_assumes_the_role_of_the_token_file(aws_env, s3_server, s3_bucket, tmp_path, caplog):
     caplog.set_level(logging.DEBUG)  # botocore logs STS's requests and answers at DEBUG
     (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.irsa.token")
