@@ -437,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def conf_notes(arguments: Sequence[str]) -> list[str]:
     """What a user of the printed ``arguments`` should know: secrets they carry in clear text, and the settings
     of the cluster's spark-defaults.conf they replace (``--conf`` wins)."""
-    conf = dict(item.partition("=")[::2] for item in arguments[1::2] if "=" in item)
+    conf = dict(item.partition("=")[::2] for item in arguments[3::2])  # after --jars <jar>: --conf k=v ...
     notes = []
     secrets = sorted(k for k in conf
                      if k.removeprefix("spark.hadoop.").startswith("fs.s3a.") and k.endswith(SECRET_KEYS))
