@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from s3commit import connection
 from s3commit.checksums import normalise
+from s3commit.connection import CredentialChain, Proxy
 from s3commit.errors import ConfigError
 
 MIB = 1024 * 1024
@@ -177,7 +179,8 @@ KEYS: dict[str, Key] = {
             "bytebuffer (the JVM heap, sent over the socket; part size x (active.blocks+1) of heap per file)."),
         Key("fs.s3a.buffer.dir", "",
             "Comma-separated local directories for block files (the first usable one); empty: "
-            "S3COMMIT_BUFFER_DIR, else the temp directory. Each sidecar makes a private 0700 directory there."),
+            "S3COMMIT_BUFFER_DIR, else YARN's LOCAL_DIRS, else the temp directory. Each sidecar makes a private "
+            "0700 directory there."),
         Key("fs.s3a.experimental.input.fadvise", "normal",
             "Read policy: sequential (prefetch blocks ahead), random (fetch what is asked, rounded up to the "
             "readahead range), normal (sequential until the first backward seek). openFile() may override it "
@@ -196,6 +199,7 @@ KEYS: dict[str, Key] = {
         Key("s3commit.bridge.idle-timeout", "3600",
             "Seconds a write stream may go untouched before the sidecar aborts it (an abandoned stream must "
             "not hold its parts for the life of a session)."),
+        *(Key(*spec) for spec in connection.CONNECTION_KEYS),  # credentials, assumed role, TLS, proxy, pool, timeouts
     )
 }
 
@@ -265,6 +269,11 @@ class StoreOptions:
     access_key: str | None = field(default=None, repr=False)
     secret_key: str | None = field(default=None, repr=False)
     session_token: str | None = field(default=None, repr=False)
+    credentials: CredentialChain | None = None
+    """S3A's credential providers (``fs.s3a.aws.credentials.provider``); None: the keys above if set, else
+    boto3's chain."""
+    use_ssl: bool = True
+    proxy: Proxy | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     max_pool_connections: int = 64
     connect_timeout: float = 10.0
@@ -304,8 +313,11 @@ class StoreOptions:
         return args
 
     @classmethod
-    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StoreOptions:
-        """Build from ``fs.s3a.*`` keys (``spark.hadoop.`` prefixes already stripped)."""
+    def from_hadoop_conf(cls, conf: Mapping[str, str], *, bucket: str | None = None) -> StoreOptions:
+        """Build from ``fs.s3a.*`` keys (``spark.hadoop.`` prefixes already stripped), as S3A reads them for
+        ``bucket`` (its ``fs.s3a.bucket.<bucket>.*`` keys win) with S3A's older key names honoured."""
+        conf = connection.current_names(connection.resolve_bucket(conf, bucket))
+
         def get(name: str) -> str:
             return str(conf.get(name, KEYS[name].default)).strip()
 
@@ -315,11 +327,8 @@ class StoreOptions:
             raise ConfigError(
                 f"fs.s3a.encryption.algorithm {algorithm!r} is not valid. Valid values are: SSE-S3, SSE-KMS"
             )
-        endpoint = get("fs.s3a.endpoint") or None
-        if endpoint and "://" not in endpoint:
-            endpoint = f"https://{endpoint}"
         return cls(
-            endpoint_url=endpoint,
+            **connection.connection_fields(conf),
             region=get("fs.s3a.endpoint.region") or None,
             path_style=parse_bool(get("fs.s3a.path.style.access"), what="fs.s3a.path.style.access"),
             access_key=get("fs.s3a.access.key") or None,

@@ -3,9 +3,10 @@
 At DEBUG level botocore logs every request it sends (``botocore.endpoint``: headers, including the access
 key id in ``Authorization: ... Credential=AKIA.../``, and the session token) and every string it signs
 (``botocore.auth``: the canonical request, with ``x-amz-security-token``). A user who turns on DEBUG logging
-to debug a job would copy them into log files. :func:`install` adds :class:`CredentialRedactor` to those
-loggers; it replaces access key ids, session tokens and secret keys with ``***`` (by pattern, and every
-credential value a store was built with), and leaves the rest of the message alone.
+to debug a job would copy them into log files, and STS's answers (an assumed role's, a web identity's) carry a
+secret key and a session token in their bodies. :func:`install` adds :class:`CredentialRedactor` to those
+loggers; it replaces access key ids, session tokens, web identity tokens and secret keys with ``***`` (by
+pattern, and every credential value a store was built with), and leaves the rest of the message alone.
 
 Filters run only for records that pass the logger's level, so this costs nothing unless DEBUG is on.
 """
@@ -34,8 +35,11 @@ _PATTERNS = (
     (re.compile(r"(?i)(X-Amz-Security-Token=)[^&\s'\"]+"), r"\1" + REDACTED),
     # header dicts ('X-Amz-Security-Token': b'...') and canonical requests (x-amz-security-token:...)
     (re.compile(r"(?i)(x-amz-security-token['\"]?\s*[:=]\s*b?['\"]?)[^'\"\s,}]+"), r"\1" + REDACTED),
-    (re.compile(r"(?i)((?:aws_)?(?:secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken)"
-                r"['\"]?\s*[:=]\s*b?['\"]?)[^'\"\s,}]+"), r"\1" + REDACTED),
+    (re.compile(r"(?i)((?:aws_)?(?:secret_access_key|secret_key|session_token|SecretAccessKey|SessionToken"
+                r"|WebIdentityToken)['\"]?\s*[:=]\s*b?['\"]?)[^'\"\s,}&]+"), r"\1" + REDACTED),
+    # STS's answers (AssumeRole, AssumeRoleWithWebIdentity) as botocore logs their bodies, and its form requests
+    (re.compile(r"(<(SecretAccessKey|SessionToken)>)[^<]+"), r"\1" + REDACTED),
+    (re.compile(r"(WebIdentityToken=)[^&\s'\"]+"), r"\1" + REDACTED),
 )
 
 _MIN_SECRET_LENGTH = 12

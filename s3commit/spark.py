@@ -4,8 +4,8 @@ The only module that imports pyspark. ``spark_conf()`` returns these settings an
 them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arguments for ``spark-submit``,
 ``pyspark`` and ``start-connect-server.sh``, and ``python -m s3commit.spark build`` the jar's path:
 
-- ``spark.jars``: the bridge jar (built on first use with ``javac`` against the installed pyspark's jars,
-  then cached; Maven is never needed);
+- ``spark.jars``: the bridge jar (built on first use with ``javac`` against the jars of the Spark PySpark runs:
+  ``$SPARK_HOME/jars`` of a distribution, or the pip package's; then cached; Maven is never needed);
 - ``spark.sql.sources.commitProtocolClass=s3commit.spark.S3CommitProtocol`` (DataFrame and SQL writes);
 - Hadoop's committer bindings for RDD and Hadoop OutputFormat writes (``saveAsTextFile``,
   ``saveAsNewAPIHadoopFile``, ``saveAsHadoopFile``...), which never consult the SQL key:
@@ -21,7 +21,8 @@ them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arg
 
 ``conf [--committer NAME] [--endpoint-url URL] [--region R] [--path-style] [--python PATH] [--conf KEY=VALUE
 ...]``: a ``--conf`` key of ``fs.s3a.*``/``s3commit.*`` is a Hadoop key (passed as ``spark.hadoop.<key>``); a
-``spark.*`` key is passed as is. Bad options: a clear error, exit 2.
+``spark.*`` key is passed as is. Bad options: a clear error, exit 2. On stderr, warnings: S3A keys s3commit does
+not support, secrets the printed line carries, spark-defaults.conf settings it replaces.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from s3commit import __version__, inprocess
+from s3commit import __version__, inprocess, s3akeys
 from s3commit.config import CommitterName, ConflictMode, StoreOptions
 from s3commit.errors import ConfigError
 from s3commit.jarbuild import (
@@ -75,6 +78,18 @@ HADOOP_COMMITTER_KEYS = {
     "mapreduce.outputcommitter.factory.scheme.s3a": COMMITTER_FACTORY_CLASS,
     "mapred.output.committer.class": MAPRED_COMMITTER_CLASS,
 }
+RENAME_FACTORY_CLASS = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
+"""Hadoop's FileOutputCommitter for ``s3a://`` RDD writes (``rdd_writes=False`` with s3commit's FileSystem): bound
+explicitly, because Spark 4.1+ (SPARK-47618) and clusters' spark-defaults bind hadoop-aws's S3ACommitterFactory
+there when nothing is, which refuses any FileSystem but S3A's own."""
+SECRET_KEYS = (".secret.key", ".session.token", ".proxy.password")
+"""How the ``fs.s3a.*`` keys whose values are secrets end (per-bucket ones too): a command line that carries one is
+named in a warning."""
+
+
+class S3AKeyWarning(UserWarning):
+    """A setting s3commit does not support (it has no effect), or one s3commit's settings replace."""
+
 JAR_ENV = "S3COMMIT_JAR"
 """Path of a prebuilt bridge jar; skips the build (for machines with a JRE but no javac)."""
 
@@ -110,12 +125,39 @@ def _source_root() -> Path:
 
 
 def _spark_jars() -> Path:
+    """The jars of the Spark a session here runs, found as PySpark's launcher finds its Spark: ``SPARK_HOME``
+    when it is set (a Spark distribution: EMR, Dataproc, the Spark images; its ``pyspark`` under
+    ``$SPARK_HOME/python`` has no jars of its own), else the home pyspark's ``find_spark_home`` finds (the pip
+    package itself, or the distribution around ``python/pyspark``). ``jars/``, or a source build's
+    ``assembly/target/scala-*/jars``. Raises :class:`BridgeBuildError` naming every place looked at."""
     import pyspark
 
-    jars = Path(pyspark.__file__).resolve().parent / "jars"
-    if not jars.is_dir():
-        raise BridgeBuildError(f"pyspark at {jars.parent} has no jars/ directory")
-    return jars
+    package = Path(pyspark.__file__).resolve().parent
+    home = os.environ.get("SPARK_HOME")
+    looked = [f"SPARK_HOME={home}" if home else "SPARK_HOME (unset)"]
+    if not home:
+        import contextlib
+        import io
+
+        from pyspark.find_spark_home import _find_spark_home
+
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):  # it prints its own advice before exiting
+                home = _find_spark_home()
+        except SystemExit:
+            home = None
+        looked.append(f"pyspark's find_spark_home: {home or 'nothing found'}")
+    candidates = [Path(home) / "jars", *sorted(Path(home).glob("assembly/target/scala-*/jars"))] if home else []
+    candidates.append(package / "jars")
+    for jars in candidates:
+        if jars.is_dir() and any(jars.glob("spark-core_*.jar")):
+            return jars
+    raise BridgeBuildError(
+        f"no Spark jars found for PySpark {pyspark.__version__} at {package} (looked in "
+        f"{', '.join(looked)}; {', '.join(str(c) for c in candidates)}). A pip-installed PySpark has them in "
+        "pyspark/jars; a Spark distribution's pyspark (under $SPARK_HOME/python) has none of its own: set "
+        f"SPARK_HOME to the distribution's directory (the one holding jars/ and bin/), or set {JAR_ENV} to a "
+        "prebuilt bridge jar")
 
 
 def _cache_dir() -> Path:
@@ -202,6 +244,8 @@ def hadoop_options(*, committer: str = "magic", endpoint_url: str | None = None,
         options["fs.s3a.multipart.size"] = str(part_size)
     for key, value in (extra or {}).items():
         options[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    for bucket in {None, *s3akeys.buckets(options)}:  # a bad credential, proxy or timeout key fails here, by name
+        StoreOptions.from_hadoop_conf(options, bucket=bucket)
     return options
 
 
@@ -239,7 +283,12 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
             conf.update(STREAMING_KEYS)
     if rdd_writes:
         conf.update({f"spark.hadoop.{key}": value for key, value in HADOOP_COMMITTER_KEYS.items()})
+    elif use_s3a_filesystem:
+        conf["spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a"] = RENAME_FACTORY_CLASS
     conf.update({f"spark.hadoop.{key}": value for key, value in options.items()})
+    message = s3akeys.warning(options)
+    if message:
+        warnings.warn(message, S3AKeyWarning, stacklevel=2)
     python = python or sidecar_python(dict(spark_options or {}))
     conf[SIDECAR_PYTHON_KEY] = python
     conf["spark.executorEnv.S3COMMIT_PYTHON"] = python
@@ -284,6 +333,10 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
                       extra=extra, spark_options=existing)
     if existing.get("spark.jars"):
         conf["spark.jars"] = f"{existing['spark.jars']},{conf['spark.jars']}"
+    replaced = replaced_settings(conf, existing)
+    if replaced:
+        warnings.warn(f"configure() replaces settings made before it: {'; '.join(replaced)}", S3AKeyWarning,
+                      stacklevel=2)
     for key, value in conf.items():
         builder = builder.config(key, value)
     # The driver's JVM starts when the session is created, in this process: it inherits the environment.
@@ -300,6 +353,29 @@ def sidecar_python(spark_options: dict[str, str]) -> str:
         if candidate:
             return candidate
     return sys.executable
+
+
+def replaced_settings(conf: Mapping[str, str], existing: Mapping[str, str]) -> list[str]:
+    """``key=old -> new`` for each setting of ``existing`` (a builder's, a spark-defaults.conf's) that ``conf``
+    gives another value: s3commit's win (a builder's last ``config``, ``--conf`` over the properties file)."""
+    return [f"{key}={existing[key]} -> {value}" for key, value in conf.items()
+            if key not in ("spark.jars", SIDECAR_PYTHON_KEY) and key in existing and str(existing[key]) != value]
+
+
+def spark_defaults() -> dict[str, str]:
+    """The cluster's ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``), as Spark reads it;
+    empty when there is none."""
+    home = os.environ.get("SPARK_HOME")
+    directory = os.environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else None)
+    path = Path(directory, "spark-defaults.conf") if directory else None
+    if path is None or not path.is_file():
+        return {}
+    settings = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = re.match(r"\s*([^\s=:#!]+)\s*[\s=:]\s*(.*?)\s*$", line)  # java.util.Properties' separators
+        if match:
+            settings[match.group(1)] = match.group(2)
+    return settings
 
 
 HADOOP_PREFIXES = ("fs.s3a.", "s3commit.")
@@ -349,16 +425,38 @@ def conf_arguments(args: argparse.Namespace) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m s3commit.spark build|conf``: see the module's docstring."""
     args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))  # bad usage: exit 2
-    if args.command == "build":
-        print(jar_path())
-        return 0
     try:
-        arguments = conf_arguments(args)
-    except ConfigError as err:
-        print(f"python -m s3commit.spark conf: {err}", file=sys.stderr)
+        if args.command == "build":
+            print(jar_path())
+            return 0
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", S3AKeyWarning)
+            arguments = conf_arguments(args)
+    except (ConfigError, BridgeBuildError) as err:
+        print(f"python -m s3commit.spark {args.command}: {err}", file=sys.stderr)
         return 2
+    for line in [str(w.message) for w in caught if issubclass(w.category, S3AKeyWarning)] + conf_notes(arguments):
+        print(f"python -m s3commit.spark conf: warning: {line}", file=sys.stderr)
     print(shlex.join(arguments))
     return 0
+
+
+def conf_notes(arguments: Sequence[str]) -> list[str]:
+    """What a user of the printed ``arguments`` should know: secrets they carry in clear text, and the settings
+    of the cluster's spark-defaults.conf they replace (``--conf`` wins)."""
+    conf = dict(item.partition("=")[::2] for item in arguments[3::2])  # after --jars <jar>: --conf k=v ...
+    notes = []
+    secrets = sorted(k for k in conf
+                     if k.removeprefix("spark.hadoop.").startswith("fs.s3a.") and k.endswith(SECRET_KEYS))
+    if secrets:
+        notes.append(f"the arguments carry {', '.join(secrets)} in clear text (seen in the process list, shell "
+                     "history and logs of the command line): give the sidecars credentials through an instance or "
+                     "container role, web identity or the environment instead (docs/spark.md, Installing on a "
+                     "cluster)")
+    replaced = replaced_settings(conf, spark_defaults())
+    if replaced:
+        notes.append(f"these arguments replace spark-defaults.conf's settings: {'; '.join(replaced)}")
+    return notes
 
 
 if __name__ == "__main__":

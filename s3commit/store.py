@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from s3commit import inprocess, redact, signing
+from s3commit import inprocess
 from s3commit.capabilities import Capabilities
 from s3commit.checksums import Sending, SentPart, complete_parts
 from s3commit.conditional import ConditionalRequests
@@ -114,31 +114,11 @@ class S3Store(ConditionalRequests):
         return self._client
 
     def _build_client(self) -> Any:
-        import boto3
-        from botocore.config import Config
+        # Credentials (S3A's providers, an assumed role), proxy, TLS, pool and timeouts: s3commit.clients.
+        # botocore's DEBUG logs print request headers and signed strings: clients keeps credentials out of them.
+        from s3commit.clients import build_s3_client
 
-        opts = self.options
-        # botocore's DEBUG logs print request headers and signed strings: keep credentials out of them.
-        redact.install((opts.access_key, opts.secret_key, opts.session_token))
-        config = Config(
-            # tenacity is the one retry owner: botocore makes exactly one attempt.
-            retries={"total_max_attempts": 1, "mode": "standard"},
-            max_pool_connections=opts.max_pool_connections,
-            connect_timeout=opts.connect_timeout,
-            read_timeout=opts.read_timeout,
-            s3={"addressing_style": "path" if opts.path_style else "auto"},
-            # botocore adds no checksum of its own (some S3-compatible stores reject them): the store sends its own.
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-            **signing.config_options(),  # botocore's SigV4 signer, not the CRT's (see the module)
-        )
-        session = boto3.session.Session(
-            aws_access_key_id=opts.access_key,
-            aws_secret_access_key=opts.secret_key,
-            aws_session_token=opts.session_token,
-            region_name=opts.region,
-        )
-        return inprocess.adapt(session.client("s3", endpoint_url=opts.endpoint_url, config=config))
+        return inprocess.adapt(build_s3_client(self.options))
 
     def _call(
         self,

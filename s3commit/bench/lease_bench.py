@@ -104,7 +104,8 @@ def lease_markdown(lease: dict[str, Any]) -> list[str]:
                      f"{statistics.median(r['off_seconds']):.3f} | {r['ratio']:.3f} | {r['lease_requests']} |")
     a = lease["appenders"]
     lines += ["", f"{a['jobs']} jobs of {a['files']} files appending to one table at once: "
-              f"{a['together_seconds']:.2f} s in all, against {sum(a['alone_seconds']):.2f} s for their commits one after another alone "
-              f"({', '.join(f'{s:.2f}' for s in a['alone_seconds'])}); ratio {a['ratio']:.2f}. Lease waits (ms): "
+              f"{a['together_seconds']:.2f} s in all, against {sum(a['alone_seconds']):.2f} s for their commits one "
+              f"after another alone ({', '.join(f'{s:.2f}' for s in a['alone_seconds'])}); ratio {a['ratio']:.2f}. "
+              "Lease waits (ms): "
               f"{', '.join(str(w) for w in a['lease_wait_ms'])}.", ""]
     return lines

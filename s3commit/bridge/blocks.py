@@ -1,7 +1,8 @@
 """Private block directories: where the JVM hands the sidecar finished parts as files.
 
-A directory is ``<base>/s3commit-sidecar-<pid>-<random>``, mode 0700, made by the sidecar (``<base>`` is
-``S3COMMIT_BUFFER_DIR``, else the system temp directory, or a directory named by ``fs.s3a.buffer.dir``).
+A directory is ``<base>/s3commit-sidecar-<pid>-<random>``, mode 0700, made by the sidecar (``<base>`` is a
+directory named by ``fs.s3a.buffer.dir``, else ``S3COMMIT_BUFFER_DIR``, else the first of YARN's container
+directories, ``LOCAL_DIRS``, as S3A's default, else the system temp directory).
 The JVM writes a block file there and sends its name; the sidecar accepts only plain names of regular
 files inside a directory it made, uploads the part and deletes the file (:class:`s3commit.parts.FilePart`),
 whatever the outcome. Files left by a sidecar that died (with their JVM's streams) are swept when a sidecar
@@ -31,7 +32,10 @@ _BLOCK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,200}\.block$")
 
 
 def default_base() -> str:
-    return os.environ.get(BUFFER_DIR_ENV) or tempfile.gettempdir()
+    """``S3COMMIT_BUFFER_DIR``; else the first directory of ``LOCAL_DIRS`` (a YARN container's local disks, where
+    S3A's default ``fs.s3a.buffer.dir`` points); else the system temp directory."""
+    local = [d for d in os.environ.get("LOCAL_DIRS", "").split(",") if d.strip() and os.path.isdir(d.strip())]
+    return os.environ.get(BUFFER_DIR_ENV) or (local[0].strip() if local else tempfile.gettempdir())
 
 
 def _alive(pid: int) -> bool:

@@ -29,6 +29,7 @@ from s3commit.bridge.streaming import StreamOps
 from s3commit.bridge.streams import Streams
 from s3commit.committers import Committer, create_committer
 from s3commit.committers.magic import REGISTRY
+from s3commit.s3akeys import unsupported
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,13 @@ class BridgeHandlers:
         check_handlers(self.ops)  # the table in operations.json, and nothing else
 
     def conf_register(self, req: dict[str, Any], _: Body | None) -> Reply:
-        """Remember a Hadoop configuration (``fs.s3a.*``, ``s3commit.*``...); returns its id and the options
-        of the JVM's streams (parsed here, so the Java side keeps no defaults of its own)."""
-        conf_id = self.confs.register(req.get("conf") or {})
-        return Reply({"conf_id": conf_id, "streams": self.confs.get(conf_id).streams.to_wire()})
+        """Remember a Hadoop configuration (``fs.s3a.*``, ``s3commit.*``...); returns its id, the options
+        of the JVM's streams (parsed here, so the Java side keeps no defaults of its own) and the S3A keys it
+        sets that s3commit does not support (the JVM names them in a warning, once each)."""
+        conf = req.get("conf") or {}
+        conf_id = self.confs.register(conf)
+        return Reply({"conf_id": conf_id, "streams": self.confs.get(conf_id).streams.to_wire(),
+                      "unsupported": unsupported(conf)})
 
     def stats(self, _req: dict[str, Any], _: Body | None) -> Reply:
         """The S3 requests this sidecar has made, by operation (counted at the client: a retried request

@@ -194,3 +194,20 @@ def test_handlers_map_errors_to_java_exception_families():
     assert error_type(UnknownConfiguration("x")) == "UnknownConfiguration"
     assert error_type(FrameTooLarge(1, "x")) == "FrameTooLarge"
     assert {"fs.rename", "fs.write_block", "job.commit", "health"} <= set(BridgeHandlers().ops)
+
+
+def test_block_files_go_to_s3commit_buffer_dir_else_yarns_container_dirs_else_the_temp_dir(tmp_path, monkeypatch):
+    # With Hadoop's core-default.xml no longer taken for a setting, S3A's default buffer directory (YARN's
+    # LOCAL_DIRS) is s3commit's default too: a container's big local disks, not a small /tmp.
+    import tempfile
+
+    from s3commit.bridge.blocks import default_base
+
+    monkeypatch.delenv("S3COMMIT_BUFFER_DIR", raising=False)
+    monkeypatch.setenv("LOCAL_DIRS", f"{tmp_path / 'gone'},{tmp_path}")
+    assert default_base() == str(tmp_path)
+    monkeypatch.setenv("S3COMMIT_BUFFER_DIR", "/chosen")
+    assert default_base() == "/chosen"
+    monkeypatch.delenv("S3COMMIT_BUFFER_DIR")
+    monkeypatch.delenv("LOCAL_DIRS")
+    assert default_base() == tempfile.gettempdir()

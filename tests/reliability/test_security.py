@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import subprocess
+import sys
 import traceback
 import uuid
 
@@ -34,8 +36,10 @@ pytestmark = pytest.mark.integration
 ACCESS_KEY = "AKIAS3COMMITLEAK0001"
 SECRET_KEY = "s3commit/Leak+Secret/Key0123456789abcdefgh"
 SESSION_TOKEN = "FwoGZXIvYXdzS3COMMITLEAKTOKEN" + "Q" * 40
+PROXY_PASSWORD = "s3commit-Leak-Proxy-Password-42"
 SECRETS = {"access key": ACCESS_KEY, "secret key": SECRET_KEY, "secret key (start)": SECRET_KEY[:16],
-           "session token": SESSION_TOKEN, "session token (start)": SESSION_TOKEN[:20]}
+           "session token": SESSION_TOKEN, "session token (start)": SESSION_TOKEN[:20],
+           "proxy password": PROXY_PASSWORD}
 
 
 def leaky_store(server, **overrides) -> S3Store:
@@ -108,6 +112,20 @@ def test_credentials_never_appear_in_logs_errors_manifests_or_summaries(s3_sim, 
                  ["show", f"s3://{s3_bucket}/missing/_SUCCESS", "-vv"]):
         result = run_cli(*args)
         seen += [result.out, result.err]
+    # 4. S3A's settings: a proxy with a password (unreachable), and `python -m s3commit.spark conf` given secrets
+    #    (it prints what it is given on stdout, by design, and warns on stderr: the warning must not repeat them).
+    proxied = S3Store(StoreOptions.from_hadoop_conf({
+        "fs.s3a.endpoint": s3_sim.endpoint_url, "fs.s3a.path.style.access": "true", "fs.s3a.attempts.maximum": "1",
+        "fs.s3a.access.key": ACCESS_KEY, "fs.s3a.secret.key": SECRET_KEY, "fs.s3a.proxy.host": "127.0.0.1",
+        "fs.s3a.proxy.port": "9", "fs.s3a.proxy.username": "etl", "fs.s3a.proxy.password": PROXY_PASSWORD}))
+    with pytest.raises(S3CommitError) as through_proxy:
+        proxied.head_bucket(s3_bucket)
+    seen += [describe(through_proxy.value), repr(proxied), repr(proxied.options)]
+    printed = subprocess.run([sys.executable, "-m", "s3commit.spark", "conf", "--conf",
+                              f"fs.s3a.secret.key={SECRET_KEY}", "--conf", f"fs.s3a.proxy.password={PROXY_PASSWORD}"],
+                             capture_output=True, text=True, timeout=300, check=False)
+    assert printed.returncode == 0 and SECRET_KEY in printed.stdout and "in clear text" in printed.stderr
+    seen.append(printed.stderr)
     seen.append(caplog.text)
     seen += [record.getMessage() for record in caplog.records]
     # Then: not one of the credentials, nor a recognisable part of one, appears anywhere.

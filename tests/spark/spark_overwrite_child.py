@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from tests.spark.conftest import spark_builder  # noqa: E402
+from tests.spark.conftest import spark_builder
 
 
 class Server:

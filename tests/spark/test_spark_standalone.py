@@ -70,8 +70,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(args: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([str(HOME / "bin" / "spark-class"), *args], stdout=log.open("w"),
+def start(args: list[str], log: Path, env: dict[str, str], home: Path = HOME) -> subprocess.Popen:
+    return subprocess.Popen([str(home / "bin" / "spark-class"), *args], stdout=log.open("w"),
                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
@@ -84,31 +84,40 @@ def wait_for(what: str, check, logs: list[Path], timeout: float = 120) -> None:
     pytest.fail(f"{what} within {timeout} s:\n" + "\n".join(p.read_text()[-2000:] for p in logs))
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "S3COMMIT_PYTHON", "PYSPARK_PYTHON")}
-    env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1", AWS_ACCESS_KEY_ID="testing",
-               AWS_SECRET_ACCESS_KEY="testing")
+@contextlib.contextmanager
+def standalone(tmp_path: Path, env: dict[str, str], home: Path = HOME, workers: int = 2):
+    """A Master and ``workers`` Workers (one core, 1 GiB each) of the Spark at ``home``, on 127.0.0.1; yields the
+    master's URL. Every process is killed with its process group (its executors too) on the way out."""
+    env = dict(env, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
     port = free_port()
     url = f"spark://127.0.0.1:{port}"
     processes: list[subprocess.Popen] = []
-    logs = [tmp_path / "master.log", tmp_path / "worker-1.log", tmp_path / "worker-2.log"]
+    logs = [tmp_path / "master.log", *(tmp_path / f"worker-{n}.log" for n in range(1, workers + 1))]
     try:
         processes.append(start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
-                                str(port), "--webui-port", str(free_port())], logs[0], env))
-        for n in (1, 2):
+                                str(port), "--webui-port", str(free_port())], logs[0], env, home))
+        for n in range(1, workers + 1):
             work = tmp_path / f"work-{n}"
             work.mkdir()
             processes.append(start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
                                     "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work),
-                                    url], logs[n], env))
-        wait_for("two workers registered", lambda: logs[0].read_text().count("Registering worker") >= 2, logs)
-        yield url, env
+                                    url], logs[n], env, home))
+        wait_for(f"{workers} workers registered",
+                 lambda: logs[0].read_text().count("Registering worker") >= workers, logs)
+        yield url
     finally:
         for process in reversed(processes):  # each in its own session: the group holds its executors too
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "S3COMMIT_PYTHON", "PYSPARK_PYTHON")}
+    env.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
+    with standalone(tmp_path, env) as url:
+        yield url, dict(env, SPARK_LOCAL_IP="127.0.0.1", SPARK_NO_DAEMONIZE="1")
 
 
 def test_a_standalone_cluster_commits_exactly_once_even_when_an_executor_is_killed_after_a_shuffle(

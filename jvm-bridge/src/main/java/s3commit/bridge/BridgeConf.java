@@ -1,12 +1,18 @@
 package s3commit.bridge;
 
 import org.apache.hadoop.conf.Configuration;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 
 /**
@@ -15,7 +21,12 @@ import java.util.TreeMap;
  * <p>Forwarded: every {@code fs.s3a.*} and {@code s3commit.*} key, plus
  * {@code mapreduce.fileoutputcommitter.marksuccessfuljobs}. Per-bucket keys
  * ({@code fs.s3a.bucket.<bucket>.<key>}) override the plain key for that bucket, as in S3A. Parsing and
- * validation are the Python side's ({@code s3commit.config}).
+ * validation are the Python side's ({@code s3commit.config}). A key whose value only Hadoop's or Spark's
+ * defaults gave ({@code core-default.xml}: S3A's defaults, not a setting anyone made) is not forwarded:
+ * s3commit's own defaults apply to it, as documented.
+ *
+ * <p>The sidecar answers which of the forwarded S3A keys s3commit does not support; this JVM names each in a
+ * warning once ({@link #warned}).
  *
  * <p>An id is a hash of the keys, the same in every sidecar; this class keeps the keys of each id it has seen
  * (a bounded table, least recently used out) so that it can register them again with a sidecar that does
@@ -26,6 +37,8 @@ public final class BridgeConf {
   private static final Map<Map<String, String>, String> IDS = lru();
   private static final Map<String, Map<String, String>> KEYS = lru();
   private static final Map<String, Map<String, Object>> STREAMS = lru();
+  private static final Logger LOG = LoggerFactory.getLogger(BridgeConf.class);
+  private static final Set<String> WARNED = new HashSet<>();
 
   private BridgeConf() {
   }
@@ -48,6 +61,9 @@ public final class BridgeConf {
     String bucketPrefix = "fs.s3a.bucket." + bucket + ".";
     for (Map.Entry<String, String> entry : conf) {
       String key = entry.getKey();
+      if (isDefault(conf, key)) {
+        continue;
+      }
       if (key.startsWith("fs.s3a.bucket.")) {
         if (key.startsWith(bucketPrefix)) {
           perBucket.put("fs.s3a." + key.substring(bucketPrefix.length()), conf.get(key));
@@ -59,6 +75,20 @@ public final class BridgeConf {
     }
     keys.putAll(perBucket);
     return keys;
+  }
+
+  /** Whether only defaults gave {@code key} its value: Hadoop's {@code *-default.xml} files, Spark's defaults. */
+  static boolean isDefault(Configuration conf, String key) {
+    String[] sources = conf.getPropertySources(key);
+    if (sources == null || sources.length == 0) {
+      return false;
+    }
+    for (String source : sources) {
+      if (!source.endsWith("-default.xml") && !source.equals("Set by Spark to default values")) {
+        return false;
+      }
+    }
+    return true;
   }
 
   /** Register the configuration (once per distinct set of keys); returns its id. */
@@ -86,7 +116,33 @@ public final class BridgeConf {
     if (streams instanceof Map) {
       STREAMS.put(id, (Map<String, Object>) streams);
     }
+    Object unsupported = response.get("unsupported");
+    if (unsupported instanceof List) {
+      warnOnce((List<Object>) unsupported);
+    }
     return id;
+  }
+
+  private static void warnOnce(List<Object> unsupported) {
+    List<String> fresh = new ArrayList<>();
+    synchronized (WARNED) {
+      for (Object key : unsupported) {
+        if (WARNED.add(String.valueOf(key))) {
+          fresh.add(String.valueOf(key));
+        }
+      }
+    }
+    if (!fresh.isEmpty()) {
+      LOG.warn("s3commit does not support these S3A settings, which therefore have no effect on what it does: {}",
+          String.join("; ", fresh));
+    }
+  }
+
+  /** The unsupported S3A settings this JVM has warned about (each once), as the sidecar named them. */
+  public static Set<String> warned() {
+    synchronized (WARNED) {
+      return new HashSet<>(WARNED);
+    }
   }
 
   /**

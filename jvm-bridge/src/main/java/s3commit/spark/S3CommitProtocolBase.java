@@ -8,6 +8,7 @@ import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.internal.io.FileNameSpec;
+import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -40,6 +41,13 @@ import java.util.Map;
  * too, completed with the job.
  * The job UUID is Spark's job id for this write, which Spark also puts into every file name.
  *
+ * <p>The protocol is session-wide ({@code spark.sql.sources.commitProtocolClass}), so it serves every destination:
+ * one that is not on {@code s3a://} or {@code s3://} (a local or HDFS path, a warehouse table, abfs, viewfs...)
+ * is committed by Spark's own default protocol, {@code SQLHadoopMapReduceCommitProtocol}, to which every call is
+ * handed unchanged: FileOutputCommitter with its configured algorithm, static and dynamic partition overwrite,
+ * custom partition locations, as in a session without s3commit. A path without a scheme is resolved against its
+ * file system at the first call that has the job's configuration (the driver's {@code setupJob}).
+ *
  * <p>This class holds no S3 logic: every step is a request to this JVM's Python sidecar.
  *
  * <p>The body of {@code s3commit.spark.S3CommitProtocol}, common to every Spark version. The only
@@ -56,8 +64,9 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   private final String jobId;
   private final String path;
   private final boolean dynamicPartitionOverwrite;
-  private final String dest;
-  private final String bucket;
+  private String dest;
+  private String bucket;
+  private FileCommitProtocol spark;
   private final ArrayList<String> deletePaths = new ArrayList<>();
   private transient String workPath;
 
@@ -65,16 +74,37 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     if (path == null) {
       throw new IllegalArgumentException("Null destination specified");
     }
-    URI uri = new Path(path).toUri();
-    String scheme = uri.getScheme();
-    if (!"s3a".equals(scheme) && !"s3".equals(scheme)) {
-      throw new IllegalArgumentException("S3CommitProtocol writes to s3a:// or s3:// destinations, not " + path);
-    }
     this.jobId = jobId;
     this.path = path;
     this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
-    this.bucket = uri.getAuthority();
-    this.dest = S3Paths.destination(uri);
+    route(new Path(path).toUri());
+  }
+
+  /** Binds the destination: S3 (the sidecar's), another file system (Spark's protocol), or none yet (no scheme). */
+  private void route(URI uri) {
+    String scheme = uri.getScheme();
+    if ("s3a".equals(scheme) || "s3".equals(scheme)) {
+      this.bucket = uri.getAuthority();
+      this.dest = S3Paths.destination(uri);
+    } else if (scheme != null) {
+      this.spark = new SQLHadoopMapReduceCommitProtocol(jobId, path, dynamicPartitionOverwrite);
+    }
+  }
+
+  /**
+   * Spark's own protocol when the destination is not on S3, else null: every public method hands its call to it
+   * unchanged. A path without a scheme is qualified with {@code conf} first.
+   */
+  protected final FileCommitProtocol sparkProtocol(Configuration conf) {
+    if (dest == null && spark == null) {
+      try {
+        Path qualified = new Path(path);
+        route(qualified.getFileSystem(conf).makeQualified(qualified).toUri());
+      } catch (IOException e) {
+        throw new RuntimeException("cannot resolve the file system of " + path + ": " + e.getMessage(), e);
+      }
+    }
+    return spark;
   }
 
   private Map<String, Object> args(Configuration conf) throws IOException {
@@ -91,6 +121,11 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   @Override
   public void setupJob(JobContext context) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      other.setupJob(context);
+      return;
+    }
     try {
       Sidecar.run("job.setup", args(context.getConfiguration()));
     } catch (IOException e) {
@@ -100,6 +135,11 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   @Override
   public void setupTask(TaskAttemptContext context) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      other.setupTask(context);
+      return;
+    }
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
@@ -121,6 +161,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   @Override
   public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, FileNameSpec spec) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      return other.newTaskTempFile(context, dir, spec);
+    }
     if (dynamicPartitionOverwrite && dir.isEmpty()) {
       throw new IllegalArgumentException(
           "The dataset to be written must be partitioned when dynamicPartitionOverwrite is true.");
@@ -130,6 +174,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   @Override
   public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, String ext) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      return other.newTaskTempFile(context, dir, ext);
+    }
     return newTaskTempFile(context, dir, new FileNameSpec("", ext));
   }
 
@@ -140,6 +188,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
    */
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, FileNameSpec spec) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      return other.newTaskTempFileAbsPath(context, absoluteDir, spec);
+    }
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
@@ -154,17 +206,30 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, String ext) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      return other.newTaskTempFileAbsPath(context, absoluteDir, ext);
+    }
     return newTaskTempFileAbsPath(context, absoluteDir, new FileNameSpec("", ext));
   }
 
   @Override
   public TaskCommitMessage commitTask(TaskAttemptContext context) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      return other.commitTask(context);
+    }
     return new TaskCommitMessage(CoordinatedTaskCommit.commit(context, "task.commit", this::args, this::abortTask,
         workPath));
   }
 
   @Override
   public void abortTask(TaskAttemptContext context) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      other.abortTask(context);
+      return;
+    }
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
@@ -197,7 +262,19 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   }
 
   @Override
+  public void onTaskCommit(TaskCommitMessage message) {
+    if (spark != null) {
+      spark.onTaskCommit(message);
+    }
+  }
+
+  @Override
   public void abortJob(JobContext context) {
+    FileCommitProtocol other = sparkProtocol(context.getConfiguration());
+    if (other != null) {
+      other.abortJob(context);
+      return;
+    }
     try {
       Map<String, Object> args = args(context.getConfiguration());
       Sidecar.uninterruptibly(() -> Sidecar.run("job.abort", args));
@@ -209,6 +286,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   /** Deletions in the destination's bucket wait for the job commit (after the new files are complete). */
   @Override
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
+    FileCommitProtocol other = sparkProtocol(fs.getConf());
+    if (other != null) {
+      return other.deleteWithJob(fs, target, recursive);
+    }
     URI uri = fs.makeQualified(target).toUri();
     String key = S3Paths.key(uri);
     if (bucket.equals(uri.getAuthority())) {

@@ -110,6 +110,12 @@ public final class StreamingSinkJob implements Serializable {
     }
   }
 
+  /** Whether {@code path} (a sink's directory) is on S3 ({@code s3a://}, {@code s3://}): the sinks this class commits. */
+  public static boolean isS3(String path) {
+    String scheme = path == null ? null : new Path(path).toUri().getScheme();
+    return "s3a".equals(scheme) || "s3".equals(scheme);
+  }
+
   /** The batch this job commits (Spark's {@code setupManifestOptions}); names the job on first call. */
   public void setBatch(long batch) {
     if (jobId == null || batch != batchId) {

@@ -17,16 +17,20 @@ import java.util.List;
  * behaviour is used. Written against Spark 4.x's packages ({@code ...streaming.sinks}); for 3.5 the build maps
  * the imports to {@code ...streaming}. {@code commitJob} is declared for both Scala collections' {@code Seq}:
  * the one the Spark in use calls is the override.
+ *
+ * <p>A sink that is not on {@code s3a://} or {@code s3://} (the protocol is session-wide) is committed by
+ * {@code ManifestFileCommitProtocol} itself, exactly as without s3commit: every method then calls its parent.
  */
 public class S3StreamingCommitProtocol extends ManifestFileCommitProtocol {
   private static final long serialVersionUID = 1L;
 
+  /** The sink's batches on S3; null for a sink on another file system (Spark's protocol, the parent, commits). */
   private final StreamingSinkJob job;
   private transient FileStreamSinkLog fileLog;
 
   public S3StreamingCommitProtocol(String jobId, String path) {
     super(jobId, path);
-    this.job = new StreamingSinkJob(jobId, path);
+    this.job = StreamingSinkJob.isS3(path) ? new StreamingSinkJob(jobId, path) : null;
   }
 
   public S3StreamingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
@@ -39,17 +43,23 @@ public class S3StreamingCommitProtocol extends ManifestFileCommitProtocol {
   @Override
   public void setupManifestOptions(FileStreamSinkLog log, long batchId) {
     super.setupManifestOptions(log, batchId);
-    this.fileLog = log;
-    job.setBatch(batchId);
+    if (job != null) {
+      this.fileLog = log;
+      job.setBatch(batchId);
+    }
   }
 
   /** The id of the magic job committing this batch ({@code b<batch>-<uuid>}). */
   public String s3commitJobId() {
-    return job.jobId();
+    return job == null ? null : job.jobId();
   }
 
   @Override
   public void setupJob(JobContext context) {
+    if (job == null) {
+      super.setupJob(context);
+      return;
+    }
     if (fileLog == null) {
       throw new IllegalStateException("setupManifestOptions must be called before setupJob");
     }
@@ -68,55 +78,94 @@ public class S3StreamingCommitProtocol extends ManifestFileCommitProtocol {
   }
 
   public void commitJob(JobContext context, scala.collection.immutable.Seq<TaskCommitMessage> commits) {
+    if (job == null) {
+      super.commitJob(context, commits);
+      return;
+    }
     job.commitJob(context, commits.iterator(), this::addToLog);
   }
 
   public void commitJob(JobContext context, scala.collection.Seq<TaskCommitMessage> commits) {
+    if (job == null) {
+      commitJob(context, commits.toList());  // the parent's, through the overload every Spark compiles
+      return;
+    }
     job.commitJob(context, commits.iterator(), this::addToLog);
   }
 
   @Override
   public void abortJob(JobContext context) {
+    if (job == null) {
+      super.abortJob(context);
+      return;
+    }
     job.abortJob(context);
   }
 
   @Override
   public void onTaskCommit(TaskCommitMessage message) {
+    if (job == null) {
+      super.onTaskCommit(message);
+      return;
+    }
     // The driver learns the batch's files from the validated pendingsets, at commit.
   }
 
   @Override
   public void setupTask(TaskAttemptContext context) {
+    if (job == null) {
+      super.setupTask(context);
+      return;
+    }
     job.setupTask(context);
   }
 
   @Override
   public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, FileNameSpec spec) {
+    if (job == null) {
+      return super.newTaskTempFile(context, dir, spec);
+    }
     return job.newTaskTempFile(context, dir, spec.prefix(), spec.suffix());
   }
 
   @Override
   public String newTaskTempFile(TaskAttemptContext context, scala.Option<String> dir, String ext) {
+    if (job == null) {
+      return super.newTaskTempFile(context, dir, ext);
+    }
     return job.newTaskTempFile(context, dir, "", ext);
   }
 
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, FileNameSpec spec) {
+    if (job == null) {
+      return super.newTaskTempFileAbsPath(context, absoluteDir, spec);
+    }
     throw new UnsupportedOperationException("a streaming file sink writes no file outside its directory");
   }
 
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext context, String absoluteDir, String ext) {
+    if (job == null) {
+      return super.newTaskTempFileAbsPath(context, absoluteDir, ext);
+    }
     throw new UnsupportedOperationException("a streaming file sink writes no file outside its directory");
   }
 
   @Override
   public TaskCommitMessage commitTask(TaskAttemptContext context) {
+    if (job == null) {
+      return super.commitTask(context);
+    }
     return job.commitTask(context);
   }
 
   @Override
   public void abortTask(TaskAttemptContext context) {
+    if (job == null) {
+      super.abortTask(context);
+      return;
+    }
     job.abortTask(context);
   }
 }

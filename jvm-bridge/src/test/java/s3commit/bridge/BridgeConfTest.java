@@ -30,4 +30,17 @@ public final class BridgeConfTest {
     equal("32M", special.get("fs.s3a.multipart.size"), "variables resolved");
     equal("http://general", BridgeConf.relevant(conf, "plain").get("fs.s3a.endpoint"), "no override");
   }
+
+  public static void testKeysOnlyHadoopsDefaultsSetAreNotForwarded() {
+    Configuration conf = new Configuration();  // with core-default.xml: S3A's defaults (committer "file"...)
+    equal("file", conf.get("fs.s3a.committer.name"), "core-default.xml is loaded");
+    Map<String, String> keys = BridgeConf.relevant(conf, "b");
+    equal(null, keys.get("fs.s3a.committer.name"), "a default is not a setting: s3commit's default applies");
+    equal(null, keys.get("fs.s3a.aws.credentials.provider"), "S3A's default chain is not the user's");
+    conf.set("fs.s3a.committer.threads", "8");
+    conf.set("fs.s3a.connection.maximum", "500", "core-site.xml");
+    keys = BridgeConf.relevant(conf, "b");
+    equal("8", keys.get("fs.s3a.committer.threads"), "a value set in code (Spark's spark.hadoop.*)");
+    equal("500", keys.get("fs.s3a.connection.maximum"), "a value of the cluster's core-site.xml");
+  }
 }

@@ -6,6 +6,7 @@ import static s3commit.testing.JavaTests.raises;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.mapreduce.JobID;
+import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
 import s3commit.bridge.S3Paths;
 import s3commit.hadoop.SidecarJob;
@@ -29,10 +30,15 @@ public final class PathMappingTest {
     equal("s3://bucket/with space", destination("s3a://bucket/with space"), "a decoded key");
   }
 
-  public static void testOnlyS3DestinationsAreAccepted() {
-    IllegalArgumentException e = raises(IllegalArgumentException.class,
-        () -> new S3CommitProtocol("j", "hdfs://nn/table", false), "hdfs");
-    check(e.getMessage().contains("hdfs://nn/table"), "names the path: " + e.getMessage());
+  public static void testOtherDestinationsAreSparksOwnProtocols() {
+    Configuration conf = new Configuration(false);
+    S3CommitProtocol hdfs = new S3CommitProtocol("j", "hdfs://nn/table", false);
+    equal(null, hdfs.destination(), "no S3 destination");
+    check(hdfs.sparkProtocol(conf) instanceof SQLHadoopMapReduceCommitProtocol, "Spark's default protocol");
+    check(new S3CommitProtocol("j", "file:/tmp/t", true).sparkProtocol(conf) != null, "file");
+    equal(null, new S3CommitProtocol("j", "s3a://b/t", false).sparkProtocol(conf), "S3 stays s3commit's");
+    conf.set("fs.defaultFS", "file:///");
+    check(new S3CommitProtocol("j", "/tmp/t", false).sparkProtocol(conf) != null, "no scheme: the default FS's");
     raises(IllegalArgumentException.class, () -> new S3CommitProtocol("j", null, false), "null");
   }
 
