@@ -29,17 +29,12 @@ their own and are not serialized with each other.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import random
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 from s3commit.config import CommitterOptions, LeaseMode
@@ -52,6 +47,7 @@ from s3commit.errors import (
     PreconditionFailedError,
     S3CommitError,
 )
+from s3commit.lease_state import Holder, LeaseState, expired
 from s3commit.objects import ObjectInfo
 from s3commit.paths import LEASE_NAME
 from s3commit.store import S3Store
@@ -59,13 +55,10 @@ from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
 
-LEASE_FORMAT = "s3commit.CommitLease/1"
 LOG_EVERY = 30.0
 """Seconds between the waiter's log lines naming the holder."""
 FIRST_DELAY, MAX_DELAY = 0.1, 1.0
 """The waiter's backoff between reads of the lease (jittered, doubling)."""
-EXPIRY_SLACK = timedelta(seconds=1)
-"""Added to a lease's duration: ``Last-Modified`` and ``Date`` have whole seconds."""
 
 
 def lease_key(dest: S3Uri) -> str:
@@ -73,94 +66,17 @@ def lease_key(dest: S3Uri) -> str:
     return f"{dest.prefix}{LEASE_NAME}"
 
 
-def _boot_id() -> str:
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as handle:
-            return handle.read().strip()
-    except OSError:
-        return ""
-
-
-def _pid_namespace() -> str:
-    try:
-        return os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return ""
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a lease (its body). ``taken`` and ``renewed`` are the holder's clock, for people to read: expiry
-    is judged by the store's."""
-
-    job_id: str
-    operation: str
-    host: str
-    pid: int
-    token: str
-    taken: str
-    duration: float
-    journal: str
-    boot: str = ""
-    pid_namespace: str = ""
-    renewed: int = 0
-
-    @classmethod
-    def mine(cls, job_id: str, operation: str, duration: float, journal: str) -> Holder:
-        return cls(job_id=job_id, operation=operation, host=socket.gethostname(), pid=os.getpid(),
-                   token=uuid.uuid4().hex, taken=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                   duration=duration, journal=journal, boot=_boot_id(), pid_namespace=_pid_namespace())
-
-    def to_json(self) -> bytes:
-        return json.dumps({"format": LEASE_FORMAT, **asdict(self)}, indent=2).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes, *, source: str) -> Holder:
-        try:
-            parsed = json.loads(data)
-            if not isinstance(parsed, dict) or parsed.get("format") != LEASE_FORMAT:
-                raise ValueError(f"not a {LEASE_FORMAT} document")
-            fields = {name: parsed[name] for name in cls.__dataclass_fields__ if name in parsed}
-            return cls(**fields)
-        except (ValueError, TypeError) as err:
-            raise ManifestError(f"not a commit lease: {err}", source=source) from err
-
-    def describe(self) -> str:
-        return (f"job {self.job_id} ({self.operation}) on host {self.host}, process {self.pid}, since {self.taken}, "
-                f"journal {self.journal}")
-
-    def dead_here(self) -> bool:
-        """True if this holder's process was on this host (same boot, same PID namespace) and is gone."""
-        if not self.boot or self.boot != _boot_id() or self.pid_namespace != _pid_namespace():
-            return False
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False
-        return False
-
-
-def expired(holder_duration: float, info: ObjectInfo, now: datetime) -> bool:
-    """Whether a lease last written at ``info.last_modified`` with that duration is past it at ``now`` (both the
-    store's clock)."""
-    if info.last_modified is None:
-        return False
-    return now > info.last_modified + timedelta(seconds=holder_duration) + EXPIRY_SLACK
-
-
 class CommitLease:
     """One operation's hold on a destination's commit lease (a context manager: acquire, then release).
 
     Args:
         settle: called with a dead holder of *another* job after its lease was taken over, before this operation
-            goes on (it finishes or rolls back that job's interrupted commit); it may raise, and the lease is then
-            released and the error raised.
+            goes on (it finishes or rolls back that job's interrupted commit, returning True if the job ends
+            committed); it may raise, and the lease is then released and the error raised.
     """
 
     def __init__(self, store: S3Store, dest: S3Uri, job_id: str, *, operation: str = "commit", journal: str = "",
-                 duration: float = 120.0, wait: float = 1200.0, settle: Callable[[Holder], Any] | None = None,
+                 duration: float = 120.0, wait: float = 1200.0, settle: Callable[[Holder], bool] | None = None,
                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
         self.store = store
         self.dest = dest
@@ -172,8 +88,12 @@ class CommitLease:
         self._clock = clock
         self._sleep = sleep
         self.etag: str | None = None
+        self.state = LeaseState()
+        """What the lease object holds while this operation holds it (its holder: ours)."""
         self.taken_over: Holder | None = None
         """The dead holder this lease was taken from, if any."""
+        self.settled: list[str] = []
+        """Jobs whose interrupted commit this lease's taker finished (recorded as committed at release)."""
         self.waited = 0.0
         self.requests = 0
         """Requests this lease made (taking, reading, renewing, releasing)."""
@@ -200,15 +120,20 @@ class CommitLease:
         logged = started
         delay = FIRST_DELAY
         while True:
-            if self._try_take():
-                break
             seen = self._read()
-            if seen is None:
-                continue  # released between our PUT and our read: take it again at once
-            holder, info, now = seen
-            if (expired(holder.duration if holder else self.holder.duration, info, now)
-                    or (holder is not None and holder.dead_here())):
-                if self._take_over(holder, info):
+            if seen is None:  # no lease object yet: the first commit here creates it
+                if self._create():
+                    break
+                continue
+            state, info, now = seen
+            holder = state.holder if state is not None else None
+            if state is not None and holder is None:  # free
+                if self._replace(state, info):
+                    break
+                continue
+            duration = holder.duration if holder is not None else self.holder.duration
+            if expired(duration, info, now) or (holder is not None and holder.dead_here()):
+                if self._replace(state or LeaseState(), info, taken_over=holder):
                     break
                 continue
             waited = self._clock() - started
@@ -217,13 +142,13 @@ class CommitLease:
                 raise LeaseTimeoutError(
                     f"job {self.job_id} waited {waited:.0f} s for the commit lease on {self.dest}, held by {who}; "
                     f"gave up (s3commit.commit.lease.wait={self.wait:g}). If that job is gone, its lease expires "
-                    f"{holder.duration if holder else self.holder.duration:g} s after its last renewal, or release "
-                    f"it by hand: s3commit recover {self.dest} --release-lease --yes")
+                    f"{duration:g} s after its last renewal, or release it by hand: s3commit recover {self.dest} "
+                    "--release-lease --yes")
             if self._clock() - logged >= LOG_EVERY:
                 log.warning("job %s has waited %.0f s for the commit lease on %s, held by %s", self.job_id, waited,
                             self.dest, who)
                 logged = self._clock()
-            self._sleep(min(delay * (0.5 + random.random()), max(0.0, self.wait - waited)) or 0.05)
+            self._sleep(min(delay * (0.5 + random.random()), max(0.05, self.wait - waited)))
             delay = min(delay * 2, MAX_DELAY)
         self.waited = self._clock() - started
         self._start_renewing()
@@ -231,42 +156,50 @@ class CommitLease:
             log.warning("job %s took over the commit lease on %s from %s, which is gone; settling its commit first",
                         self.job_id, self.dest, self.taken_over.describe())
             try:
-                self.settle(self.taken_over)
+                if self.settle(self.taken_over):
+                    self.settled.append(self.taken_over.job_id)
             except BaseException:
                 self.release()
                 raise
         return self
 
-    def _try_take(self) -> bool:
-        self.requests += 1
-        try:
-            self.etag = self.store.put_object(self.dest.bucket, self.key, self.holder.to_json(), if_none_match=True,
-                                              content_type="application/json")
-        except PreconditionFailedError:
-            return False
-        return True
-
-    def _read(self) -> tuple[Holder | None, ObjectInfo, datetime] | None:
+    def _read(self) -> tuple[LeaseState | None, ObjectInfo, datetime] | None:
+        """The lease object (None: there is none), its metadata and the store's clock; an unreadable body is
+        ``None`` in the first place (judged by its age alone)."""
         self.requests += 1
         try:
             body, info, now = self.store.read_object(self.dest.bucket, self.key)
         except NotFoundError:
             return None
         try:
-            return Holder.from_json(body, source=self.uri), info, now
+            return LeaseState.from_json(body, source=self.uri), info, now
         except ManifestError as err:
             log.warning("%s; it is judged by its age alone", err)
             return None, info, now
 
-    def _take_over(self, holder: Holder | None, info: ObjectInfo) -> bool:
-        """Replace the expired or dead holder's lease, conditional on the exact ETag seen: True if ours now."""
+    def _create(self) -> bool:
         self.requests += 1
+        mine = LeaseState(self.holder)
         try:
-            self.etag = self.store.put_if_match(self.dest.bucket, self.key, self.holder.to_json(), info.etag,
+            self.etag = self.store.put_object(self.dest.bucket, self.key, mine.to_json(), if_none_match=True,
+                                              content_type="application/json")
+        except PreconditionFailedError:
+            return False
+        self.state = mine
+        return True
+
+    def _replace(self, state: LeaseState, info: ObjectInfo, *, taken_over: Holder | None = None) -> bool:
+        """Hold the lease in place of what ``info`` is (free, or a dead or expired holder's), conditional on the
+        exact ETag seen: True if ours now (another waiter, or a renewal, changes the ETag first otherwise)."""
+        self.requests += 1
+        mine = state.held_by(self.holder)
+        try:
+            self.etag = self.store.put_if_match(self.dest.bucket, self.key, mine.to_json(), info.etag,
                                                 content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
-            return False  # renewed, released or taken by another waiter meanwhile
-        self.taken_over = holder
+            return False
+        self.state = mine
+        self.taken_over = taken_over
         return True
 
     # --- keeping it ------------------------------------------------------------------------------------------
@@ -284,7 +217,7 @@ class CommitLease:
                 self.renew()
                 last_ok = self._clock()
             except (PreconditionFailedError, NotFoundError):
-                self._lose(f"it was taken over (s3://{self.dest.bucket}/{self.key} changed)")
+                self._lose(f"it was taken over ({self.uri} changed)")
                 return
             except S3CommitError as err:
                 if self._clock() - last_ok > self.holder.duration:
@@ -298,10 +231,12 @@ class CommitLease:
         with self._lock:
             if self.etag is None or self._lost is not None:
                 return
-            self.holder = replace(self.holder, renewed=self.holder.renewed + 1)
+            self.holder = self.holder.renewed_once()
+            renewed = self.state.held_by(self.holder)
             self.requests += 1
-            self.etag = self.store.put_if_match(self.dest.bucket, self.key, self.holder.to_json(), self.etag,
+            self.etag = self.store.put_if_match(self.dest.bucket, self.key, renewed.to_json(), self.etag,
                                                 content_type="application/json")
+            self.state = renewed
 
     def _lose(self, why: str) -> None:
         self._lost = why
@@ -316,8 +251,9 @@ class CommitLease:
 
     # --- letting it go ---------------------------------------------------------------------------------------
 
-    def release(self) -> None:
-        """Stop renewing and delete the lease if it is still ours (``If-Match``). Never raises."""
+    def release(self, *, committed: bool = False) -> None:
+        """Stop renewing and free the lease if it is still ours (``If-Match``), recording this job as committed
+        (``committed``) and any job whose commit the taking over settled. Never raises."""
         self._stop.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join()
@@ -325,9 +261,11 @@ class CommitLease:
             etag, self.etag = self.etag, None
         if etag is None or self._lost is not None:
             return
+        done = [*([self.job_id] if committed else []), *self.settled]
         self.requests += 1
         try:
-            self.store.delete_if_match(self.dest.bucket, self.key, etag)
+            self.store.put_if_match(self.dest.bucket, self.key, self.state.with_committed(*done).to_json(), etag,
+                                    content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             log.warning("job %s: its commit lease on %s had been taken over when it released it", self.job_id,
                         self.dest)
@@ -342,12 +280,31 @@ class CommitLease:
         self.release()
 
 
+def read_state(store: S3Store, dest: S3Uri) -> LeaseState | None:
+    """The state of ``dest``'s lease object (None: there is none, or it is unreadable). One GET."""
+    key = lease_key(dest)
+    try:
+        body, _info, _now = store.read_object(dest.bucket, key)
+        return LeaseState.from_json(body, source=f"s3://{dest.bucket}/{key}")
+    except (NotFoundError, ManifestError):
+        return None
+
+
+def committed_here(store: S3Store, dest: S3Uri, job_id: str) -> bool:
+    """Whether ``dest``'s lease object records ``job_id`` among the jobs that committed there (its own records,
+    whatever ``_SUCCESS`` says now)."""
+    if store.capabilities.get(dest.bucket) is None or not store.capabilities[dest.bucket].conditional_writes:
+        return False
+    state = read_state(store, dest)
+    return state is not None and state.committed(job_id)
+
+
 def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
-    """Delete ``dest``'s commit lease, for an operator who knows its holder is gone (``s3commit recover
+    """Free ``dest``'s commit lease, for an operator who knows its holder is gone (``s3commit recover
     --release-lease``), conditional on the ETag read; returns who held it (None: no lease was held).
 
     Raises:
-        LeaseLostError: the lease changed between the read and the delete (its holder renewed it: it is alive).
+        LeaseLostError: the lease changed between the read and the write (its holder renewed it: it is alive).
     """
     key = lease_key(dest)
     try:
@@ -355,15 +312,18 @@ def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
     except NotFoundError:
         return None
     try:
-        holder: Holder | None = Holder.from_json(body, source=f"s3://{dest.bucket}/{key}")
+        state = LeaseState.from_json(body, source=f"s3://{dest.bucket}/{key}")
     except ManifestError:
-        holder = None
+        state = LeaseState()  # unreadable: replaced by a free one
+    else:
+        if state.holder is None:
+            return None  # free already
     try:
-        store.delete_if_match(dest.bucket, key, info.etag)
+        store.put_if_match(dest.bucket, key, state.held_by(None).to_json(), info.etag, content_type="application/json")
     except (PreconditionFailedError, NotFoundError) as err:
         raise LeaseLostError(f"the commit lease on {dest} changed while it was being released (its holder renewed "
                              "it, or another job took it): it was left alone") from err
-    return holder
+    return state.holder
 
 
 class NoLease:
@@ -380,7 +340,7 @@ class NoLease:
     def check(self) -> None:
         """Nothing to lose."""
 
-    def release(self) -> None:
+    def release(self, *, committed: bool = False) -> None:
         """Nothing to release."""
 
     def __enter__(self) -> NoLease:

@@ -111,28 +111,37 @@ def recover(
     known(store, target.bucket, prefix=target.prefix)
     _refuse_stream_batch(store, target, job_id)
     # Under the destination's commit lease: a live commit (of this job or another) finishes first.
-    with lease_for(store, target, job_id, options, operation="recover-abort" if abort else "recover",
-                   settle=lambda holder: settle_interrupted(store, target, holder.job_id, options)):
+    lease = lease_for(store, target, job_id, options, operation="recover-abort" if abort else "recover",
+                      settle=lambda holder: settle_interrupted(store, target, holder.job_id, options)).acquire()
+    report = None
+    try:
         recovery = _open(store, target, job_id, _layouts(target, job_id), options)
         if recovery is None:
-            return _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
-        return recovery.roll_back(force=force) if abort else recovery.finish()
+            report = _abort_uncommitted(store, target, job_id) if abort else _explain_no_journal(store, target, job_id)
+        else:
+            report = recovery.roll_back(force=force) if abort else recovery.finish()
+        return report
+    finally:
+        lease.release(committed=report is not None and report.action in (RecoveryAction.FINISHED,
+                                                                          RecoveryAction.CLEANED_UP))
 
 
-def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions) -> RecoveryReport | None:
+def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions) -> bool:
     """Settle the interrupted commit of job ``job_id``, whose holder of ``dest``'s commit lease died, as ``s3commit
     recover`` decides (finished; rolled back where it can no longer be), under the lease the caller now holds.
-    ``None`` when it left no journal (it died before its first Complete, or after its clean-up).
+    True if the job ends committed (its lease then records it so); False when it was rolled back, or left no
+    journal (it died before its first Complete, or after its clean-up), or is a streaming batch (its sink's log
+    decides it).
 
     Raises:
         RecoveryError: it could not be settled (a roll-back S3 refused in part); run ``s3commit recover``.
     """
     check_job_id(job_id)
-    if any(_batch_journal(store, dest, job_id)):
-        return None  # a streaming batch: the sink's log decides it, when its query runs again
+    if _batch_journal(store, dest, job_id):
+        return False
     recovery = _open(store, dest, job_id, _layouts(dest, job_id), options)
     if recovery is None:
-        return None
+        return False
     try:
         report = recovery.finish()
     except JobCommitError as err:
@@ -140,10 +149,9 @@ def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: Commit
             raise RecoveryError(f"the interrupted commit of job {job_id} to {dest} could not be settled: {err}; run "
                                 f"`s3commit recover {dest} --job {job_id} --abort`") from err
         log.warning("settled the interrupted commit of job %s to %s: rolled back (%s)", job_id, dest, err)
-        return None
+        return False
     log.warning("settled the interrupted commit of job %s to %s: %s", job_id, dest, report.message)
-    return report
-
+    return True
 
 def _refuse_stream_batch(store: S3Store, dest: S3Uri, job_id: str) -> None:
     """A streaming sink batch (its own journal) is settled by the sink's log, never by ``recover``: finishing it

@@ -14,7 +14,7 @@ from s3commit.cli import args as cli_args
 from s3commit.cli.args import EXIT_OK, UsageError
 from s3commit.cli.output import format_bytes, json_text
 from s3commit.errors import ManifestError, short_upload_id
-from s3commit.lease import LEASE_FORMAT, Holder
+from s3commit.lease_state import LEASE_FORMAT, LeaseState
 from s3commit.manifest import (
     JOURNAL_FORMAT,
     PENDING_VERSION,
@@ -107,7 +107,7 @@ def show(source: str, data: bytes, *, as_json: bool = False) -> str:
         manifest = PendingUpload.from_json(data, source=source)
         body = manifest.to_dict()
     elif kind == "lease":
-        manifest = Holder.from_json(data, source=source)
+        manifest = LeaseState.from_json(data, source=source)
         body = json.loads(manifest.to_json())
     else:
         manifest = CommitJournal.from_json(data, source=source)
@@ -160,16 +160,24 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
                 f"  written as   {u.uri}",
                 f"  saved        {java_date(u.saved or u.created) if (u.saved or u.created) else '?'}"]
     if kind == "lease":
-        h: Holder = m
+        state: LeaseState = m
         dest = source.rsplit("/", 1)[0] if "/" in source.removeprefix("s3://") else source
-        return [f"commit lease {source}",
-                f"  held by      job {h.job_id} ({h.operation})",
-                f"  where        host {h.host}, process {h.pid}",
-                f"  since        {h.taken} (renewed {h.renewed} times)",
-                f"  duration     {h.duration:g} s after its last renewal (the store's clock)",
-                f"  journal      {h.journal or '(none)'}",
-                "  Other jobs' commits to this destination wait for it. If its job is gone it expires by itself; to "
-                f"release it now: `s3commit recover {dest} --release-lease --yes`."]
+        recent = ", ".join(c.job_id for c in state.recent[:5]) + (" ..." if len(state.recent) > 5 else "")
+        lines = [f"commit lease {source}"]
+        if state.holder is None:
+            lines.append("  held by      nobody (free)")
+        else:
+            h = state.holder
+            lines += [f"  held by      job {h.job_id} ({h.operation})",
+                      f"  where        host {h.host}, process {h.pid}",
+                      f"  since        {h.taken} (renewed {h.renewed} times)",
+                      f"  duration     {h.duration:g} s after its last renewal (the store's clock)",
+                      f"  journal      {h.journal or '(none)'}"]
+        lines.append(f"  committed    {len(state.recent)} recent jobs" + (f": {recent}" if recent else ""))
+        if state.holder is not None:
+            lines.append("  Other jobs' commits to this destination wait for it. If its job is gone it expires by "
+                         f"itself; to release it now: `s3commit recover {dest} --release-lease --yes`.")
+        return lines
     j: CommitJournal = m
     plan = ", ".join([*(f"delete {p or '(all of dest)'}" for p in j.delete_paths),
                       *(f"delete s3://{j.bucket}/{p}" for p in j.delete_outside)])

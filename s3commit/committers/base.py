@@ -270,20 +270,24 @@ class Committer(ABC):
         plan = OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
                                 replace_partitions=replace_partitions or committer_plan.replace_partitions)
         lease = self.commit_lease("commit")
+        committed = False
         engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
                            committer=self.name, options=self.options, job_id_source=self.job_id_source,
                            absolute_dirs=absolute_dirs, lease=lease, create_only=create_only or self.creates_only())
         try:
             done = self._committed_already(engine, None) if messages is None and not keys else None
             success = done or engine.run(list(keys), plan, accepted_attempts=keys)
+            committed = True
         except (JournalExistsError, PendingsetMissingError) as err:
             # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this
             # job was interrupted, or finished. Finish it from its journal, or confirm it from _SUCCESS.
+            resumed = False
             try:
                 lease.acquire()
                 success = self._resume(engine, err, messages, keys, plan, absolute_dirs)
+                resumed = True
             finally:
-                lease.release()
+                lease.release(committed=resumed)
                 self.close()
             self._state = "committed"
             self._report(engine, None, success)
@@ -307,7 +311,7 @@ class Committer(ABC):
             self._report(engine, err)
             raise
         finally:
-            lease.release()
+            lease.release(committed=committed)
             self.close()
         self._state = "committed"
         self.last_commit_stats = engine.stats

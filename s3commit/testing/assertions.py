@@ -60,6 +60,21 @@ def parquet_column(client: Any, bucket: str, prefix: str, column: str = "id") ->
     return sorted(values)
 
 
+def held_leases(client: Any, bucket: str, prefix: str = "") -> list[str]:
+    """Commit leases under ``prefix`` that a holder still holds (a free lease object stays between commits: it
+    records the jobs that committed there)."""
+    from s3commit.lease_state import LeaseState
+    from s3commit.paths import LEASE_NAME
+
+    held = []
+    for key in list_keys(client, bucket, prefix):
+        if key.rsplit("/", 1)[-1] == LEASE_NAME:
+            body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+            if LeaseState.from_json(body, source=key).holder is not None:
+                held.append(key)
+    return held
+
+
 def list_pending_uploads(client: Any, bucket: str, prefix: str = "") -> list[ListedUpload]:
     """Multipart uploads in progress under ``prefix``, sorted by key (ListMultipartUploads, every page)."""
     uploads: list[ListedUpload] = []

@@ -164,7 +164,8 @@ def test_request_cost_of_a_magic_job_commit(store, s3_client, s3_bucket, in_memo
     store.counters.reset()
     committer.commit_job(messages)
     job = store.counters.snapshot()["requests"]
-    # N completes + one GET per pendingset + the lease's PUT + journal PUT + _SUCCESS PUT + cleanup: LIST tasks
-    # dir, LIST job dir, DeleteObjects, DELETE journal, ListMultipartUploads (orphan sweep) + the lease's DELETE.
-    assert job == {"GetObject": 3, "PutObject": 3, "CompleteMultipartUpload": 10, "ListObjectsV2": 2,
-                   "DeleteObjects": 1, "DeleteObject": 2, "ListMultipartUploads": 1}
+    # N completes + one GET per pendingset + journal PUT + _SUCCESS PUT + cleanup: LIST tasks dir, LIST job dir,
+    # DeleteObjects, DELETE journal, ListMultipartUploads (orphan sweep); the lease: a GET, a PUT to take it, a PUT
+    # to free it.
+    assert job == {"GetObject": 4, "PutObject": 4, "CompleteMultipartUpload": 10, "ListObjectsV2": 2,
+                   "DeleteObjects": 1, "DeleteObject": 1, "ListMultipartUploads": 1}

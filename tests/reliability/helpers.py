@@ -15,7 +15,7 @@ from s3commit import S3Store, StoreOptions
 from s3commit.committers import Committer, TaskCommitMessage
 from s3commit.config import RetryPolicy
 from s3commit.paths import add_uuid, is_scratch_key
-from s3commit.testing.assertions import list_keys, list_pending_uploads
+from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads
 
 COMMITTERS = ["magic", "directory", "partitioned"]
 
@@ -115,8 +115,9 @@ def assert_clean(client: Any, bucket: str, *, prefix: str = "") -> None:
     """No pending upload and no job directory anywhere under ``prefix``."""
     pending = list_pending_uploads(client, bucket, prefix)
     assert pending == [], f"pending uploads left: {[str(p) for p in pending]}"
-    left = scratch_keys(client, bucket, prefix)
+    left = [k for k in scratch_keys(client, bucket, prefix) if not k.endswith("/__s3commit_lease")]
     assert left == [], f"job directory objects left: {left}"
+    assert held_leases(client, bucket, prefix) == [], "a commit lease is still held"
 
 
 def assert_all_or_nothing(client: Any, bucket: str, expected: dict[str, bytes], *, old: Sequence[str] = (),

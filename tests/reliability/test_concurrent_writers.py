@@ -21,9 +21,10 @@ import pytest
 
 from s3commit import S3Store, create_committer
 from s3commit.errors import ConfigError, LeaseTimeoutError
-from s3commit.lease import LEASE_FORMAT, lease_key
+from s3commit.lease import lease_key
+from s3commit.lease_state import Holder, LeaseState
 from s3commit.paths import is_scratch_key, partition_of
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
 from s3commit.testing.fixtures import ALL_SERVERS, every_server_fixture
 from s3commit.uri import S3Uri
 from tests.conftest import store_options_for
@@ -63,15 +64,18 @@ def run_jobs(server, bucket: str, jobs: list[dict], tmp_path: Path, *, committer
             argv += [f"--{name.replace('_', '-')}", str(value)]
         processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                           env={**os.environ, "PYTHONPATH": str(CHILD.parents[2])}))
+    ready = []
     for process in processes:  # every job has written and committed its task
         line = process.stdout.readline()
         assert line.startswith('{"ready"'), (line, process.stderr.read() if process.poll() is not None else "")
+        ready.append(json.loads(line))
     go.touch()
     results = []
-    for process in processes:
+    for process, started in zip(processes, ready, strict=True):
         out, err = process.communicate(timeout=300)
         lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"tag"')]
-        results.append(lines[-1] if lines else {"ok": False, "error": f"killed ({process.returncode}): {err[-2000:]}"})
+        results.append(lines[-1] if lines else {"ok": False, "job_id": started["job_id"],
+                                                "error": f"killed ({process.returncode}): {err[-2000:]}"})
     return results
 
 
@@ -104,7 +108,9 @@ def assert_serializable(client, bucket: str, initial: list[str], results: list[d
         f"end state {data} is what no serial order of {[(r['tag'], r['mode']) for r in succeeded]} ending with "
         f"{success['jobId']} gives")
     assert_no_pending_uploads(client, bucket)
-    assert not [k for k in list_keys(client, bucket, "t/") if "__s3commit_lease" in k], "a lease was left behind"
+    assert held_leases(client, bucket) == [], "a lease is still held"
+    recorded = lease_state(client, bucket).recent
+    assert {r["job_id"] for r in succeeded} <= {c.job_id for c in recorded}  # each job's own record of its commit
 
 
 def seed_old_data(client, bucket: str) -> None:
@@ -169,15 +175,23 @@ def test_a_holder_killed_mid_commit_is_taken_over_and_its_commit_settled_first(s
     assert data == sorted(a_files + b_files)  # a finished (its overwrite applied), then b appended
     success = json.loads(client.get_object(Bucket=bucket, Key="t/_SUCCESS")["Body"].read())
     assert success["jobId"] == survivor["job_id"]
-    assert not [k for k in list_keys(client, bucket, "t/") if "_commit-journal" in k or "__s3commit_lease" in k]
+    assert not [k for k in list_keys(client, bucket, "t/") if "_commit-journal" in k]
+    assert held_leases(client, bucket) == []
+    # the dead job ends committed (settled by b) and its own record says so, as b's says for b
+    assert {c.job_id for c in lease_state(client, bucket).recent} == {dead["job_id"], survivor["job_id"]}
     assert_no_pending_uploads(client, bucket)
+
+
+def lease_state(client, bucket: str) -> LeaseState:
+    key = lease_key(S3Uri(bucket, "t"))
+    return LeaseState.from_json(client.get_object(Bucket=bucket, Key=key)["Body"].read(), source=key)
 
 
 def fake_lease(client, bucket: str, *, host: str, duration: float, job_id: str = "job-elsewhere") -> None:
     """A lease held by a job on another host (its process cannot be seen from here)."""
-    body = {"format": LEASE_FORMAT, "job_id": job_id, "operation": "commit", "host": host, "pid": 1,
-            "token": "t", "taken": "2026-11-25T00:00:00+00:00", "duration": duration, "journal": "", "renewed": 0}
-    client.put_object(Bucket=bucket, Key=lease_key(S3Uri(bucket, "t")), Body=json.dumps(body).encode())
+    holder = Holder(job_id=job_id, operation="commit", host=host, pid=1, token="t",
+                    taken="2026-11-25T00:00:00+00:00", duration=duration, journal="")
+    client.put_object(Bucket=bucket, Key=lease_key(S3Uri(bucket, "t")), Body=LeaseState(holder).to_json())
 
 
 def one_file_job(server, bucket: str, tmp_path, **options):
@@ -213,7 +227,7 @@ def test_an_expired_lease_of_another_host_is_taken_over_by_the_store_clock(s3_se
     fake_lease(client, bucket, host="another-host", duration=2)  # written just before the commit: 2 s to go
     success = committer.commit_job([message])
     assert success.metrics["committer_lease_wait_ms"] >= 1500  # it waited for the expiry, then took it over
-    assert not [k for k in list_keys(client, bucket, "t/") if "__s3commit_lease" in k]
+    assert held_leases(client, bucket) == []
 
 
 def test_a_store_without_conditional_writes_gets_no_lease_warned_or_refused_when_asked(s3_server, tmp_path, caplog):
@@ -230,7 +244,7 @@ def test_a_store_without_conditional_writes_gets_no_lease_warned_or_refused_when
     assert list_keys(s3_server.client(), bucket, "u/") == []
 
 
-def test_the_lease_adds_two_requests_to_a_commit(s3_server, tmp_path):
+def test_the_lease_adds_three_requests_to_a_commit(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("no lease on rclone")
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
@@ -241,8 +255,8 @@ def test_the_lease_adds_two_requests_to_a_commit(s3_server, tmp_path):
         success = committer.commit_job([message])
         counts[mode] = sum(committer.store.counters.snapshot()["requests"].values()) - before
         # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
-        assert success.metrics["committer_lease_requests"] == (1 if mode == "on" else 0)
-    assert counts["on"] - counts["off"] == 2  # the PUT that takes it, the DELETE that releases it
+        assert success.metrics["committer_lease_requests"] == (2 if mode == "on" else 0)
+    assert counts["on"] - counts["off"] == 3  # the GET that reads it, the PUT that takes it, the PUT that frees it
 
 
 def test_two_arrow_overwrites_in_two_processes_end_with_one_writers_data(s3_server, tmp_path):
