@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from s3commit import engines
-from s3commit.committers.base import TaskAttempt
+from s3commit.committers.attempt import TaskAttempt
 from s3commit.errors import ConfigError
 from s3commit.store import S3Store
 

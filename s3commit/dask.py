@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from s3commit import engines, inprocess
-from s3commit.committers.base import TaskCommitMessage
+from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.store import S3Store
 

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from s3commit.committers import create_committer
-from s3commit.committers.base import Committer, TaskCommitMessage
+from s3commit.committers.attempt import TaskCommitMessage
+from s3commit.committers.base import Committer
 from s3commit.config import CommitterOptions
 from s3commit.errors import CommitConflictError, ConfigError
 from s3commit.paths import TaskAttemptId

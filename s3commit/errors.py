@@ -112,6 +112,11 @@ class ChecksumMismatchError(TransientError):
     bounded number of times (the retry policy's attempts) before this is raised."""
 
 
+class CompletionUnknownError(TransientError):
+    """A Complete whose answer was lost may have taken effect, and its object could not be read back to tell: the
+    caller must treat the upload as possibly completed (a roll-back reverts it if it is there)."""
+
+
 class PreconditionFailedError(StoreError, FileExistsError):
     """A conditional write lost: the key already exists (If-None-Match) or changed (If-Match)."""
 

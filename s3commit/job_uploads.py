@@ -37,7 +37,7 @@ from s3commit.manifest_io import (
     scan_attempt_dir,
 )
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadInfo, UploadRef
-from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout
+from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, carries_job_id
 from s3commit.store import S3Store
 from s3commit.uploads import abort_upload_quietly
 from s3commit.uri import S3Uri
@@ -171,7 +171,7 @@ class JobUploads:
     def belongs(self, upload: UploadInfo, records: JobRecords) -> bool:
         """Whether ``upload`` (in the destination's bucket) is this job's, by the rules of the module."""
         recorded = records.names(self.dest.bucket, upload)
-        carries_id = self.job_id in upload.key
+        carries_id = carries_job_id(upload.key, self.job_id)
         if self.in_scope(upload.key):
             return recorded or carries_id
         return recorded and carries_id
@@ -179,7 +179,7 @@ class JobUploads:
     def recorded_targets(self, records: JobRecords) -> list[UploadRef]:
         """The recorded uploads an abort may name without listing (the rules applied to records alone)."""
         return [ref for ref in records.uploads.values()
-                if ref.bucket == self.dest.bucket and (self.in_scope(ref.key) or self.job_id in ref.key)]
+                if ref.bucket == self.dest.bucket and (self.in_scope(ref.key) or carries_job_id(ref.key, self.job_id))]
 
     # --- finding and aborting -------------------------------------------------------------------------
 

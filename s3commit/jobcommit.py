@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from s3commit.config import CommitterOptions
 from s3commit.errors import (
     CommitConflictError,
+    CompletionUnknownError,
     JobCommitError,
     JournalExistsError,
     LeaseLostError,
@@ -99,6 +100,7 @@ class JobCommit:
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
         self._committed: dict[str, str] = {}  # key -> upload id
+        self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
         self._create_windows = JobRecords()
         self._lock = threading.Lock()
@@ -198,6 +200,10 @@ class JobCommit:
         self.lease.check()
         try:
             commit_upload(self.store, commit, if_none_match=if_none_match)
+        except CompletionUnknownError:
+            with self._lock:  # the roll-back resolves it before it decides (it may have been completed)
+                self._uncertain[commit.destination_key] = commit.upload_id
+            raise
         except PreconditionFailedError as err:
             raise CommitConflictError(f"{commit.dest_uri} appeared after the job's conflict check (another writer "
                                       "made it): it is not replaced") from err
@@ -245,6 +251,16 @@ class JobCommit:
         """
         def undo(commit: PendingUpload) -> None:
             completed = self._committed.get(commit.destination_key) == commit.upload_id
+            if not completed and self._uncertain.get(commit.destination_key) == commit.upload_id:
+                try:  # a Complete whose answer was lost: read back again (the store's retries) before deciding
+                    completed = self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                            length=commit.length, created_ms=commit.created) is not None
+                except S3CommitError as err:
+                    log.warning("roll back: cannot tell whether %s was completed (%s): left to `s3commit recover`",
+                                commit.dest_uri, err)
+                    with self._lock:
+                        self.stats.undo_failed += 1
+                    return
             if completed:
                 done = revert_upload_quietly(self.store, commit.bucket, commit.destination_key)
             else:

@@ -47,7 +47,7 @@ from s3commit.errors import (
     PreconditionFailedError,
     S3CommitError,
 )
-from s3commit.lease_state import Holder, LeaseState, expired
+from s3commit.lease_state import Committed, Holder, LeaseState, expired
 from s3commit.objects import ObjectInfo
 from s3commit.paths import LEASE_NAME
 from s3commit.store import S3Store
@@ -251,9 +251,9 @@ class CommitLease:
 
     # --- letting it go ---------------------------------------------------------------------------------------
 
-    def release(self, *, committed: bool = False) -> None:
+    def release(self, *, committed: bool = False, files: int = -1) -> None:
         """Stop renewing and free the lease if it is still ours (``If-Match``), recording this job as committed
-        (``committed``) and any job whose commit the taking over settled. Never raises."""
+        (``committed``, with its ``files``) and any job whose commit the taking over settled. Never raises."""
         self._stop.set()
         if self._renewer is not None and self._renewer is not threading.current_thread():
             self._renewer.join()
@@ -261,10 +261,10 @@ class CommitLease:
             etag, self.etag = self.etag, None
         if etag is None or self._lost is not None:
             return
-        done = [*([self.job_id] if committed else []), *self.settled]
+        done = {**({self.job_id: files} if committed else {}), **{job: -1 for job in self.settled}}
         self.requests += 1
         try:
-            self.store.put_if_match(self.dest.bucket, self.key, self.state.with_committed(*done).to_json(), etag,
+            self.store.put_if_match(self.dest.bucket, self.key, self.state.with_committed(done).to_json(), etag,
                                     content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             log.warning("job %s: its commit lease on %s had been taken over when it released it", self.job_id,
@@ -290,13 +290,14 @@ def read_state(store: S3Store, dest: S3Uri) -> LeaseState | None:
         return None
 
 
-def committed_here(store: S3Store, dest: S3Uri, job_id: str) -> bool:
-    """Whether ``dest``'s lease object records ``job_id`` among the jobs that committed there (its own records,
+def committed_here(store: S3Store, dest: S3Uri, job_id: str) -> Committed | None:
+    """``dest``'s lease object's record of ``job_id``'s commit there, if it has one (the job's own record,
     whatever ``_SUCCESS`` says now)."""
-    if store.capabilities.get(dest.bucket) is None or not store.capabilities[dest.bucket].conditional_writes:
-        return False
+    known = store.capabilities.get(dest.bucket)
+    if known is None or not known.conditional_writes:
+        return None
     state = read_state(store, dest)
-    return state is not None and state.committed(job_id)
+    return state.committed(job_id) if state is not None else None
 
 
 def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
@@ -340,7 +341,7 @@ class NoLease:
     def check(self) -> None:
         """Nothing to lose."""
 
-    def release(self, *, committed: bool = False) -> None:
+    def release(self, *, committed: bool = False, files: int = -1) -> None:
         """Nothing to release."""
 
     def __enter__(self) -> NoLease:

@@ -85,10 +85,11 @@ class Holder:
 
 @dataclass(frozen=True)
 class Committed:
-    """A job that committed to the destination, and when (the committer's clock)."""
+    """A job that committed to the destination, when (the committer's clock), and how many files (-1: unknown)."""
 
     job_id: str
     at: str
+    files: int = -1
 
 
 @dataclass(frozen=True)
@@ -101,15 +102,17 @@ class LeaseState:
     def held_by(self, holder: Holder | None) -> LeaseState:
         return replace(self, holder=holder)
 
-    def with_committed(self, *job_ids: str) -> LeaseState:
-        """Free, with ``job_ids`` first among the recent (at most :data:`RECENT`)."""
+    def with_committed(self, jobs: dict[str, int]) -> LeaseState:
+        """Free, with ``jobs`` (job id -> files committed, -1 unknown) first among the recent (at most
+        :data:`RECENT`)."""
         at = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        new = tuple(Committed(job_id, at) for job_id in job_ids)
-        kept = tuple(c for c in self.recent if c.job_id not in job_ids)
+        new = tuple(Committed(job_id, at, files) for job_id, files in jobs.items())
+        kept = tuple(c for c in self.recent if c.job_id not in jobs)
         return LeaseState(None, (new + kept)[:RECENT])
 
-    def committed(self, job_id: str) -> bool:
-        return any(c.job_id == job_id for c in self.recent)
+    def committed(self, job_id: str) -> Committed | None:
+        """The record of ``job_id``'s commit here, if it is among the recent."""
+        return next((c for c in self.recent if c.job_id == job_id), None)
 
     def to_json(self) -> bytes:
         body: dict[str, Any] = {"format": LEASE_FORMAT, "holder": asdict(self.holder) if self.holder else None,
@@ -126,7 +129,8 @@ class LeaseState:
             holder = parsed.get("holder")
             fields = Holder.__dataclass_fields__
             return cls(Holder(**{k: v for k, v in holder.items() if k in fields}) if holder else None,
-                       tuple(Committed(str(c["job_id"]), str(c.get("at", ""))) for c in parsed.get("recent") or ()))
+                       tuple(Committed(str(c["job_id"]), str(c.get("at", "")), int(c.get("files", -1)))
+                             for c in parsed.get("recent") or ()))
         except (ValueError, TypeError, KeyError, AttributeError) as err:
             raise ManifestError(f"not a commit lease: {err}", source=source) from err
 

@@ -28,7 +28,9 @@ PROBE_PATH_PREFIX = "__s3commit_probe-"
 """A capability probe's scratch directory (:mod:`s3commit.probe`): deleted when the probe ends."""
 LEASE_NAME = "__s3commit_lease"
 """The destination's commit lease (:mod:`s3commit.lease`): held while a job commits there."""
-SCRATCH_PREFIXES = (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, PROBE_PATH_PREFIX, LEASE_NAME)
+WRITING_NAME = "__s3commit_writing"
+"""An RDD write's claim on a new destination (:func:`s3commit.ownership.claim_output`), while it runs."""
+SCRATCH_PREFIXES = (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, PROBE_PATH_PREFIX, LEASE_NAME, WRITING_NAME)
 """Key elements that are never user data: no overwrite deletes them, no conflict check counts them."""
 JOB_ID_PREFIX = "job-"
 BASE = "__base"
@@ -259,7 +261,9 @@ def absolute_relative(dir_key: str, name: str) -> str:
 def add_uuid(path: str, uuid: str) -> str:
     """Insert ``-<uuid>`` before the first ``.`` of the last element (Hadoop staging's unique names).
 
-    Unchanged if the path already contains the uuid anywhere.
+    Unchanged if the file name already carries the uuid as a whole component (:func:`carries_job_id`). Unlike
+    Hadoop, a uuid in a parent directory does not count: a partition ``date=2024-06-01/`` is not job
+    ``2024-06-01``'s file, and the job's clean-up finds its uploads by the name.
     """
     if not uuid:
         raise ValueError("empty uuid")
@@ -267,7 +271,7 @@ def add_uuid(path: str, uuid: str) -> str:
         raise ValueError("empty path")
     if path.endswith("/"):
         raise ValueError(f"{path!r} is a directory, not a file")
-    if uuid in path:
+    if carries_job_id(path, uuid):
         return path
     head, slash, name = path.rpartition("/")
     stem, dot, suffix = name.partition(".")
@@ -278,3 +282,11 @@ def partition_of(relative: str) -> str | None:
     """The partition directory of a relative file (its parent), ``None`` for a root file."""
     head, _, _ = relative.rpartition("/")
     return head or None
+
+
+def carries_job_id(key: str, job_id: str) -> bool:
+    """Whether a key's file name carries ``job_id`` as a whole component (between the name's ends and ``-``,
+    ``_``, ``.``, ``=``), as Spark's and s3commit's names do (``part-00000-<job id>-c000.parquet``): never a
+    substring of another word, and never a directory of the key (``date=2024-06-01/`` is a partition, not a job)."""
+    name = key.rsplit("/", 1)[-1]
+    return re.search(rf"(?:^|[-_.=]){re.escape(job_id)}(?:$|[-_.=])", name) is not None

@@ -20,7 +20,7 @@ from ray.data import Datasink
 
 from s3commit import engines, inprocess
 from s3commit.committers import create_committer
-from s3commit.committers.base import TaskCommitMessage
+from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.errors import ConfigError
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri

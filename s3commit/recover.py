@@ -51,6 +51,7 @@ from s3commit.lease import lease_for
 from s3commit.manifest import CommitJournal, SuccessData
 from s3commit.manifest_io import pendingset_keys_under
 from s3commit.overwrite import OverwritePlan
+from s3commit.ownership import one_operation
 from s3commit.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout, check_job_id
 from s3commit.prefixes import delete_prefix
 from s3commit.recover_report import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
@@ -110,7 +111,13 @@ def recover(
     store.head_bucket(target.bucket)
     known(store, target.bucket, prefix=target.prefix)
     _refuse_stream_batch(store, target, job_id)
-    # Under the destination's commit lease: a live commit (of this job or another) finishes first.
+    with one_operation(target, job_id, "recover"):  # a commit or abort of the job in this process ends first
+        return _recover(store, target, job_id, abort=abort, force=force, options=options)
+
+
+def _recover(store: S3Store, target: S3Uri, job_id: str, *, abort: bool, force: bool,
+             options: CommitterOptions) -> RecoveryReport:
+    # Under the destination's commit lease: a live commit (of this job or another) in another process ends first.
     lease = lease_for(store, target, job_id, options, operation="recover-abort" if abort else "recover",
                       settle=lambda holder: settle_interrupted(store, target, holder.job_id, options)).acquire()
     report = None

@@ -37,6 +37,7 @@ from s3commit.config import StoreOptions
 from s3commit.counters import StoreCounters
 from s3commit.errors import (
     ChecksumMismatchError,
+    CompletionUnknownError,
     NoSuchUploadError,
     NotFoundError,
     PreconditionFailedError,
@@ -252,7 +253,13 @@ class S3Store(ConditionalRequests):
         except (NoSuchUploadError, TransientError, PreconditionFailedError) as err:
             if isinstance(err, PreconditionFailedError) and not attempts.ambiguous:
                 raise  # no attempt can have completed it: the object there is someone else's
-            done = self.completed_object(bucket, key, etags, length=expected_length, created_ms=created_ms)
+            try:
+                done = self.completed_object(bucket, key, etags, length=expected_length, created_ms=created_ms)
+            except StoreError as unread:
+                raise CompletionUnknownError(
+                    f"the Complete may have taken effect ({err.code or type(err).__name__}), and the object could not "
+                    f"be read back to tell: {unread}", operation="CompleteMultipartUpload", bucket=bucket, key=key,
+                    upload_id=upload_id, code="CompletionUnknown", attempts=attempts.made) from err
             if done is None:
                 raise
             err.__suppress_context__ = True

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from s3commit.committers.base import TaskCommitMessage
+from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.committers.magic import MagicCommitter
 from s3commit.config import CommitterOptions
 from s3commit.errors import ConfigError, ManifestError, NotFoundError, PreconditionFailedError, S3CommitError

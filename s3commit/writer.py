@@ -53,6 +53,9 @@ class CompletionPolicy:
     of an upload (a deferred file must be an upload, to be completed later)."""
     create_early = False
     """Start the upload's Create in the background as the writer opens (a deferred file always needs one)."""
+    orphans_to_job = False
+    """What a Create that lost its answer may have left is the job's to abort, not this writer's (a task attempt's
+    file: another attempt of the task may have an upload of the same key in that window)."""
     finish_later = False
     """``close()`` returns once the last part is queued: the parts finish in the background, then
     :meth:`upload_ready` (which must then not complete) or :meth:`close_failed` is called from there."""
@@ -455,7 +458,7 @@ class MultipartWriter(io.RawIOBase):
         except Exception as err:  # cleanup must not hide the original error
             log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id),
                         self.bucket, self.key, err)
-        if self.create_window is not None:
+        if self.create_window is not None and not self.policy.orphans_to_job:
             self._abort_create_orphans()
 
 

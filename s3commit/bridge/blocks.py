@@ -6,13 +6,16 @@ directories, ``LOCAL_DIRS``, as S3A's default, else the system temp directory).
 The JVM writes a block file there and sends its name; the sidecar accepts only plain names of regular
 files inside a directory it made, uploads the part and deletes the file (:class:`s3commit.parts.FilePart`),
 whatever the outcome. Files left by a sidecar that died (with their JVM's streams) are swept when a sidecar
-next makes a directory in the same base: every ``s3commit-sidecar-<pid>-*`` directory of this user whose
-process is gone is deleted.
+next makes a directory in the same base: every ``s3commit-sidecar-*`` directory of this user whose owner is gone
+is deleted. A sidecar holds an exclusive ``flock`` on ``<directory>/.owner`` for its life (the kernel drops it when
+the process dies, however it dies); the sweep takes a directory only if it can take that lock, never by a process
+id, which another PID namespace (a container sharing ``fs.s3a.buffer.dir``) may give a live sidecar too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -20,6 +23,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 
 from s3commit.errors import ConfigError
 
@@ -38,13 +42,33 @@ def default_base() -> str:
     return os.environ.get(BUFFER_DIR_ENV) or (local[0].strip() if local else tempfile.gettempdir())
 
 
-def _alive(pid: int) -> bool:
+OWNER_LOCK = ".owner"
+"""The lock file a sidecar holds in each directory it made."""
+UNCLAIMED_AGE = 86400.0
+"""Seconds after which a directory with no lock file (made by an older s3commit) is taken as abandoned."""
+
+
+def claim_directory(path: str) -> int:
+    """Hold ``path``'s owner lock for the life of this process; returns the file descriptor that holds it."""
+    fd = os.open(os.path.join(path, OWNER_LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _abandoned(path: str, info: os.stat_result) -> bool:
+    """True if no live process holds ``path``'s owner lock (taking it, briefly, proves it)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        fd = os.open(os.path.join(path, OWNER_LOCK), os.O_RDWR)
+    except FileNotFoundError:
+        return time.time() - info.st_mtime > UNCLAIMED_AGE
+    except OSError:
         return False
-    except PermissionError:  # someone else's process: alive
-        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # held: its sidecar lives
+    finally:
+        os.close(fd)
     return True
 
 
@@ -56,15 +80,14 @@ def sweep(base: str) -> int:
     except OSError:
         return 0
     for name in names:
-        match = _DIR_NAME.match(name)
-        if not match or int(match.group(1)) == os.getpid():
+        if not _DIR_NAME.match(name):
             continue
         path = os.path.join(base, name)
         try:
             info = os.lstat(path)
         except OSError:
             continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or _alive(int(match.group(1))):
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or not _abandoned(path, info):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed += 1
@@ -78,6 +101,7 @@ class BlockDirectory:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._owner = claim_directory(path)
 
     @classmethod
     def create(cls, base: str | None = None) -> BlockDirectory:
@@ -101,6 +125,8 @@ class BlockDirectory:
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.close(self._owner)
 
 
 class BlockDirectories:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
 from typing import Any
@@ -29,6 +31,21 @@ from s3commit.config import committer_name_from_conf
 from s3commit.errors import ConfigError
 
 log = logging.getLogger(__name__)
+
+
+def _jvm_run() -> str:
+    """The JVM this sidecar serves (its parent: host, process id and start time), the same for the next sidecar the
+    JVM starts after this one died."""
+    parent = os.getppid()
+    try:
+        with open(f"/proc/{parent}/stat") as handle:
+            started = handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        started = "?"
+    return f"jvm:{socket.gethostname()}:{parent}:{started}"
+
+
+JVM_RUN = _jvm_run()
 
 
 def messages_of(lines: Iterator[bytes]) -> Iterator[tuple[int, TaskCommitMessage]]:
@@ -57,24 +74,29 @@ class CommitOps:
                 "task.setup": self.task_setup, "task.commit": self.task_commit, "task.abort": self.task_abort,
                 "task.absolute_path": self.task_absolute_path}
 
-    def _committer(self, req: dict[str, Any]) -> Committer:
+    def _committer(self, req: dict[str, Any], *, job_op: bool = False) -> Committer:
         registered: Registered = self.confs.get(req.get("conf_id"))
         name = committer_name_from_conf(registered.conf)
-        return self.factory(name, req["dest"], job_id=req["job_id"], store=registered.store,
-                            options=registered.options)
+        committer = self.factory(name, req["dest"], job_id=req["job_id"], store=registered.store,
+                                 options=registered.options)
+        # The job's run is the JVM's (a request re-sent to a new sidecar of the same JVM is the same run), and an
+        # RDD write's claim on its destination (``exclusive``, on job requests) goes with its commit or abort.
+        committer.run_token = JVM_RUN
+        committer.exclusive = job_op and bool(req.get("exclusive"))
+        return committer
 
     # --- job ---------------------------------------------------------------------------------------
 
     def job_setup(self, req: dict[str, Any], _: Body | None) -> Reply:
-        committer = self._committer(req)
+        committer = self._committer(req, job_op=True)
         try:
-            committer.setup_job()
+            committer.setup_job(exclusive=committer.exclusive)
         finally:
             committer.close()
         return Reply({"committer": committer.name})
 
     def job_commit(self, req: dict[str, Any], body: Body | None) -> Reply:
-        committer = self._committer(req)
+        committer = self._committer(req, job_op=True)
         if body is not None:
             # Only messages with a pendingset matter; the rest are counted, not kept.
             kept: list[TaskCommitMessage] = []
@@ -96,7 +118,7 @@ class CommitOps:
         return Reply({"success": success.to_dict(), "messages": received})
 
     def job_abort(self, req: dict[str, Any], _: Body | None) -> Reply:
-        committer = self._committer(req)
+        committer = self._committer(req, job_op=True)
         try:
             committer.abort_job()
         finally:

@@ -50,6 +50,7 @@ def java_families() -> tuple[tuple[type[BaseException], str], ...]:
         (errors.EndpointUnreachableError, "Unreachable"),
         (errors.ThrottledError, "Transient"),
         (errors.ChecksumMismatchError, "IO"),
+        (errors.CompletionUnknownError, "IO"),
         (errors.TransientError, "Transient"),
         (errors.InvalidRequestError, "IllegalArgument"),
         (BadRequest, "IllegalArgument"),

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from s3commit import __version__
-from s3commit.bridge.blocks import PREFIX, BlockDirectories, BlockDirectory
+from s3commit.bridge.blocks import PREFIX, BlockDirectories, BlockDirectory, claim_directory
 from s3commit.bridge.failpoints import Failpoints
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
 from s3commit.bridge.operations import OPERATIONS, DeclaredFields, hello_table, strict
@@ -75,6 +75,7 @@ class SidecarServer:
             base = "/tmp"
         own = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)
         try:
+            claim_directory(own)  # held for the sidecar's life: a sweep never takes a live sidecar's socket
             return cls(os.path.join(own, "sock"), token, handlers, own_directory=own)
         except BaseException:
             shutil.rmtree(own, ignore_errors=True)

@@ -42,7 +42,7 @@ PREPARED_LIMIT = 64
 class _SinkTaskOps(CommitOps):
     """``task.*`` of :class:`CommitOps`, with the magic committer whatever the configuration names."""
 
-    def _committer(self, req: dict[str, Any]) -> Committer:
+    def _committer(self, req: dict[str, Any], *, job_op: bool = False) -> Committer:
         registered: Registered = self.confs.get(req.get("conf_id"))
         return MagicCommitter(req["dest"], job_id=req["job_id"], store=registered.store,
                               options=registered.options)

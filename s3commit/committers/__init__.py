@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.base import Committer
 from s3commit.committers.magic import MagicCommitter, open_magic_file
 from s3commit.committers.rename import RenameV1Committer, RenameV2Committer
 from s3commit.committers.staging import DirectoryCommitter, PartitionedCommitter

@@ -8,16 +8,15 @@ commit turns it into a pendingset) and may adjust the job side (conflict checks,
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from s3commit.capabilities import Capabilities, Outcome
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
 from s3commit.config import CommitterOptions, LeaseMode
 from s3commit.errors import (
     CommitStateError,
@@ -33,10 +32,11 @@ from s3commit.errors import (
 from s3commit.job_uploads import JobUploads
 from s3commit.jobcommit import JobCommit
 from s3commit.known_stores import known
-from s3commit.lease import CommitLease, NoLease, lease_for
+from s3commit.lease import CommitLease, NoLease, committed_here, lease_for
 from s3commit.manifest import SuccessData
 from s3commit.manifest_io import pendingset_keys_under
 from s3commit.overwrite import OverwritePlan
+from s3commit.ownership import claim, claim_output, one_operation, release_output
 from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.prefixes import delete_prefix
 from s3commit.reports import failed, write_report
@@ -44,67 +44,6 @@ from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TaskCommitMessage:
-    """What a committed task sends to the job committer (the driver): small and picklable."""
-
-    job_id: str
-    task_id: str
-    task_attempt_id: str
-    pendingset_key: str | None
-    files: int
-    bytes: int
-    absolute_dirs: tuple[str, ...] = ()
-    """Directories outside the destination (keys in its bucket) the task wrote files to; the job commit
-    accepts uploads there only for directories a committed task declared."""
-
-
-class TaskAttempt(ABC):
-    """One attempt of one task: where its files go, and how to open one."""
-
-    def __init__(self, committer: Committer, task_attempt_id: str) -> None:
-        self.committer = committer
-        self.id = TaskAttemptId.parse(task_attempt_id)
-        self.task_attempt_id = str(self.id)
-        self.task_id = self.id.task_id
-        self.committed = False
-        self.aborted = False
-
-    @property
-    @abstractmethod
-    def work_path(self) -> str:
-        """Where an engine writes this attempt's files itself (an S3 URI or a local directory)."""
-
-    @abstractmethod
-    def open(self, relative_path: str) -> IO[bytes]:
-        """A binary writable file that becomes ``dest/<relative_path>`` when the job commits."""
-
-    def open_absolute(self, location: str, name: str) -> IO[bytes]:
-        """A binary writable file that becomes ``<location>/<name>`` when the job commits, for a directory
-        outside the destination in the same bucket (Spark's custom partition locations).
-
-        Raises:
-            ConfigError: this committer cannot write outside its destination, or ``location`` is in
-                another bucket.
-        """
-        raise self._no_absolute(location)
-
-    def absolute_work_path(self, location: str, name: str) -> str:
-        """Where an engine writes a file bound for ``<location>/<name>`` itself (see :meth:`open_absolute`)."""
-        raise self._no_absolute(location)
-
-    def _no_absolute(self, location: str) -> ConfigError:
-        return ConfigError(f"the {self.committer.name} committer writes only under its destination "
-                          f"{self.committer.dest}, not to {location}: use the magic committer for output to "
-                          "absolute locations (custom partition locations)")
-
-    def check_open(self) -> None:
-        """Raise :class:`CommitStateError` if the attempt was committed or aborted already."""
-        if self.committed or self.aborted:
-            state = "committed" if self.committed else "aborted"
-            raise CommitStateError(f"task attempt {self.task_attempt_id} is already {state}")
 
 
 class Committer(ABC):
@@ -128,6 +67,10 @@ class Committer(ABC):
         self.store = store or S3Store()
         self.options = options or CommitterOptions()
         self.layout = JobLayout(self.dest.key, self.job_id, dir_prefix=self.scratch_prefix)
+        #: This run of the job (pickled with it): its owner record says so (:func:`s3commit.ownership.claim`).
+        self.run_token = uuid.uuid4().hex
+        #: The job claimed its destination as new (an RDD write): the claim goes with the job's end.
+        self.exclusive = False
         self._state = "new"
         self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}
@@ -178,12 +121,28 @@ class Committer(ABC):
 
     # --- job side -------------------------------------------------------------------------------
 
-    def setup_job(self) -> None:
-        """Check the destination can be written (bucket exists, what the store honours, conflict mode). Nothing is
-        changed there: a job that fails or never commits leaves the destination as it was, ``_SUCCESS`` included."""
+    def setup_job(self, *, exclusive: bool = False) -> None:
+        """Check the destination can be written (bucket exists, what the store honours, conflict mode) and claim
+        the job id there (its owner record, in the job's own scratch directory: a second live job with this id on
+        this destination is refused). Nothing the destination's readers see changes: a job that fails or never
+        commits leaves it as it was, ``_SUCCESS`` included.
+
+        ``exclusive``: the output must not exist, and no other job may start writing it until this one ends (an
+        RDD write's promise, ``FileOutputFormat``'s): claimed with ``If-None-Match`` where the store honours it.
+
+        Raises:
+            ConfigError: the job id is taken on this destination; the store cannot do what was asked of it.
+            CommitConflictError: ``exclusive`` and another job is writing the destination.
+        """
         self.store.head_bucket(self.dest.bucket)
-        self._check_store(self.know_store())
+        found = self.know_store()
+        self._check_store(found)
         self._check_job_conflicts()
+        conditional = found is not None and found.conditional_writes
+        if exclusive:
+            claim_output(self.store, self.dest, self.job_id, conditional=conditional)
+            self.exclusive = True
+        claim(self.store, self.dest, self.layout, self.job_id, self.run_token, conditional=conditional)
         self._state = "setup"
 
     def know_store(self) -> Capabilities | None:
@@ -234,6 +193,18 @@ class Committer(ABC):
     def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
                    delete_paths: Sequence[str] = (), replace_partitions: bool = False,
                    create_only: bool = False) -> SuccessData:
+        """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``
+        (:meth:`_commit_job`), one operation of the job at a time (:func:`s3commit.ownership.one_operation`)."""
+        with one_operation(self.dest, self.job_id, "its commit"):
+            success = self._commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions,
+                                       create_only=create_only)
+            if self.exclusive:
+                release_output(self.store, self.dest, self.job_id)
+            return success
+
+    def _commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
+                    delete_paths: Sequence[str] = (), replace_partitions: bool = False,
+                    create_only: bool = False) -> SuccessData:
         """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``.
 
         Args:
@@ -287,7 +258,7 @@ class Committer(ABC):
                 success = self._resume(engine, err, messages, keys, plan, absolute_dirs)
                 resumed = True
             finally:
-                lease.release(committed=resumed)
+                lease.release(committed=resumed, files=engine.stats.files if resumed else -1)
                 self.close()
             self._state = "committed"
             self._report(engine, None, success)
@@ -311,7 +282,7 @@ class Committer(ABC):
             self._report(engine, err)
             raise
         finally:
-            lease.release(committed=committed)
+            lease.release(committed=committed, files=engine.stats.files)
             self.close()
         self._state = "committed"
         self.last_commit_stats = engine.stats
@@ -341,18 +312,26 @@ class Committer(ABC):
 
     def _committed_already(self, engine: JobCommit, messages: Sequence[TaskCommitMessage] | None
                            ) -> SuccessData | None:
-        """``_SUCCESS`` if it names this job (and counts the files of ``messages``) while no journal is left:
-        the commit and its clean-up finished (or it ran without a journal). The clean-up is finished again,
-        best effort, and the ``_SUCCESS`` returned."""
+        """The job's ``_SUCCESS`` data if it has committed while no journal is left (the commit and its clean-up
+        finished, or it ran without a journal): ``_SUCCESS`` names it (and counts the files of ``messages``), or,
+        whatever ``_SUCCESS`` says now, the destination's commit lease records it (then a ``_SUCCESS`` rebuilt from
+        what is known). The clean-up is finished again, best effort."""
         try:
-            success = SuccessData.from_json(self.store.get_object(self.dest.bucket, self.layout.success_key))
+            success: SuccessData | None = SuccessData.from_json(
+                self.store.get_object(self.dest.bucket, self.layout.success_key))
         except (NotFoundError, ManifestError):
-            return None
+            success = None
         files = sum(m.files for m in messages or () if m is not None)
-        if success.job_id != self.job_id or (messages is not None
-                                             and success.metrics.get("committer_files", files) != files):
-            return None
-        log.info("job %s has committed already (%s names it)", self.job_id, self.layout.success_key)
+        if success is None or success.job_id != self.job_id or (
+                messages is not None and success.metrics.get("committer_files", files) != files):
+            record = committed_here(self.store, self.dest, self.job_id)
+            if record is None or (messages is not None and record.files not in (-1, files)):
+                return None
+            success = SuccessData(committer=self.name, job_id=self.job_id, job_id_source=self.job_id_source,
+                                  description=f"s3commit job committer for {self.dest} (committed earlier: the "
+                                              "destination's commit lease records it)",
+                                  metrics={"committer_files": files})
+        log.info("job %s has committed already", self.job_id)
         try:
             engine.cleanup(read_pendingsets=True)
         except S3CommitError as err:
@@ -391,7 +370,10 @@ class Committer(ABC):
         """
         reported = self._state == "aborted"  # a failed commit reported already
         try:
-            self._abort_job(quiet=False)
+            with one_operation(self.dest, self.job_id, "its abort"):  # a commit running here ends first
+                self._abort_job(quiet=False)
+                if self.exclusive:
+                    release_output(self.store, self.dest, self.job_id)
         finally:
             self._state = "aborted"
             if self.options.summary_report_dir and not reported:
@@ -427,6 +409,11 @@ class Committer(ABC):
                 raise AlreadyCommittedError(
                     f"job {self.job_id} cannot be aborted: it has committed ({err}). Its output is left in "
                     "place and its clean-up was finished; nothing was rolled back") from err
+            if not rolled_back and lease is None and committed_here(self.store, self.dest, self.job_id):
+                # Its own record, whatever _SUCCESS says now (a commit this abort waited for, a re-sent abort).
+                self._abort_local_state()
+                raise AlreadyCommittedError(f"job {self.job_id} cannot be aborted: it has committed to {self.dest} "
+                                            "(the destination's commit lease records it); its output is left in place")
             if not rolled_back:
                 # The job's uploads, inside and outside the destination (records are read before pendingsets:
                 # a task commit racing this abort writes its pendingset before it deletes its records).
@@ -490,9 +477,3 @@ class Committer(ABC):
     def new_task_attempt_id(self, task: int, attempt: int = 0) -> str:
         """A Hadoop-style attempt id for plain Python callers: ``attempt_s3commit_0000_m_<task>_<n>``."""
         return str(TaskAttemptId.of(task, attempt))
-
-
-def local_staging_root(options: CommitterOptions) -> str:
-    import tempfile
-
-    return options.staging_dir or os.path.join(tempfile.gettempdir(), "s3commit-staging")

@@ -17,15 +17,16 @@ magic path without a committer object; the JVM filesystem uses it through the si
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from typing import IO, Any
 
-from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.base import Committer
 from s3commit.committers.tracking import REGISTRY, MagicTaskRegistry
 from s3commit.config import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
-from s3commit.job_uploads import abort_create_orphans, upload_ref
+from s3commit.job_uploads import upload_ref
 from s3commit.manifest import PendingSet, PendingUpload
 from s3commit.manifest_io import (
     AttemptListing,
@@ -44,6 +45,7 @@ from s3commit.paths import (
     UPLOAD_MARKER_SUFFIX,
     TaskAttemptId,
     absolute_relative,
+    carries_job_id,
     is_magic_file_key,
     job_id_of_magic_key,
     magic_element_index,
@@ -66,6 +68,7 @@ class MagicCompletion(CompletionPolicy):
     always when its Create lost an answer (the record then keeps the Create's window)."""
 
     may_defer = True
+    orphans_to_job = True
 
     def __init__(self, store: S3Store, *, bucket: str, magic_key: str, job_id: str, task_attempt_id: str,
                  track: bool, registry: MagicTaskRegistry, in_memory: bool = False, budget: int = 0) -> None:
@@ -153,7 +156,7 @@ def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptio
     elements = split_elements(target.key)
     outside = ABSOLUTE in elements[magic_element_index(elements) + 1:]
     track = {TrackUploads.ALWAYS: True, TrackUploads.NEVER: False}.get(
-        options.track_uploads, job_id not in final_key or outside)
+        options.track_uploads, not carries_job_id(final_key, job_id) or outside)
     policy = MagicCompletion(store, bucket=target.bucket, magic_key=target.key, job_id=job_id,
                              task_attempt_id=attempt, track=track, registry=registry,
                              in_memory=options.track_commits_in_memory,
@@ -269,6 +272,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
     remembered, still_open = taken.pending, taken.still_open
     loaded: list[PendingUpload] = list(remembered.values())
     listing = None
+    windowed: set[str] = set()
     try:
         for bucket_, key, upload_id in still_open:
             abort_upload_quietly(store, bucket_, key, upload_id)
@@ -291,14 +295,15 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         more, failures = gather(executor, others, lambda k: load_pending_upload(store, bucket, k), window=window)
         loaded += more
         closed_ids = {p.upload_id for p in loaded}
-        abandoned = []
         for marker in markers:
             if marker[: -len(UPLOAD_MARKER_SUFFIX)] + PENDING_SUFFIX not in pending_keys:
                 ref = read_upload_marker(store, bucket, marker)
                 if ref is not None and ref.upload_id not in closed_ids:
                     abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
-                    abandoned.append(ref)
-        abort_create_orphans(store, abandoned, keep=closed_ids)
+                    if ref.window is not None:
+                        # What its Create may have left is the job's to abort (its clean-up keeps the uploads it
+                        # committed): another attempt of this task may have an upload of this key in the window.
+                        windowed.add(marker)
         if failures:
             raise failures[0].error
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
@@ -307,7 +312,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         # first attempt) or its uploads carry the job id (its files have the names of this attempt's, which
         # carry it): the job's sweep finds those by the id.
         no_previous = in_memory and (_is_first_attempt(task_attempt_id) or (bool(loaded) and all(
-            job_id in p.destination_key for p in loaded)))
+            carries_job_id(p.destination_key, job_id) for p in loaded)))
         saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset, first_attempt=no_previous)
     except BaseException:
         for pending in loaded:
@@ -315,7 +320,7 @@ def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_
         raise
     finally:
         if listing is not None:
-            _delete_quietly(store, bucket, attempt_dir, listing)
+            _delete_quietly(store, bucket, attempt_dir, listing, keep=windowed)
     if on_done is not None:
         on_done()
     absolute_dirs = sorted({c.destination_key.rpartition("/")[0] for c in pendingset.commits
@@ -342,13 +347,17 @@ def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_i
             refs[p.upload_id] = upload_ref(p)
         except Exception as err:
             log.warning("abort task: cannot read %s: %s", key, err)
+    windowed: set[str] = set()
     for key in listing.markers:
         ref = read_upload_marker(store, bucket, key)
         if ref is not None and (ref.upload_id not in refs or ref.window is not None):
             refs[ref.upload_id] = ref
+        if ref is not None and ref.window is not None:
+            windowed.add(key)
     aborted = sum(abort_upload_quietly(store, r.bucket, r.key, r.upload_id) for r in refs.values())
-    aborted += abort_create_orphans(store, refs.values())
-    _delete_quietly(store, bucket, attempt_dir, listing)
+    # What a Create that lost its answer may have left is the job's to abort, never this attempt's: another attempt
+    # of the task (speculation) may have an upload of the same key in that window. The records stay for the job.
+    _delete_quietly(store, bucket, attempt_dir, listing, keep=windowed)
     return aborted
 
 
@@ -359,11 +368,13 @@ def _is_first_attempt(task_attempt_id: str) -> bool:
         return False  # not Hadoop's form: it may follow another attempt
 
 
-def _delete_quietly(store: S3Store, bucket: str, directory: str, listing: AttemptListing | None = None) -> None:
-    """Delete an attempt directory; with a listing already in hand, delete those keys without listing again."""
+def _delete_quietly(store: S3Store, bucket: str, directory: str, listing: AttemptListing | None = None,
+                    keep: Collection[str] = ()) -> None:
+    """Delete an attempt directory; with a listing already in hand, delete those keys without listing again
+    (but ``keep``: the records of Creates that lost their answer, left for the job's clean-up)."""
     try:
         if listing is not None:
-            store.delete_objects(bucket, listing.keys)
+            store.delete_objects(bucket, [k for k in listing.keys if k not in keep])
         else:
             delete_prefix(store, bucket, f"{directory}/")
     except Exception as err:

@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
-from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.base import Committer
 from s3commit.manifest import SuccessData
 from s3commit.parallel import run_each, window_for
 from s3commit.paths import relative_key

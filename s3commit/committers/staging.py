@@ -17,6 +17,7 @@ replace       replace all of dest                   replace each partition writt
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -25,7 +26,8 @@ from typing import IO
 
 from s3commit import checksums
 from s3commit.checksums import SentPart
-from s3commit.committers.base import Committer, TaskAttempt, TaskCommitMessage, local_staging_root
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage, local_staging_root
+from s3commit.committers.base import Committer
 from s3commit.config import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
 from s3commit.job_uploads import abort_create_orphans
@@ -35,7 +37,14 @@ from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadRef
 from s3commit.overwrite import OverwritePlan
 from s3commit.parallel import gather, run_each, window_for
 from s3commit.parts import file_parts
-from s3commit.paths import STAGING_PATH_PREFIX, add_uuid, is_scratch_key, partition_of, relative_key
+from s3commit.paths import (
+    STAGING_PATH_PREFIX,
+    add_uuid,
+    carries_job_id,
+    is_scratch_key,
+    partition_of,
+    relative_key,
+)
 from s3commit.uploads import abort_upload_quietly
 from s3commit.writer import TooManyPartsError
 
@@ -89,7 +98,10 @@ class StagingCommitter(Committer):
 
     @property
     def local_job_dir(self) -> str:
-        return os.path.join(local_staging_root(self.options), f"s3commit-{self.job_id}")
+        # The job *and* its destination: two jobs on this host that share an id (a session-wide
+        # fs.s3a.committer.uuid) never share, nor delete, each other's task files.
+        where = hashlib.sha256(str(self.dest).encode()).hexdigest()[:12]
+        return os.path.join(local_staging_root(self.options), f"s3commit-{self.job_id}-{where}")
 
     def final_key(self, relative: str) -> str:
         rel = add_uuid(relative, self.job_id) if self.options.unique_filenames else relative
@@ -136,7 +148,10 @@ class StagingCommitter(Committer):
         except BaseException:
             for ref in started:
                 abort_upload_quietly(self.store, ref.bucket, ref.key, ref.upload_id)
-            abort_create_orphans(self.store, started)
+            # What a Create that lost its answer left under a name carrying the job id is the job's to abort (its
+            # sweep finds it, keeping what it committed): another attempt of this task may have an upload of that
+            # key in the window. Only a name without the id, which nothing else would find, is handled here.
+            abort_create_orphans(self.store, [r for r in started if not carries_job_id(r.key, self.job_id)])
             raise
         finally:
             shutil.rmtree(attempt.local_dir, ignore_errors=True)

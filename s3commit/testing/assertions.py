@@ -60,6 +60,14 @@ def parquet_column(client: Any, bucket: str, prefix: str, column: str = "id") ->
     return sorted(values)
 
 
+def visible_keys(client: Any, bucket: str, prefix: str = "") -> list[str]:
+    """What a reader of ``prefix`` sees: every key but the committers' scratch (job directories, a probe's, the
+    commit lease)."""
+    from s3commit.paths import is_scratch_key
+
+    return [k for k in list_keys(client, bucket, prefix) if not is_scratch_key(k)]
+
+
 def held_leases(client: Any, bucket: str, prefix: str = "") -> list[str]:
     """Commit leases under ``prefix`` that a holder still holds (a free lease object stays between commits: it
     records the jobs that committed there)."""

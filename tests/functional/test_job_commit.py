@@ -151,14 +151,15 @@ def test_request_cost_of_a_magic_job_commit(store, s3_client, s3_bucket, in_memo
     write_side = store.counters.snapshot()["requests"]
     if in_memory:
         # Per file: Create, UploadPart. Per task: PUT pendingset (a first attempt has no earlier one to GET).
+        # Per job: PUT its owner record at setup.
         assert write_side["CreateMultipartUpload"] == 10 and write_side["UploadPart"] == 10
-        assert write_side["PutObject"] == 3
+        assert write_side["PutObject"] == 3 + 1
         assert not {"GetObject", "ListObjectsV2", "DeleteObjects"} & set(write_side)
     else:
         # Per file: Create, UploadPart, PUT .pending. Per task: LIST attempt dir, GET old pendingset (404),
         # PUT pendingset, DeleteObjects of the attempt directory.
         assert write_side["CreateMultipartUpload"] == 10 and write_side["UploadPart"] == 10
-        assert write_side["PutObject"] == 10 + 3
+        assert write_side["PutObject"] == 10 + 3 + 1  # and the job's owner record
         assert write_side["GetObject"] == 3 and write_side["ListObjectsV2"] == 3
         assert write_side["DeleteObjects"] == 3
     store.counters.reset()

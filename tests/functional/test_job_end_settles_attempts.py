@@ -12,7 +12,7 @@ import time
 import pytest
 
 from s3commit import CommitStateError, S3Store, create_committer
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, visible_keys
 from tests.conftest import store_options_for
 
 PART_DELAY_SECONDS = 0.5
@@ -60,7 +60,7 @@ def test_the_job_waits_for_a_closing_file_before_it_aborts_its_upload(end, slow_
     assert time.monotonic() - started < PART_DELAY_SECONDS  # the close did not wait for the part
     if end == "commit":
         committer.commit_job([])
-        assert list_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
+        assert visible_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
     else:
         committer.abort_job()
         assert list_keys(s3_client, s3_bucket, "out/") == []
@@ -78,7 +78,7 @@ def test_a_file_closing_after_its_job_ended_aborts_its_own_upload(slow_committer
     committer.commit_job([])  # a straggler: its task never committed, its file is still open
     with pytest.raises(CommitStateError, match="was aborted or committed"):
         f.close()
-    assert list_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
+    assert visible_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
@@ -120,5 +120,5 @@ def test_the_job_directory_outlives_the_reading_of_the_records_its_sweep_needs(s
     committer.commit_job([])
     committer.close()
     # Then: the sweep read the marker before the job directory went, and aborted the upload.
-    assert list_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
+    assert visible_keys(s3_client, s3_bucket, "out/") == ["out/_SUCCESS"]
     assert_no_pending_uploads(s3_client, s3_bucket)

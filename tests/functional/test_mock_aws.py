@@ -26,7 +26,12 @@ from s3commit.inprocess import InProcessMockError, answered_here  # noqa: E402
 from s3commit.jobcommit import JobCommit, OverwritePlan  # noqa: E402
 from s3commit.manifest_io import load_pendingset  # noqa: E402
 from s3commit.recover import RecoveryAction, recover  # noqa: E402
-from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, parquet_column  # noqa: E402
+from s3commit.testing.assertions import (  # noqa: E402
+    assert_no_pending_uploads,
+    list_keys,
+    parquet_column,
+    visible_keys,
+)
 from s3commit.uploads import commit_upload  # noqa: E402
 from tests.conftest import STAGING_AND_MAGIC, store_options_for  # noqa: E402
 
@@ -46,7 +51,7 @@ def s3(monkeypatch):
 
 
 def visible(client, prefix="t/"):
-    return [k for k in list_keys(client, BUCKET, prefix) if "__magic" not in k and "__staging" not in k]
+    return visible_keys(client, BUCKET, prefix)
 
 
 def read(client, key):

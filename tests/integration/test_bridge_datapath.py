@@ -215,25 +215,34 @@ def test_buffer_dir_gets_a_private_block_directory(sidecar, client, s3_server, s
     assert client.call("fs.write_block", handle=opened["handle"], block=name)[0]["ok"]
     assert client.call("fs.close_write", data[PART:], handle=opened["handle"], length=5)[0]["ok"]
     assert s3_client.get_object(Bucket=s3_bucket, Key="buffered")["Body"].read() == data
-    assert os.listdir(opened["blocks_dir"]) == []
+    assert os.listdir(opened["blocks_dir"]) == [".owner"]  # its owner lock, held while the sidecar lives
 
 
 def test_a_starting_sidecar_sweeps_the_block_directories_of_dead_ones(tmp_path):
     import subprocess
     import sys
 
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    leftover = tmp_path / f"s3commit-sidecar-{int(dead.stdout)}-abcd"
+    from s3commit.bridge.blocks import claim_directory
+
+    # A sidecar that died held its directory's owner lock until it died: the lock file is there, nobody holds it.
+    leftover = tmp_path / "s3commit-sidecar-12345-abcd"
     leftover.mkdir(mode=0o700)
     (leftover / "h1-p1-x.block").write_bytes(b"x" * 1000)
-    alive = tmp_path / f"s3commit-sidecar-{os.getpid()}-live"  # ours: alive, kept
+    dead = subprocess.run([sys.executable, "-c", "from s3commit.bridge.blocks import claim_directory; "
+                           f"claim_directory({str(leftover)!r})"], check=True)
+    del dead
+    # A live sidecar in another PID namespace (a container sharing the directory) may show any process id, even
+    # one that is gone here: its lock, not its id, keeps its directory.
+    alive = tmp_path / "s3commit-sidecar-999999-live"
     alive.mkdir(mode=0o700)
+    held = claim_directory(str(alive))
     process = start_sidecar(env={"S3COMMIT_BUFFER_DIR": str(tmp_path)})
     try:
         assert not leftover.exists() and alive.exists()
         assert os.path.dirname(process.blocks_dir) == str(tmp_path)
     finally:
         process.stop()
+        os.close(held)
     assert not os.path.exists(process.blocks_dir)  # a sidecar that exits removes its own
 
 

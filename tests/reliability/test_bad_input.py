@@ -116,20 +116,19 @@ def test_access_denied_by_a_bucket_policy_names_the_operation_and_object(s3_sim,
     # moto server enforces an explicit Deny in a bucket policy on object requests (403, empty body).
     deny_writes_under_out(raw, bucket)
     committer = create_committer("magic", f"s3://{bucket}/out/new", store=make_store(s3_sim))
-    committer.setup_job()  # changes nothing at the destination: nothing to deny
     with pytest.raises(AccessDeniedError) as caught:
-        committer.commit_job([])  # its first write: the commit lease
-    assert "Object failed for s3://" in str(caught.value)  # the operation, then the object: its lease's
-    assert f"{bucket}/out/new/__s3commit_lease" in str(caught.value)
+        committer.setup_job()  # its first write: the job's owner record, in its own scratch directory
+    assert "PutObject failed for s3://" in str(caught.value)
+    assert f"{bucket}/out/new/__magic_job-{committer.job_id}/" in str(caught.value)
     assert "403" in str(caught.value)
     raw.delete_bucket_policy(Bucket=bucket)
     assert_nothing_lost(raw, bucket)
 
 
 def test_access_denied_on_the_first_upload_fails_the_write_and_leaves_no_upload(s3_sim, bucket, raw):
-    deny_writes_under_out(raw, bucket)
     committer = create_committer("magic", f"s3://{bucket}/out/new", store=make_store(s3_sim), success_marker=False)
     committer.setup_job()
+    deny_writes_under_out(raw, bucket)  # from here on
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     # The Create runs in the background as the file opens: its failure surfaces at the close if it is known by
     # then, else at the task commit, which names the file.

@@ -12,7 +12,7 @@ import pytest
 from s3commit import create_committer
 from s3commit.job_uploads import JobUploads
 from s3commit.manifest_io import load_pendingset
-from s3commit.testing.assertions import list_keys, list_pending_uploads
+from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads, visible_keys
 from tests.reliability.helpers import assert_clean, make_store, read, user_keys
 
 pytestmark = pytest.mark.integration
@@ -51,7 +51,7 @@ def test_recover_abort_without_a_journal_aborts_the_custom_location_uploads(comm
     # Then: both uploads are aborted, inside and outside the destination, and the job directory is gone.
     assert result.code == 0, result
     assert json.loads(result.out)["aborted"] == 2
-    assert list_keys(raw, s3_bucket) == []
+    assert visible_keys(raw, s3_bucket) == [] and held_leases(raw, s3_bucket) == []
     assert_clean(raw, s3_bucket)
 
 
@@ -70,7 +70,7 @@ def test_recover_abort_with_a_journal_rolls_back_the_custom_location_files(s3_si
                if c.destination_key.startswith("elsewhere/")]
     commit_upload(store, outside[0])  # the interrupted commit had completed the custom-location file
     assert run_cli("recover", f"s3://{s3_bucket}/out", "--job", committer.job_id, "--abort").code == 0
-    assert list_keys(raw, s3_bucket) == []
+    assert visible_keys(raw, s3_bucket) == [] and held_leases(raw, s3_bucket) == []
     assert_clean(raw, s3_bucket)
 
 

@@ -28,8 +28,8 @@ def test_the_same_job_id_with_other_options_is_another_job():
 
 
 def test_only_the_most_recent_jobs_are_kept():
-    kept = [engines.worker_job(pickle.loads(pickle.dumps(job(threads=n)))) for n in range(1, 12)]
+    payloads = [pickle.dumps(job(threads=n)) for n in range(1, 12)]  # each job as its tasks receive it
+    kept = [engines.worker_job(pickle.loads(payload)) for payload in payloads]
     assert len(engines._worker_jobs) == engines.WORKER_JOBS_KEPT
-    newest = pickle.loads(pickle.dumps(job(threads=11)))
-    assert engines.worker_job(newest) is kept[-1]
-    assert engines.worker_job(pickle.loads(pickle.dumps(job(threads=1)))) is not kept[0]  # dropped, made anew
+    assert engines.worker_job(pickle.loads(payloads[-1])) is kept[-1]
+    assert engines.worker_job(pickle.loads(payloads[0])) is not kept[0]  # dropped, made anew

@@ -105,7 +105,8 @@ def test_malformed_task_attempt_id_is_rejected_with_the_expected_form(bad):
     ("part-0000.gz.csv", "part-0000-UUID.gz.csv"),
     ("/parent.dir/part-0000", "/parent.dir/part-0000-UUID"),
     ("a/part-UUID.csv", "a/part-UUID.csv"),       # already present: unchanged
-    ("UUID/part.csv", "UUID/part.csv"),           # present in the parent: unchanged
+    ("UUID/part.csv", "UUID/part-UUID.csv"),      # a parent named so is not the name: the sweep goes by name
+    ("date=UUIDX/part.csv", "date=UUIDX/part-UUID.csv"),
 ])
 def test_add_uuid_inserts_before_first_dot_of_last_element(path, expected):
     assert add_uuid(path, "UUID") == expected
@@ -151,3 +152,17 @@ def test_relative_key_keeps_unicode_and_spaces():
 def test_job_ids_must_be_safe_in_keys(bad):
     with pytest.raises(ConfigError):
         check_job_id(bad)
+
+
+@pytest.mark.parametrize(("key", "job_id", "carries"), [
+    ("t/part-00000-2024-06-01-c000.parquet", "2024-06-01", True),
+    ("t/date=2024-06-01/part-00000-abc-c000.parquet", "2024-06-01", False),  # a partition, not the job's name
+    ("t/part-00000-x2024-06-01-c000.parquet", "2024-06-01", False),  # a substring of another word
+    ("t/part-0000-UUID.gz.csv", "UUID", True),
+    ("t/UUID", "UUID", True),
+    ("t/UUIDX.csv", "UUID", False),
+])
+def test_a_job_id_is_carried_only_as_a_whole_component_of_the_file_name(key, job_id, carries):
+    from s3commit.paths import carries_job_id
+
+    assert carries_job_id(key, job_id) is carries

@@ -267,6 +267,37 @@ public final class Sidecar {
     }
   }
 
+  /**
+   * Runs a request whose outcome the caller must know even if its thread is interrupted (a job commit): an
+   * interrupt that breaks the wait sends the request again, with the interrupt status cleared, until it is
+   * answered (the sidecar runs one operation of a job at a time, so the repeat waits for the first and answers
+   * with its outcome); the interrupt status is restored after. {@code body} gives the request body for each send
+   * (or null).
+   */
+  public static Response runToItsEnd(String op, Map<String, Object> args,
+      java.util.function.Supplier<RequestBody> body) throws IOException {
+    boolean interrupted = false;
+    try {
+      while (true) {
+        try {
+          return run(op, args, body.get(), Sidecar::collect);
+        } catch (IOException e) {
+          boolean cut = Thread.interrupted() || e.getCause() instanceof ClosedByInterruptException
+              || e instanceof ClosedByInterruptException || e instanceof java.io.InterruptedIOException;
+          if (!cut) {
+            throw e;
+          }
+          interrupted = true;
+          LOG.warn("{} was interrupted; waiting for its outcome (the sidecar runs it to its end)", op);
+        }
+      }
+    } finally {
+      if (interrupted) {
+        Thread.currentThread().interrupt();
+      }
+    }
+  }
+
   /** Run {@code action} with the thread's interrupt status cleared (restored after). */
   public static <T> T uninterruptibly(IOAction<T> action) throws IOException {
     boolean interrupted = Thread.interrupted();

@@ -108,17 +108,33 @@ public final class SidecarJob {
     return jobId + "/" + attempt;
   }
 
+  /**
+   * Sets the job up, claiming its destination as new ({@code exclusive}): an RDD write promises, as Hadoop's
+   * {@code FileOutputFormat} does, that its output did not exist, so two jobs started together on one new
+   * destination must not both pass; the claim goes with the job's commit or abort.
+   */
   public void setupJob(Configuration conf, String jobId) throws IOException {
-    Sidecar.run("job.setup", args(conf, jobId));
+    Sidecar.run("job.setup", jobArgs(conf, jobId));
   }
 
-  /** Completes every committed task's uploads (read from the job directory), then writes {@code _SUCCESS}. */
+  /**
+   * Completes every committed task's uploads (read from the job directory), then writes {@code _SUCCESS}; its
+   * outcome is awaited even if this thread is interrupted ({@link Sidecar#runToItsEnd}).
+   */
   public void commitJob(Configuration conf, String jobId) throws IOException {
-    Sidecar.run("job.commit", args(conf, jobId));  // no "messages": every pendingset of the job
+    Map<String, Object> args = jobArgs(conf, jobId);  // no "messages": every pendingset of the job
+    Sidecar.runToItsEnd("job.commit", args, () -> null);
   }
 
   public void abortJob(Configuration conf, String jobId) throws IOException {
-    Sidecar.uninterruptibly(() -> Sidecar.run("job.abort", args(conf, jobId)));
+    Map<String, Object> args = jobArgs(conf, jobId);
+    Sidecar.uninterruptibly(() -> Sidecar.run("job.abort", args));
+  }
+
+  private Map<String, Object> jobArgs(Configuration conf, String jobId) throws IOException {
+    Map<String, Object> args = args(conf, jobId);
+    args.put("exclusive", true);
+    return args;
   }
 
   /** Sets the attempt up in this JVM's sidecar; returns its work path (an {@code s3a://} or {@code file:} URI). */

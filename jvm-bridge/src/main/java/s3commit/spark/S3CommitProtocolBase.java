@@ -254,8 +254,11 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       Map<String, Object> args = args(context.getConfiguration());
       args.put("delete_paths", deletePaths);
       args.put("replace_partitions", dynamicPartitionOverwrite);
-      // The messages stream as the request's body, one JSON record per line: no frame grows with the job.
-      Sidecar.run("job.commit", args, Ndjson.body(messages), Sidecar::collect);
+      // The messages stream as the request's body, one JSON record per line: no frame grows with the job. An
+      // interrupt (a query cancelled through Thrift or Connect) does not abandon the commit: its outcome is awaited
+      // (the sidecar settles the request sent again to the first one's end), so the job is either committed and
+      // reported so, or rolled back and reported failed.
+      Sidecar.runToItsEnd("job.commit", args, () -> Ndjson.body(messages));
     } catch (IOException e) {
       throw new RuntimeException("s3commit job commit to " + path + " failed: " + e.getMessage(), e);
     }
