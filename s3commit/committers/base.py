@@ -394,6 +394,7 @@ class Committer(ABC):
 
         own: CommitLease | NoLease = NoLease()
         try:
+            self.know_store()  # whether the store keeps the job's records of a commit (its lease): cached
             self._end_task_attempts()
             if (lease is None or not lease.held) and self._journal_exists():
                 # A commit of this job began: roll it back under the destination's lease, so that a commit still

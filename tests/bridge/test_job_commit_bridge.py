@@ -142,3 +142,36 @@ def test_a_message_of_another_job_is_refused_before_anything_is_completed(client
     assert [k for k in list_keys(s3_client, s3_bucket, "mixed/") if k.startswith("mixed/part-")] == []
     client.call("job.abort", **job)
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_commit_whose_caller_is_interrupted_runs_to_its_end_and_abort_and_resend_get_its_outcome(
+        tmp_path, s3_sim, s3_bucket, s3_client):
+    """Spark interrupts a query during commitJob (Thrift, Connect): the JVM's wait breaks (its connection drops),
+    the sidecar runs the commit to its end. Spark's abortJob then waits for it and refuses (the job committed);
+    the JVM's job.commit sent again waits for it and reports success. Before, the abort rolled the live commit
+    back under its _SUCCESS."""
+    blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
+    server = SidecarServer.listen_in(blocks.path, "t", BridgeHandlers(blocks=blocks))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with BridgeClient(server.socket_path, "t") as client:
+            conf_id = register(client, s3_sim)
+            dest, job_id = f"s3://{s3_bucket}/cancelled", str(uuid.uuid4())
+            job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+            assert client.call("job.setup", **job)[0]["ok"]
+            for task in range(4):
+                write_task(client, conf_id, dest, job_id, task, files=2)
+            s3_sim.configure(profile="s3-standard")  # ~50 ms a Complete: the commit stays live a while
+            interrupted = BridgeClient(server.socket_path, "t")
+            interrupted.channel.write_message({"op": "job.commit", **job}, None)
+            time.sleep(0.3)
+            interrupted.close()  # the interrupt: the JVM stops waiting
+            aborted = client.call("job.abort", **job)[0]
+            assert not aborted["ok"] and "has committed" in aborted["error"]["message"], aborted
+            again = client.call("job.commit", **job)[0]
+            assert again["ok"] and again["success"]["jobId"] == job_id, again
+    finally:
+        server.stop()
+    data = [k for k in list_keys(s3_client, s3_bucket, "cancelled/") if not is_scratch_key(k)]
+    assert len(data) == 9  # 8 files and _SUCCESS: committed, never rolled back under its _SUCCESS
+    assert_no_pending_uploads(s3_client, s3_bucket)

@@ -10,6 +10,7 @@ import re
 
 import pytest
 
+from s3commit.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from s3commit.testing.fixtures import every_server_fixture
 from tests.spark.conftest import DEFAULT_PROTOCOL
@@ -76,7 +77,7 @@ APIS = {
 
 
 def data_keys(client, bucket, prefix):
-    return [k for k in list_keys(client, bucket, prefix) if not k.endswith("/_SUCCESS")]
+    return [k for k in list_keys(client, bucket, prefix) if not k.endswith("/_SUCCESS") and not is_scratch_key(k)]
 
 
 def read_rows(spark, client, bucket, keys, how, dest):
@@ -153,7 +154,7 @@ def observer(s3_server, bucket, prefix, *, fail):
         deadline = time.time() + 60
         while len([k for k in keys() if k.endswith(".pendingset")]) < 3 and time.time() < deadline:
             time.sleep(0.2)
-        visible = [k for k in keys() if "__magic_job-" not in k and "__staging_job-" not in k]
+        visible = [k for k in keys() if not is_scratch_key(k)]
         pendingsets = len([k for k in keys() if k.endswith(".pendingset")])
         if fail:
             raise RuntimeError(f"task 3 fails after the others committed ({pendingsets} pendingsets)")

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from s3commit.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from s3commit.testing.fixtures import every_server_fixture
 from tests.spark.conftest import DEFAULT_PROTOCOL
@@ -26,7 +27,7 @@ def frame(spark, rows=60):
 
 
 def data_keys(client, bucket, prefix):
-    return sorted(k for k in list_keys(client, bucket, prefix) if not k.endswith("_SUCCESS"))
+    return sorted(k for k in list_keys(client, bucket, prefix) if not k.endswith("_SUCCESS") and not is_scratch_key(k))
 
 
 def success(client, bucket, prefix):

@@ -1,0 +1,70 @@
+"""A Spark query cancelled while its job commits: the output is either committed and the write reports success,
+or rolled back and the write fails; never rolled back under a ``_SUCCESS`` naming the job (before, an interrupted
+commitJob made Spark call abortJob, which rolled the live commit back while the sidecar finished it)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from s3commit.paths import is_scratch_key
+from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark]
+
+
+def _outcome_is_consistent(client, bucket: str, prefix: str, result: dict) -> None:
+    data = [k for k in list_keys(client, bucket, prefix) if not is_scratch_key(k) and k.endswith(".parquet")]
+    success = [k for k in list_keys(client, bucket, prefix) if k.endswith("_SUCCESS")]
+    if result.get("ok"):
+        assert len(data) == 4 and success, (result, data)  # committed, and reported so
+    else:
+        assert data == [] and not success, (result, data)  # rolled back, and reported failed
+    assert_no_pending_uploads(client, bucket)
+
+
+@pytest.mark.parametrize("how", ["cancelJobGroup", "interrupt"])
+def test_a_query_cancelled_during_its_job_commit_is_committed_or_rolled_back_never_both(
+        spark, s3_sim, s3_bucket, s3_client, how):
+    sc = spark.sparkContext
+    dest = f"s3a://{s3_bucket}/cancel-{how}-{uuid.uuid4().hex[:6]}"
+    frame = spark.range(0, 4000, numPartitions=4)
+    result: dict = {}
+
+    def write() -> None:
+        sc.setJobGroup("s3commit-cancel", "a write cancelled during its commit", interruptOnCancel=True)
+        try:
+            frame.write.parquet(dest)
+            result["ok"] = True
+        except Exception as err:  # the cancellation, as the user sees it
+            result["error"] = str(err)[:500]
+
+    # Each Complete is refused twice with SlowDown: the job commit retries with backoff for a second or more.
+    s3_sim.fail_next("CompleteMultipartUpload", "503", count=8)
+    writer = threading.Thread(target=write)
+    writer.start()
+    deadline = time.monotonic() + 120
+    while s3_sim.stats().requests.get("CompleteMultipartUpload", 0) == 0:  # the job commit has begun
+        assert time.monotonic() < deadline and writer.is_alive(), result
+        time.sleep(0.02)
+    if how == "cancelJobGroup":
+        sc.cancelJobGroup("s3commit-cancel")
+    else:  # what a Thrift or Connect cancel does: interrupt the thread running the write, inside commitJob
+        jvm = spark._jvm
+        interrupted = 0
+        for thread in jvm.java.lang.Thread.getAllStackTraces().keySet():
+            if any("commitJob" in str(frame) for frame in thread.getStackTrace()):
+                thread.interrupt()
+                interrupted += 1
+        assert interrupted, "no JVM thread was in commitJob"
+    writer.join(180)
+    assert not writer.is_alive()
+    prefix = dest.split("/", 3)[3] + "/"
+    _outcome_is_consistent(s3_client, s3_bucket, prefix, result)
+    if result.get("ok"):
+        marker = json.loads(s3_client.get_object(Bucket=s3_bucket, Key=f"{prefix}_SUCCESS")["Body"].read())
+        assert marker["committer"] == "magic"
