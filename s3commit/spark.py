@@ -57,7 +57,14 @@ from s3commit.jarbuild import (
     streaming_layout,
     streaming_source,
 )
-from s3commit.spark_cluster import LIST_KEYS, classpath_conf, fallback_storage_conf, jar_on_executors, merged
+from s3commit.spark_cluster import (
+    LIST_KEYS,
+    classpath_conf,
+    fallback_storage_conf,
+    jar_on_executors,
+    merged,
+    read_spark_defaults,
+)
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
 FILESYSTEM_CLASS = "s3commit.hadoop.S3FileSystem"
@@ -120,6 +127,18 @@ def _spark_jars() -> Path:
     if not jars.is_dir():
         raise BridgeBuildError(f"pyspark at {jars.parent} has no jars/ directory")
     return jars
+
+
+def spark_defaults() -> dict[str, str]:
+    """The ``spark-defaults.conf`` that ``spark-submit`` reads: in ``SPARK_CONF_DIR``, else in the Spark's ``conf/``
+    (``{}`` if there is none)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        try:
+            conf_dir = str(_spark_jars().parent / "conf")
+        except (BridgeBuildError, ImportError):
+            return {}
+    return read_spark_defaults(Path(conf_dir) / "spark-defaults.conf")
 
 
 def _cache_dir() -> Path:
@@ -293,7 +312,7 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
                       use_s3a_filesystem=use_s3a_filesystem, rdd_writes=rdd_writes, streaming=streaming,
                       extra=extra, spark_options=existing, fallback_storage=fallback_storage,
                       executor_jar=executor_jar)
-    conf = merged(existing, conf)
+    conf = merged({**spark_defaults(), **existing}, conf)
     for key, value in conf.items():
         builder = builder.config(key, value)
     # The driver's JVM starts when the session is created, in this process: it inherits the environment.
@@ -354,8 +373,9 @@ def conf_arguments(args: argparse.Namespace) -> list[str]:
     conf = spark_conf(committer=args.committer, endpoint_url=args.endpoint_url, region=args.region,
                       path_style=True if args.path_style else None, extra=hadoop, python=args.python,
                       fallback_storage=args.fallback_storage, executor_jar=args.executor_jar)
-    conf.update({key: value for key, value in spark.items() if key not in LIST_KEYS})  # the user's settings win,
-    conf = merged(spark, conf)  # and a list (spark.plugins, the classpaths) keeps the user's entries and s3commit's
+    conf.update({key: value for key, value in spark.items() if key not in LIST_KEYS})  # the user's settings win;
+    # a list (spark.plugins, the classpaths) keeps the entries given or in spark-defaults.conf, and s3commit's
+    conf = merged({**spark_defaults(), **spark}, conf)
     out = ["--jars", conf.pop("spark.jars")]
     for key, value in conf.items():
         out += ["--conf", f"{key}={value}"]

@@ -73,6 +73,28 @@ def fallback_storage_conf(path: str) -> dict[str, str]:
     return {**FALLBACK_KEYS, FALLBACK_PATH: path if path.endswith("/") else path + "/"}
 
 
+def read_spark_defaults(path: Path) -> dict[str, str]:
+    """The settings of a ``spark-defaults.conf`` (``key value``, ``key=value`` or ``key: value`` lines; ``#`` and
+    ``!`` comments), or ``{}`` if there is none. A setting given to ``spark-submit`` replaces the file's, so a list
+    s3commit extends must start from the file's value (a cluster's own ``spark.executor.extraClassPath`` or
+    ``spark.plugins`` would otherwise be lost)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    settings = {}
+    for raw in lines:
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        cut = min((i for i, ch in enumerate(line) if ch in " \t=:"), default=len(line))
+        value = line[cut:].lstrip(" \t")
+        if value[:1] in ("=", ":"):
+            value = value[1:].lstrip(" \t")
+        settings[line[:cut]] = value.strip()
+    return settings
+
+
 def merged(existing: Mapping[str, str], conf: Mapping[str, str]) -> dict[str, str]:
     """``conf`` with each list setting (:data:`LIST_KEYS`) appended to the value ``existing`` already has for it
     (an entry already there is not repeated)."""

@@ -26,8 +26,9 @@ class FakeBuilder:
 
 
 @pytest.fixture(autouse=True)
-def _env(monkeypatch):
+def _env(monkeypatch, tmp_path_factory):
     monkeypatch.setattr(spark_module, "jar_path", lambda: JAR)
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("no-spark-defaults")))
     monkeypatch.setenv("S3COMMIT_PYTHON", "/opt/env/bin/python")  # configure() sets it; restored after the test
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
 
@@ -123,3 +124,29 @@ def test_the_sidecars_python_and_the_executors_jar_agree_for_an_archive(monkeypa
     assert options["spark.executorEnv.S3COMMIT_PYTHON"] == "./environment/bin/python"
     assert options["spark.executor.extraClassPath"] == "environment/lib/s3commit-test.jar"
     assert options["spark.driver.extraClassPath"] == jar
+
+
+def test_lists_in_spark_defaults_are_kept_since_a_setting_given_replaces_the_files(capsys, monkeypatch, tmp_path):
+    # A cluster's spark-defaults.conf (EMR's classpaths, a GPU plugin): spark-submit's --conf and the builder's
+    # settings replace its values, so s3commit's entries are appended to them, not put in their place.
+    (tmp_path / "spark-defaults.conf").write_text(
+        "# cluster defaults\n"
+        "spark.executor.extraClassPath   /usr/lib/hadoop/lib/*:/usr/share/aws/emr/emrfs/lib/*\n"
+        "spark.plugins=com.nvidia.spark.SQLPlugin\n"
+        "! another comment\n"
+        "spark.driver.memory: 4g\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert spark_module.spark_defaults() == {
+        "spark.executor.extraClassPath": "/usr/lib/hadoop/lib/*:/usr/share/aws/emr/emrfs/lib/*",
+        "spark.plugins": "com.nvidia.spark.SQLPlugin", "spark.driver.memory": "4g"}
+    for conf in (printed(capsys), spark_module.configure(FakeBuilder())._options):
+        assert conf["spark.executor.extraClassPath"] == \
+            f"/usr/lib/hadoop/lib/*:/usr/share/aws/emr/emrfs/lib/*{os.pathsep}{JAR}"
+        assert conf["spark.plugins"] == f"com.nvidia.spark.SQLPlugin,{PLUGIN_CLASS}"
+        assert conf["spark.driver.extraClassPath"] == JAR
+        assert "spark.driver.memory" not in conf, "only lists s3commit extends are repeated"
+    # A value given wins over the file's, as in Spark: s3commit's entries go after it.
+    options = spark_module.configure(FakeBuilder(**{"spark.plugins": "com.example.P"}))._options
+    assert options["spark.plugins"] == f"com.example.P,{PLUGIN_CLASS}"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "none"))
+    assert spark_module.spark_defaults() == {}
