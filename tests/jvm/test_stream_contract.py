@@ -314,4 +314,5 @@ def test_spark_shuffle_blocks_are_read_from_fallback_storage_with_a_ranged_get_o
     assert oracle(cmd="op", op=["readFullyHere", 1000])["md5"] == md5(data[offsets[1]:offsets[1] + 1000])
     oracle(cmd="op", op=["close"])
     fetched = [r["range"] for r in s3_server.request_log() if r["key"] == "fallback/other.data" and r["range"]]
-    assert fetched and fetched[0] == f"bytes={offsets[1]}-{offsets[1] + 64 * KIB - 1}", fetched
+    # blocks of 64 KiB from the position, fetched ahead in parallel (their GETs in any order)
+    assert f"bytes={offsets[1]}-{offsets[1] + 64 * KIB - 1}" in fetched and len(fetched) > 1, fetched
