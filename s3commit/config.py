@@ -114,6 +114,13 @@ KEYS: dict[str, Key] = {
             "A Spark SQL key, set by configure(streaming=True): the file sink's data files stay pending uploads "
             "until the batch is in the sink's log (about 1.3 times the requests of Spark's protocol per batch). "
             "Spark's ManifestFileCommitProtocol makes a failed batch's files visible to plain listers."),
+        Key("spark.executor.extraClassPath", "the bridge jar", "Spark keys, set by configure() (after the entries "
+            "given): Spark's own threads resolve fs.s3a.impl through the JVM's classpath, not spark.jars."),
+        Key("spark.driver.extraClassPath", "the bridge jar", "The same on the driver (effective as its JVM starts)."),
+        Key("spark.plugins", "s3commit.spark.S3CommitPlugin", "Set by configure(): registers the bridge's classes "
+            "for Spark's own threads where the jar is not on a JVM's classpath when it starts."),
+        Key("spark.storage.decommission.fallbackStorage.path", "", "Set by configure(fallback_storage=) with Spark's "
+            "decommissioning keys: a leaving executor's shuffle blocks go to S3; no map task runs again."),
         Key("fs.s3a.committer.uuid", "",
             "Hadoop committers only: the job id of this write (S3A's key). Empty: the Hadoop job's tracker "
             "id, unique per Spark RDD write. Set it per write, never for a session: jobs sharing it collide."),

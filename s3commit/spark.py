@@ -17,12 +17,16 @@ them; ``python -m s3commit.spark conf`` prints them as ``--jars``/``--conf`` arg
   uploads until the batch is in the sink's log);
 - the committer and S3 options as ``spark.hadoop.fs.s3a.*`` keys;
 - ``S3COMMIT_PYTHON`` for the driver and every executor (``spark.executorEnv.S3COMMIT_PYTHON``; for a driver
-  launched by ``spark-submit``, ``spark.s3commit.python``), so each JVM's sidecar runs with this Python.
+  launched by ``spark-submit``, ``spark.s3commit.python``), so each JVM's sidecar runs with this Python;
+- the jar on the driver's and the executors' classpath too, and ``spark.plugins`` (:mod:`s3commit.spark_cluster`),
+  so that Spark's own threads see the FileSystem, not only its tasks;
+- with ``fallback_storage``, decommissioning executors migrate their shuffle blocks to S3.
 
-``conf [--committer NAME] [--endpoint-url URL] [--region R] [--path-style] [--python PATH] [--conf KEY=VALUE
-...]``: a ``--conf`` key of ``fs.s3a.*``/``s3commit.*`` is a Hadoop key (passed as ``spark.hadoop.<key>``); a
-``spark.*`` key is passed as is. Bad options: a clear error, exit 2. On stderr, warnings: S3A keys s3commit does
-not support, secrets the printed line carries, spark-defaults.conf settings it replaces.
+``conf [--committer NAME] [--endpoint-url URL] [--region R] [--path-style] [--python PATH] [--executor-jar PATH]
+[--fallback-storage URI] [--conf KEY=VALUE ...]``: a ``--conf`` key of ``fs.s3a.*``/``s3commit.*`` is a Hadoop
+key (passed as ``spark.hadoop.<key>``); a ``spark.*`` key is passed as is (list settings such as
+``spark.plugins`` keep s3commit's entries too). Bad options: a clear error, exit 2. On stderr, warnings: S3A keys
+s3commit does not support, secrets the printed line carries, spark-defaults.conf settings it replaces.
 """
 
 from __future__ import annotations
@@ -30,7 +34,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -55,6 +58,14 @@ from s3commit.jarbuild import (
     shipped_jar_name,
     streaming_layout,
     streaming_source,
+)
+from s3commit.spark_cluster import (
+    LIST_KEYS,
+    classpath_conf,
+    fallback_storage_conf,
+    jar_on_executors,
+    merged,
+    read_spark_defaults,
 )
 from s3commit.store import S3Store
 
@@ -160,6 +171,18 @@ def _spark_jars() -> Path:
         "prebuilt bridge jar")
 
 
+def spark_defaults() -> dict[str, str]:
+    """The ``spark-defaults.conf`` that ``spark-submit`` reads: in ``SPARK_CONF_DIR``, else in the Spark's ``conf/``
+    (``{}`` if there is none)."""
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    if not conf_dir:
+        try:
+            conf_dir = str(_spark_jars().parent / "conf")
+        except (BridgeBuildError, ImportError):
+            return {}
+    return read_spark_defaults(Path(conf_dir) / "spark-defaults.conf")
+
+
 def _cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "s3commit"
@@ -254,7 +277,8 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
                session_token: str | None = None, conflict_mode: str | None = None, threads: int | None = None,
                part_size: str | int | None = None, use_s3a_filesystem: bool = True, rdd_writes: bool = True,
                streaming: bool = True, extra: Mapping[str, Any] | None = None,
-               spark_options: Mapping[str, str] | None = None, python: str | None = None) -> dict[str, str]:
+               spark_options: Mapping[str, str] | None = None, python: str | None = None,
+               fallback_storage: str | None = None, executor_jar: str | None = None) -> dict[str, str]:
     """Every Spark setting that makes a session write through s3commit, as ``{key: value}``: the one source
     of :func:`configure` and of ``python -m s3commit.spark conf`` (``--jars``/``--conf`` arguments for
     ``spark-submit``, ``pyspark`` and a Spark Connect server).
@@ -264,18 +288,23 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     sidecars' Python when ``python`` and ``S3COMMIT_PYTHON`` do not). ``spark.jars`` is the bridge jar (built
     on first use); the sidecars' Python is named for the executors (``spark.executorEnv.S3COMMIT_PYTHON``) and
     for a driver launched by ``spark-submit`` (``spark.s3commit.python``, which the driver's JVM reads as a
-    system property).
+    system property). The jar is also on the driver's and the executors' classpath (``executor_jar``: where the
+    executors' nodes have it, by default :func:`s3commit.spark_cluster.jar_on_executors`) with
+    ``spark.plugins``, and ``fallback_storage`` sets Spark's decommissioning keys
+    (:func:`s3commit.spark_cluster.fallback_storage_conf`).
 
     Raises:
         ConfigError: a bad option; :class:`~s3commit.inprocess.InProcessMockError` inside moto's in-process
             mock (``mock_aws``) when the sidecars would resolve the S3 it answers only in this process.
     """
+    decommissioning = fallback_storage_conf(fallback_storage) if fallback_storage is not None else {}
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
                              conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
     inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
                                      lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
-    conf = {"spark.jars": jar_path(), "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
+    jar = jar_path()
+    conf = {"spark.jars": jar, "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
     if use_s3a_filesystem:
         conf["spark.hadoop.fs.s3a.impl"] = FILESYSTEM_CLASS
         conf["spark.hadoop.fs.AbstractFileSystem.s3a.impl"] = ABSTRACT_FILESYSTEM_CLASS
@@ -292,6 +321,8 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     python = python or sidecar_python(dict(spark_options or {}))
     conf[SIDECAR_PYTHON_KEY] = python
     conf["spark.executorEnv.S3COMMIT_PYTHON"] = python
+    conf.update(classpath_conf(jar, executor_jar or jar_on_executors(jar, python)))
+    conf.update(decommissioning)
     return conf
 
 
@@ -303,7 +334,8 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
               region: str | None = None, path_style: bool | None = None, access_key: str | None = None,
               secret_key: str | None = None, session_token: str | None = None, conflict_mode: str | None = None,
               threads: int | None = None, part_size: str | int | None = None, use_s3a_filesystem: bool = True,
-              rdd_writes: bool = True, streaming: bool = True, extra: Mapping[str, Any] | None = None) -> Any:
+              rdd_writes: bool = True, streaming: bool = True, extra: Mapping[str, Any] | None = None,
+              fallback_storage: str | None = None, executor_jar: str | None = None) -> Any:
     """Configure a ``SparkSession.builder`` to write through s3commit (the settings of :func:`spark_conf`);
     returns the builder.
 
@@ -324,19 +356,22 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
             (``spark.sql.streaming.checkpointFileManagerClass``), and the file sink's batches committed as
             pending uploads (``spark.sql.streaming.commitProtocolClass``). False leaves both to Spark.
         extra: more Hadoop keys (``fs.s3a.*``, ``s3commit.*``).
+        fallback_storage: an ``s3a://bucket/prefix/`` where decommissioning executors migrate their shuffle
+            blocks when no peer can take them, so that no map task runs again (Spark's decommissioning keys).
+        executor_jar: the bridge jar's path on the executors' nodes, when it differs from this machine's.
     """
     existing = dict(getattr(builder, "_options", {}))
     conf = spark_conf(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                       access_key=access_key, secret_key=secret_key, session_token=session_token,
                       conflict_mode=conflict_mode, threads=threads, part_size=part_size,
                       use_s3a_filesystem=use_s3a_filesystem, rdd_writes=rdd_writes, streaming=streaming,
-                      extra=extra, spark_options=existing)
-    if existing.get("spark.jars"):
-        conf["spark.jars"] = f"{existing['spark.jars']},{conf['spark.jars']}"
+                      extra=extra, spark_options=existing, fallback_storage=fallback_storage,
+                      executor_jar=executor_jar)
     replaced = replaced_settings(conf, existing)
     if replaced:
         warnings.warn(f"configure() replaces settings made before it: {'; '.join(replaced)}", S3AKeyWarning,
                       stacklevel=2)
+    conf = merged({**spark_defaults(), **existing}, conf)  # list settings (jars, plugins, classpaths) extended
     for key, value in conf.items():
         builder = builder.config(key, value)
     # The driver's JVM starts when the session is created, in this process: it inherits the environment.
@@ -359,23 +394,7 @@ def replaced_settings(conf: Mapping[str, str], existing: Mapping[str, str]) -> l
     """``key=old -> new`` for each setting of ``existing`` (a builder's, a spark-defaults.conf's) that ``conf``
     gives another value: s3commit's win (a builder's last ``config``, ``--conf`` over the properties file)."""
     return [f"{key}={existing[key]} -> {value}" for key, value in conf.items()
-            if key not in ("spark.jars", SIDECAR_PYTHON_KEY) and key in existing and str(existing[key]) != value]
-
-
-def spark_defaults() -> dict[str, str]:
-    """The cluster's ``spark-defaults.conf`` (``$SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``), as Spark reads it;
-    empty when there is none."""
-    home = os.environ.get("SPARK_HOME")
-    directory = os.environ.get("SPARK_CONF_DIR") or (os.path.join(home, "conf") if home else None)
-    path = Path(directory, "spark-defaults.conf") if directory else None
-    if path is None or not path.is_file():
-        return {}
-    settings = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        match = re.match(r"\s*([^\s=:#!]+)\s*[\s=:]\s*(.*?)\s*$", line)  # java.util.Properties' separators
-        if match:
-            settings[match.group(1)] = match.group(2)
-    return settings
+            if key not in (*LIST_KEYS, SIDECAR_PYTHON_KEY) and key in existing and str(existing[key]) != value]
 
 
 HADOOP_PREFIXES = ("fs.s3a.", "s3commit.")
@@ -394,6 +413,10 @@ def _parser() -> argparse.ArgumentParser:
     conf.add_argument("--path-style", action="store_true", help="path-style addressing (default with an endpoint)")
     conf.add_argument("--python", help="the sidecars' Python on every node (default: this one, or "
                                        "S3COMMIT_PYTHON / PYSPARK_PYTHON if set)")
+    conf.add_argument("--executor-jar", help="the bridge jar's path on the executors' nodes (default: this one's, or "
+                                             "inside the archive when --python is relative)")
+    conf.add_argument("--fallback-storage", metavar="URI", help="s3a://bucket/prefix/ for the shuffle blocks of "
+                                                                "decommissioning executors")
     conf.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                       help="another setting: fs.s3a.* and s3commit.* keys are Hadoop keys; spark.* as is")
     return parser
@@ -414,8 +437,11 @@ def conf_arguments(args: argparse.Namespace) -> list[str]:
         else:
             raise ConfigError(f"--conf {item!r}: the key must start with fs.s3a., s3commit. or spark.")
     conf = spark_conf(committer=args.committer, endpoint_url=args.endpoint_url, region=args.region,
-                      path_style=True if args.path_style else None, extra=hadoop, python=args.python)
-    conf.update(spark)
+                      path_style=True if args.path_style else None, extra=hadoop, python=args.python,
+                      fallback_storage=args.fallback_storage, executor_jar=args.executor_jar)
+    conf.update({key: value for key, value in spark.items() if key not in LIST_KEYS})  # the user's settings win;
+    # a list (spark.plugins, the classpaths) keeps the entries given or in spark-defaults.conf, and s3commit's
+    conf = merged({**spark_defaults(), **spark}, conf)
     out = ["--jars", conf.pop("spark.jars")]
     for key, value in conf.items():
         out += ["--conf", f"{key}={value}"]

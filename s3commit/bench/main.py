@@ -18,7 +18,8 @@ from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_jo
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines", "lease")
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines", "lease",
+            "decommission")
 """The benchmark's sections, in the order they run."""
 
 
@@ -204,6 +205,14 @@ def _engines(server: Any, bucket: str, quick: bool) -> dict[str, Any]:
     return engine_runs(server, bucket, files=4 if quick else 20, file_mib=1 if quick else 10)
 
 
+def _decommission(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, Any]:
+    if quick:  # a standalone cluster and three applications: minutes, not a smoke run's seconds
+        return {"skipped": "not in a quick run (a standalone cluster, three applications): --sections decommission"}
+    from s3commit.bench.decommission_bench import decommission_runs
+
+    return decommission_runs(server, bucket, mib=384, maps=8, reduces=8, workdir=Path(staging) / "decommission")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
@@ -270,6 +279,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from s3commit.bench.lease_bench import lease_runs
 
             results["lease"] = lease_runs(server.endpoint_url, bucket, staging, fresh, quick=quick)
+        if "decommission" in sections:
+            fresh()
+            results["decommission"] = _optional(spark_missing, lambda: _decommission(server, bucket, quick, staging))
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     results = _merged(out / f"{name}.json", results, sections)

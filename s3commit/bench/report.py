@@ -98,7 +98,46 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         from s3commit.bench.lease_bench import lease_markdown
 
         lines += lease_markdown(results["lease"])
+    lines += _decommission_lines(results.get("decommission"))
     path.write_text("\n".join(lines))
+
+
+def _ops(requests: dict[str, int]) -> str:
+    return ", ".join(f"{op} {n}" for op, n in sorted(requests.items())) or "none"
+
+
+def _decommission_lines(decommission: dict[str, Any] | None) -> list[str]:
+    if not decommission:
+        return []
+    title = "## Executors that come and go (an executor decommissioned between the map and the reduce stage)"
+    if "skipped" in decommission:
+        return [title, "", decommission["skipped"], ""]
+    first = next(decommission[v] for v in ("recompute", "fallback-s3", "peer") if v in decommission)
+    lines = [title, "", f"{first['shuffle_bytes'] / (1 << 20):.0f} MiB of shuffle in {decommission['maps']} map and "
+             f"{decommission['reduces']} reduce tasks on {decommission['executors']} executors (a standalone cluster "
+             "of two one-core Workers); one executor gets SIGPWR after the first job, then the same shuffle is read "
+             "again. First job (map stage, reduce stage from local disks): " + "; ".join(
+                 f"{v} {r['first_map_stage_seconds']:.1f} s, {r['first_reduce_stage_seconds']:.1f} s"
+                 for v, r in decommission.items() if v in ("recompute", "fallback-s3", "peer")) + ".", "",
+             _row(["variant", "second job s", "reduce stage s", "map tasks run again (s)", "exact",
+                   "migration s (SIGPWR to exit; copies logged)", "map outputs to S3", "migration requests",
+                   "MiB to S3", "second job's requests", "MiB from S3"]), _row(["---"] * 11)]
+    for variant in ("recompute", "fallback-s3", "peer"):
+        r = decommission.get(variant)
+        if not r:
+            continue
+        migration = (f"{r['migration_seconds']:.1f}; {r['copy_seconds']:.1f}" if r["migration_seconds"] is not None
+                     else "-")
+        lines.append(_row([variant, f"{r['second_job_seconds']:.1f}", f"{r['reduce_stage_seconds'] or 0:.1f}",
+                           f"{r['map_tasks_run_again']} ({r['map_rerun_seconds']:.1f})", r["exact"], migration,
+                           r["map_outputs_to_s3"], _ops(r["migration_requests"]),
+                           f"{r['migration_bytes_to_s3'] / (1 << 20):.0f}", _ops(r["reduce_requests"]),
+                           f"{r['reduce_bytes_from_s3'] / (1 << 20):.0f}"]))
+    loads = ", ".join(f"{v} {decommission[v]['load_average'][0]:.1f}" for v in ("recompute", "fallback-s3", "peer")
+                      if v in decommission)
+    lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in decommission["ratios"].items()),
+              "", f"The machine's load average (1 min) after each variant: {loads}.", ""]
+    return lines
 
 
 def _spark_lines(spark: dict[str, Any] | None, title: str) -> list[str]:

@@ -408,17 +408,19 @@ class S3TestServer:
 
         ``after_forward`` (``reset`` only) forwards each request to moto before dropping the connection.
         """
-        self._control("POST", "fail-next", {
-            "operation": S3Operation.parse(operation).value, "kind": FaultKind.parse(kind).value,
-            "count": count, "after_forward": after_forward,
-        })  # fmt: skip
+        self._control("POST", "fail-next", {"operation": S3Operation.parse(operation).value, "count": count,
+                                            "kind": FaultKind.parse(kind).value, "after_forward": after_forward})
 
     def stats(self) -> StatsSnapshot:
         """The simulator's counters (requests, bytes, faults, injected delays) since the last reset."""
         return StatsSnapshot.from_dict(self._control("GET", "stats"))
 
+    def request_log(self) -> list[dict[str, str]]:
+        """The simulator's latest requests, oldest first: operation, bucket, key and Range header of each."""
+        return list(self._control("GET", "requests"))
+
     def reset_stats(self) -> None:
-        """Zero the simulator's counters."""
+        """Zero the simulator's counters and its request log."""
         self._control("POST", "reset-stats")
 
     def reset_simulator(self) -> None:

@@ -18,7 +18,7 @@ side opens a connection per request because werkzeug (moto's server) closes afte
 Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
-``_``): ``GET stats``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST reset``.
+``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST reset``.
 Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
 """
 
@@ -249,8 +249,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         action = urlsplit(self.path).path.removeprefix("/__sim/")
         try:
             payload = json.loads(wire.read_body(self.rfile, self.headers.items()) or b"{}")
-            if (self.command, action) == ("GET", "stats"):
-                answer: Any = simulator.snapshot().to_dict()
+            if self.command == "GET" and action in ("stats", "requests"):
+                answer: Any = simulator.snapshot().to_dict() if action == "stats" else simulator.stats.log()
             elif (self.command, action) == ("POST", "reset-stats"):
                 simulator.stats.reset()
                 answer = {}
@@ -312,7 +312,7 @@ class _Exchange:
 
     def run(self) -> None:
         stats = self.simulator.stats
-        stats.request(self.operation)
+        stats.request(self.operation, self.target, self.handler.headers.get("Range"))
         stats.begin(self.operation)
         try:
             self._run()

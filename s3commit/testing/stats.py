@@ -11,13 +11,17 @@ measurements, so tests can assert on them exactly without timing races.
 from __future__ import annotations
 
 import threading
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3commit.testing.classify import S3Operation
+from s3commit.testing.classify import RequestTarget, S3Operation
 from s3commit.testing.faults import FaultKind
+
+REQUEST_LOG_LIMIT = 100_000
+"""How many of the latest requests the simulator remembers (``GET /__sim/requests``), for tests that look at
+which objects and byte ranges were asked for, not only how many requests."""
 
 
 def _minus_counts(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
@@ -156,6 +160,7 @@ class StatsRecorder:
         self._translated: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
         self._max_in_flight: Counter[str] = Counter()
+        self._log: deque[tuple[str, str, str, str]] = deque(maxlen=REQUEST_LOG_LIMIT)
 
     def reset(self) -> None:
         """Zero every counter (requests being served stay counted as in flight)."""
@@ -164,10 +169,20 @@ class StatsRecorder:
             self._reset_unlocked()
             self._in_flight = in_flight
 
-    def request(self, operation: S3Operation) -> None:
-        """Count one request received."""
+    def request(self, operation: S3Operation, target: RequestTarget | None = None,
+                byte_range: str | None = None) -> None:
+        """Count one request received; with its ``target``, remember it (and its ``Range`` header) in the log."""
         with self._lock:
             self._requests[operation.value] += 1
+            if target is not None:
+                self._log.append((operation.value, target.bucket, target.key, byte_range or ""))
+
+    def log(self) -> list[dict[str, str]]:
+        """The latest requests (at most :data:`REQUEST_LOG_LIMIT`), oldest first: ``operation``, ``bucket``,
+        ``key`` and ``range`` (the ``Range`` header, ``""`` without one). Zeroed with the counters."""
+        with self._lock:
+            return [{"operation": op, "bucket": bucket, "key": key, "range": byte_range}
+                    for op, bucket, key, byte_range in self._log]
 
     def begin(self, operation: S3Operation) -> None:
         """A request of ``operation`` is being served (until :meth:`end`)."""

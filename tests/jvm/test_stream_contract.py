@@ -256,3 +256,63 @@ def test_files_written_through_the_output_stream_arrive_exact(java_classpath, s3
         assert_no_pending_uploads(client, bucket)
     finally:
         writer.close()
+
+
+def shuffle_files(client, bucket: str, prefix: str, sizes: list[int]) -> tuple[bytes, list[int]]:
+    """A map output as Spark's fallback storage holds it: ``.data`` (the reduce partitions' blocks, one after
+    another) and ``.index`` (their offsets, big-endian longs, one more than there are partitions)."""
+    offsets = [sum(sizes[:n]) for n in range(len(sizes) + 1)]
+    data = os.urandom(offsets[-1])
+    client.put_object(Bucket=bucket, Key=f"{prefix}.index", Body=b"".join(o.to_bytes(8, "big") for o in offsets))
+    client.put_object(Bucket=bucket, Key=f"{prefix}.data", Body=data)
+    return data, offsets
+
+
+def read_like_fallback_storage(oracle, path: str, start: int, end: int) -> tuple[int, int, str]:
+    """What Spark's ``FallbackStorage.read`` does for reduce partitions ``[start, end)`` of one map output: skip to
+    the two offsets in the index, then read exactly the block from the data file."""
+    assert "error" not in oracle(cmd="open", path=f"{path}.index")
+    assert oracle(cmd="op", op=["skip", start * 8])["n"] == start * 8
+    offset = oracle(cmd="op", op=["readLong"])["value"]
+    oracle(cmd="op", op=["skip", (end - start - 1) * 8])
+    next_offset = oracle(cmd="op", op=["readLong"])["value"]
+    assert "error" not in oracle(cmd="open", path=f"{path}.data")
+    oracle(cmd="op", op=["seek", offset])
+    block = oracle(cmd="op", op=["readFullyHere", next_offset - offset])
+    assert "error" not in block, block
+    oracle(cmd="op", op=["close"])
+    return offset, next_offset, block["md5"]
+
+
+def test_spark_shuffle_blocks_are_read_from_fallback_storage_with_a_ranged_get_of_exactly_the_block(
+        oracle, s3_server, bucket):
+    # The reads of a decommissioned executor's map output from S3: per block one GET of the two offsets in the
+    # index and one GET of exactly the block, however large the data file around it (no prefetching: 64 KiB
+    # blocks here, 8 MiB by default, for a block that may be a few bytes).
+    prefix = "fallback/app-1/3/1234/shuffle_3_17_0"
+    sizes = [1000, 150 * KIB, 7, 0, 200 * KIB]
+    data, offsets = shuffle_files(s3_server.client(), bucket, prefix, sizes)
+    path = f"s3a://{bucket}/{prefix}"
+    s3_server.reset_stats()
+    for start, end in ((1, 2), (0, 1), (2, 3), (1, 4)):  # (1, 4): a batch of three partitions, as AQE asks
+        got = read_like_fallback_storage(oracle, path, start, end)
+        assert got == (offsets[start], offsets[end], md5(data[offsets[start]:offsets[end]]))
+    gets = [(r["key"].rsplit(".", 1)[1], r["range"]) for r in s3_server.request_log()
+            if r["operation"] == "GetObject" and r["key"].startswith(prefix)]
+    assert gets == [
+        ("index", "bytes=8-23"), ("data", f"bytes={offsets[1]}-{offsets[2] - 1}"),
+        ("index", "bytes=0-15"), ("data", "bytes=0-999"),
+        ("index", "bytes=16-31"), ("data", f"bytes={offsets[2]}-{offsets[2] + 15}"),  # 7 bytes: read as 16
+        ("index", "bytes=8-23"), ("index", "bytes=32-47"), ("data", f"bytes={offsets[1]}-{offsets[4] - 1}"),
+    ]
+    # The same reads of a file that is not one of Spark's shuffle files prefetch as usual (the default policy).
+    client = s3_server.client()
+    client.copy_object(Bucket=bucket, Key="fallback/other.data", CopySource={"Bucket": bucket, "Key": f"{prefix}.data"})
+    s3_server.reset_stats()
+    assert "error" not in oracle(cmd="open", path=f"s3a://{bucket}/fallback/other.data")
+    oracle(cmd="op", op=["seek", offsets[1]])
+    assert oracle(cmd="op", op=["readFullyHere", 1000])["md5"] == md5(data[offsets[1]:offsets[1] + 1000])
+    oracle(cmd="op", op=["close"])
+    fetched = [r["range"] for r in s3_server.request_log() if r["key"] == "fallback/other.data" and r["range"]]
+    # blocks of 64 KiB from the position, fetched ahead in parallel (their GETs in any order)
+    assert f"bytes={offsets[1]}-{offsets[1] + 64 * KIB - 1}" in fetched and len(fetched) > 1, fetched

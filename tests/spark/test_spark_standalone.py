@@ -199,9 +199,16 @@ def test_a_packed_virtualenv_shipped_with_archives_runs_the_executors_python_and
     url, env = cluster
     packed = packed_virtualenv(wheel, tmp_path)
     archived = "./environment/bin/python"  # relative to each executor's working directory, where Spark unpacks
+    # The executors' classpath names the archive's own jar, as conf derives it from a Python installed from the
+    # wheel; Spark unpacks the archive after the executor started, so the plugin carries Spark's own threads.
+    from s3commit import __version__
+    from s3commit.jarbuild import fingerprint, shipped_jar_name
+
+    in_archive = next((tmp_path / "packed-env").rglob(shipped_jar_name(__version__, fingerprint(HOME / "jars"))))
+    executor_jar = "environment/" + in_archive.relative_to(tmp_path / "packed-env").as_posix()
     printed = subprocess.run([sys.executable, "-m", "s3commit.spark", "conf", "--endpoint-url",
-                              s3_server.endpoint_url, "--region", "us-east-1", "--python", archived],
-                             capture_output=True, text=True, check=True).stdout
+                              s3_server.endpoint_url, "--region", "us-east-1", "--python", archived,
+                              "--executor-jar", executor_jar], capture_output=True, text=True, check=True).stdout
     app = tmp_path / "archived_app.py"
     app.write_text(textwrap.dedent(ARCHIVED_APP))
     # Client mode: the driver is this machine's Python (its sidecar too, through S3COMMIT_PYTHON), the
@@ -224,6 +231,8 @@ def test_a_packed_virtualenv_shipped_with_archives_runs_the_executors_python_and
     # ... and the executors' sidecars ran it too (the driver's, this Python, is not seen from an executor's
     # worker unless both share a machine: here they do, so both may be listed).
     assert archived in out["sidecars"], out["sidecars"]
+    executor_logs = "".join(p.read_text() for p in tmp_path.glob("work-*/app-*/*/stderr"))
+    assert executor_jar in executor_logs and "Hadoop classes are registered for Hadoop configurations" in executor_logs
     success = json.loads(s3_client.get_object(Bucket=s3_bucket, Key="archived/_SUCCESS")["Body"].read())
     data = [k for k in list_keys(s3_client, s3_bucket, "archived/") if k.endswith(".parquet")]
     assert success["committer"] == "magic" and sorted(success["filenames"]) == sorted(f"/{k}" for k in data)

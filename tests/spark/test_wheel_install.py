@@ -30,7 +30,15 @@ APP = """
     dest = sys.argv[2]
     spark.range(500).selectExpr("id", "id % 3 AS p").write.partitionBy("p").parquet(dest)
     ids = sorted(r.id for r in spark.read.parquet(dest).collect())
-    print("RESULT " + json.dumps({"exact": ids == list(range(500)), "jar": jar_path()}))
+    # Spark's own threads: a Hadoop Configuration under the JVM's system class loader resolves the FileSystem.
+    system = spark._jvm.java.lang.ClassLoader.getSystemClassLoader()
+    conf = spark._jvm.org.apache.hadoop.conf.Configuration(False)
+    conf.setClassLoader(system)
+    settings = spark.sparkContext.getConf()
+    print("RESULT " + json.dumps({"exact": ids == list(range(500)), "jar": jar_path(),
+                                  "system": conf.getClassByNameOrNull("s3commit.hadoop.S3FileSystem") is not None,
+                                  "classpath": [settings.get("spark.driver.extraClassPath"),
+                                                settings.get("spark.executor.extraClassPath")]}))
     spark.stop()
 """
 
@@ -74,6 +82,7 @@ def test_the_built_wheel_writes_through_spark_on_a_machine_without_javac(wheel, 
     assert outcome["exact"] is True
     assert outcome["jar"].startswith(str(venv)) and "/s3commit/jars/" in outcome["jar"], outcome["jar"]
     assert ("scala2.12" if spark_version.startswith("3.") else "scala2.13") in outcome["jar"]
+    assert outcome["classpath"] == [outcome["jar"], outcome["jar"]] and outcome["system"], outcome
     success = json.loads(s3_client.get_object(Bucket=s3_bucket, Key=f"{dest}/_SUCCESS")["Body"].read())
     assert success["committer"] == "magic"
     assert not (tmp_path / "cache" / "s3commit").exists(), "nothing was compiled at run time"

@@ -340,6 +340,21 @@ def test_stats_reset_and_simulator_reset(s3_sim: Any, s3_bucket: str, sim_client
     assert (config["profile"]["name"], config["faults"]["rates"], config["scripted"]) == ("none", {}, {})
 
 
+def test_the_request_log_names_each_requests_object_and_range(s3_sim: Any, s3_bucket: str, sim_client: Any) -> None:
+    sim_client.put_object(Bucket=s3_bucket, Key="a/b c", Body=b"0123456789")
+    s3_sim.reset_stats()
+    sim_client.get_object(Bucket=s3_bucket, Key="a/b c", Range="bytes=2-5")
+    sim_client.get_object(Bucket=s3_bucket, Key="a/b c")
+    sim_client.head_object(Bucket=s3_bucket, Key="a/b c")
+    assert s3_sim.request_log() == [
+        {"operation": "GetObject", "bucket": s3_bucket, "key": "a/b c", "range": "bytes=2-5"},
+        {"operation": "GetObject", "bucket": s3_bucket, "key": "a/b c", "range": ""},
+        {"operation": "HeadObject", "bucket": s3_bucket, "key": "a/b c", "range": ""},
+    ]
+    s3_sim.reset_stats()
+    assert s3_sim.request_log() == []
+
+
 def test_control_api_rejects_bad_configuration_with_the_valid_values(s3_sim: Any) -> None:
     with pytest.raises(S3TestServerError, match="valid values are none, s3-standard, s3-express"):
         s3_sim.configure(profile="s3-mars")

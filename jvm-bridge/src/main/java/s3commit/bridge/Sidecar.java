@@ -154,7 +154,13 @@ public final class Sidecar {
     Sidecar sidecar = new Sidecar(launched.process, launched.socket, launched.token, launched.pythonVersion,
         launched.blocksDir, generation);
     if (generation == 1) {
-      Runtime.getRuntime().addShutdownHook(new Thread(Sidecar::stopCurrent, "s3commit-sidecar-stop"));
+      try {
+        Runtime.getRuntime().addShutdownHook(new Thread(Sidecar::stopCurrent, "s3commit-sidecar-stop"));
+      } catch (IllegalStateException e) {
+        // The JVM is shutting down and a shutdown hook needs S3 (Spark's, emptying decommissioning's fallback
+        // storage when the application ends without stopping its context): serve it. The sidecar exits with the
+        // JVM anyway, when the pipe the JVM holds closes.
+      }
     }
     // Fail now, with both versions named, rather than on the first task.
     sidecar.release(sidecar.connect());

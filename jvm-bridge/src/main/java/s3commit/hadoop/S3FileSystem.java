@@ -35,7 +35,8 @@ import java.util.concurrent.CompletableFuture;
  * PySpark reads and writes S3 with no hadoop-aws jars.
  *
  * <p>Directories are implicit (key prefixes) plus empty {@code dir/} markers from {@link #mkdirs}. Reads go
- * through {@link S3InputStream} (S3A's input policies, prefetching, vectored reads where Hadoop has them);
+ * through {@link S3InputStream} (S3A's input policies, prefetching, vectored reads where Hadoop has them; Spark's
+ * shuffle files in decommissioning's fallback storage a block at a time, {@link S3InputStream.Options#forShuffleFiles});
  * writes through {@link S3OutputStream} (parts uploaded in the background by the sidecar). Writes to a
  * magic path ({@code .../__magic_job-<id>/...}) are deferred: the sidecar starts an upload for the final key
  * and records a {@code .pending} on close instead of completing; this JVM remembers each such file's real
@@ -178,7 +179,13 @@ public class S3FileSystem extends FileSystem {
     if (status.isDirectory()) {
       throw new FileNotFoundException("cannot open a directory: " + path);
     }
-    return new FSDataInputStream(newStream(location(path), status.getLen(), readOptions));
+    String location = location(path);
+    return new FSDataInputStream(newStream(location, status.getLen(), readOptionsFor(location)));
+  }
+
+  /** This file system's read options, or those of Spark's shuffle files for one of them. */
+  private S3InputStream.Options readOptionsFor(String location) {
+    return S3InputStream.isShuffleFile(location) ? readOptions.forShuffleFiles() : readOptions;
   }
 
   private S3InputStream newStream(String location, long length, S3InputStream.Options options) throws IOException {
@@ -206,8 +213,9 @@ public class S3FileSystem extends FileSystem {
     String policies = options.get("fs.option.openfile.read.policy",
         options.get("fs.s3a.experimental.input.fadvise"));
     long splitEnd = options.getLong("fs.option.openfile.split.end", -1);
-    S3InputStream.Options read = readOptions.withPolicy(S3InputStream.Policy.parse(policies, readOptions.policy),
-        splitEnd);
+    S3InputStream.Options defaults = readOptionsFor(location(path));
+    S3InputStream.Options read = policies == null && splitEnd < 0 ? defaults
+        : readOptions.withPolicy(S3InputStream.Policy.parse(policies, defaults.policy), splitEnd);
     long length = options.getLong("fs.option.openfile.length", -1);
     FileStatus status = parameters.getStatus();
     if (status != null) {

@@ -94,6 +94,25 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     Options withPolicy(Policy p, long end) {
       return new Options(p, readahead, blockSize, prefetchBlocks, end);
     }
+
+    /**
+     * Spark's shuffle files ({@code shuffle_<shuffle>_<map>_<reduce>.index|.data}) in its decommissioning's
+     * fallback storage: Spark reads a block by skipping to its two offsets in the index and reading exactly the
+     * block from the data file, once. Random reads with a readahead of the two offsets (16 bytes) make each of those
+     * one ranged GET of what is read (a data block under 16 bytes is read as 16, or to the end of the file).
+     */
+    Options forShuffleFiles() {
+      return new Options(Policy.RANDOM, SHUFFLE_READAHEAD, blockSize, prefetchBlocks, -1);
+    }
+  }
+
+  /** Two index entries: a shuffle block's start and end offsets. */
+  static final int SHUFFLE_READAHEAD = 16;
+
+  /** Whether {@code location} names one of Spark's shuffle index or data files. */
+  static boolean isShuffleFile(String location) {
+    String name = location.substring(location.lastIndexOf('/') + 1);
+    return name.matches("shuffle_\\d+_\\d+_\\d+\\.(index|data)");
   }
 
   private static final AtomicInteger THREADS = new AtomicInteger();
@@ -175,6 +194,18 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   @Override
   public synchronized long getPos() {
     return pos;
+  }
+
+  /** Skipping moves the position only (a forward seek, up to the end): no byte is fetched to be thrown away. */
+  @Override
+  public synchronized long skip(long n) throws IOException {
+    checkOpen();
+    if (n <= 0 || pos >= length) {
+      return 0;
+    }
+    long skipped = Math.min(n, length - pos);
+    seek(pos + skipped);
+    return skipped;
   }
 
   @Override

@@ -35,6 +35,7 @@ import java.util.function.IntFunction;
  *   {"cmd": "open", "path": ..., "policy": "random"|..., "openFile": true}   open a stream (one at a time)
  *   {"cmd": "op", "op": ["seek", 5]}   ["read", len] ["pread", pos, len] ["readFully", pos, len]
  *                                      ["readVectored", [[offset, length], ...]] ["getPos"] ["close"]
+ *                                      ["skip", n] ["readLong"] ["readFullyHere", len] (DataInputStream's)
  *   {"cmd": "write", "path": ..., "chunks": [n, ...], "abortAfter": -1, "seed": 1}   write a file
  * </pre>
  * Configuration keys come from the environment variable {@code S3COMMIT_ORACLE_CONF} (a JSON object).
@@ -152,6 +153,19 @@ public final class StreamOracle {
       case "readVectored":
         answer.put("ranges", vectored(stream, (List<List<Number>>) op.get(1)));
         break;
+      case "skip":  // InputStream.skip, as DataInputStream.skip calls it
+        answer.put("n", stream.skip(((Number) op.get(1)).longValue()));
+        break;
+      case "readLong":  // DataInputStream.readLong: 8 bytes from the stream's position
+        answer.put("value", stream.readLong());
+        break;
+      case "readFullyHere": {  // DataInputStream.readFully(byte[]): from the stream's position, moving it
+        byte[] buffer = new byte[((Number) op.get(1)).intValue()];
+        stream.readFully(buffer);
+        answer.put("n", buffer.length);
+        answer.put("md5", md5(buffer, 0, buffer.length));
+        break;
+      }
       case "close":
         stream.close();
         break;
