@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 LOG_EVERY = 30.0
 """Seconds between the waiter's log lines naming the holder."""
-FIRST_DELAY, MAX_DELAY = 0.1, 1.0
+FIRST_DELAY, MAX_DELAY = 0.05, 0.5
 """The waiter's backoff between reads of the lease (jittered, doubling)."""
 
 
