@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from s3commit.paths import is_scratch_key
 from s3commit.store import S3Store
 from s3commit.uri import S3Uri
 
@@ -158,7 +159,8 @@ def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store
     tasks = job_seconds(spark, description)
     report.phases = {"tasks (write)": tasks, "job commit": max(0.0, total - tasks)}  # commit + driver work
     uri = S3Uri.from_location(dest)
-    sizes = [o.size for o in store.list_objects(uri.bucket, uri.prefix) if not o.key.endswith("/_SUCCESS")]
+    sizes = [o.size for o in store.list_objects(uri.bucket, uri.prefix)
+             if not o.key.endswith("/_SUCCESS") and not is_scratch_key(o.key)]  # data files: not the lease
     report.files, report.bytes = len(sizes), sum(sizes)
     marker = store.get_object(uri.bucket, uri.child("_SUCCESS").key)
     report.success = json.loads(marker) if marker else None

@@ -30,6 +30,9 @@ START_TIMEOUT = 90.0
 READER_KEY, READER_SECRET = "reader", "reader-secret"
 """A second identity that may only read and list: what a role without write permissions meets."""
 MEMORY_LIMIT = "768MiB"
+MAX_VOLUMES = 4000
+"""Every bucket is a collection with volumes of its own; ``weed mini`` allows 64 volumes when left to itself, so the
+65th bucket of a test session could not take a write (``InternalError``: no free volumes). Volumes are sparse files."""
 
 
 class SeaweedServerError(RuntimeError):
@@ -86,7 +89,8 @@ class SeaweedServer:
                  "s3.port.iceberg", "s3.port.lance")
         command = [weed_binary(), "mini", f"-dir={self._dir / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
                    *(f"-{name}={port}" for name, port in zip(names, ports, strict=True)),
-                   "-admin.ui=false", "-webdav=false", "-master.telemetry=false", f"-s3.config={self._dir / 's3.json'}"]
+                   "-admin.ui=false", "-webdav=false", "-master.telemetry=false", f"-volume.max={MAX_VOLUMES}",
+                   f"-s3.config={self._dir / 's3.json'}"]
         env = {**os.environ, "GOMEMLIMIT": MEMORY_LIMIT}
         self._log = (self._dir / "weed.log").open("wb")
         self._process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env,
