@@ -4,7 +4,7 @@
 refuses a ``memoryview`` (a part mapped from its block file, :mod:`s3commit.parts`); a file object it sends in
 16 KiB reads through Python, the GIL taken for each. The store hands it a :class:`Payload`: a file object over the
 buffer, which passes validation (and is what a client without the handler below sends, slowly but exactly).
-:func:`install` gives the client a ``before-call`` handler, first of its kind, that puts the buffer itself in the
+:func:`install_bodies` gives the client a ``before-call`` handler, first of its kind, that puts the buffer itself in the
 request: botocore measures it, and urllib3 sends it with one ``sendall`` from the buffer's own memory (the page
 cache, for a mapped block file).
 
@@ -42,7 +42,7 @@ BODY_OPERATIONS = ("UploadPart", "PutObject")
 
 
 class Payload(io.RawIOBase):
-    """A body for botocore: the buffer ``data`` (sent as it is once :func:`install` swapped it in), whether its
+    """A body for botocore: the buffer ``data`` (sent as it is once :func:`install_bodies` swapped it in), whether its
     SHA-256 is signed (None: botocore's rule), and that SHA-256 (hex) when a ``SHA256`` checksum already holds it.
     Read as a file object only by a client without the handler. Make one per attempt."""
 
@@ -97,7 +97,7 @@ def _swap(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
             context[SHA256] = body.sha256_hex
 
 
-def install(client: Any) -> Any:
+def install_bodies(client: Any) -> Any:
     """``client`` (a botocore S3 client, or None) made to send a :class:`Payload` body as its buffer. Idempotent."""
     events = getattr(getattr(client, "meta", None), "events", None)
     if events is not None:

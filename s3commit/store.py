@@ -78,7 +78,7 @@ class S3Store(PayloadPolicy, ConditionalRequests):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.options = options or StoreOptions()
-        self._client = payload.install(inprocess.adapt(client))
+        self._client = payload.install_bodies(inprocess.adapt(client))
         self._sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -132,7 +132,7 @@ class S3Store(PayloadPolicy, ConditionalRequests):
             aws_session_token=opts.session_token,
             region_name=opts.region,
         )
-        return payload.install(inprocess.adapt(session.client("s3", endpoint_url=opts.endpoint_url, config=config)))
+        return payload.install_bodies(inprocess.adapt(session.client("s3", endpoint_url=opts.endpoint_url, config=config)))
 
     def _call(
         self,
