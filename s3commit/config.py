@@ -298,7 +298,8 @@ class StoreOptions:
             )
         signing = str(self.payload_signing).strip().lower()
         if signing not in ("auto", "signed"):
-            raise ConfigError(f"payload signing {self.payload_signing!r} is not valid. Valid values are: auto, signed")
+            raise ConfigError(f"s3commit.signing.payload {self.payload_signing!r} is not valid. Valid values are: "
+                              "auto, signed")
         object.__setattr__(self, "payload_signing", signing)
         if self.sse_kms_key_id and self.sse_algorithm != "aws:kms":
             raise ConfigError("sse_kms_key_id is set but sse_algorithm is not aws:kms")

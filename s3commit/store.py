@@ -132,7 +132,8 @@ class S3Store(PayloadPolicy, ConditionalRequests):
             aws_session_token=opts.session_token,
             region_name=opts.region,
         )
-        return payload.install_bodies(inprocess.adapt(session.client("s3", endpoint_url=opts.endpoint_url, config=config)))
+        client = session.client("s3", endpoint_url=opts.endpoint_url, config=config)
+        return payload.install_bodies(inprocess.adapt(client))
 
     def _call(
         self,
