@@ -44,7 +44,7 @@ def _tuned_client(endpoint: str) -> Any:
                                 secret_key="testing")).client
 
 
-def _timed(slots: int, files: int, one: Any) -> dict[str, float]:
+def _timed_pool(slots: int, files: int, one: Any) -> dict[str, float]:
     cpu, started = cpu_seconds(), time.perf_counter()
     with ThreadPoolExecutor(slots) as pool:
         list(pool.map(one, range(files)))
@@ -59,7 +59,7 @@ def default_write(endpoint: str, bucket: str, prefix: str, files: int, path: str
         with open(path, "rb") as f:
             client.upload_fileobj(f, bucket, f"{prefix}/part-{index:05d}")
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def default_read(endpoint: str, bucket: str, prefix: str, files: int, size: int, slots: int) -> dict[str, float]:
@@ -70,7 +70,7 @@ def default_read(endpoint: str, bucket: str, prefix: str, files: int, size: int,
         got = len(client.get_object(Bucket=bucket, Key=f"{prefix}/part-{index:05d}")["Body"].read())
         assert got == size, (got, size)
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def tuned_write(endpoint: str, bucket: str, prefix: str, files: int, size: int, part: int, in_flight: int,
@@ -94,7 +94,7 @@ def tuned_write(endpoint: str, bucket: str, prefix: str, files: int, size: int, 
         client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={
             "Parts": [{"PartNumber": n + 1, "ETag": e} for n, e in enumerate(etags)]})
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def tuned_read(endpoint: str, bucket: str, prefix: str, files: int, size: int, part: int, in_flight: int,
@@ -112,7 +112,7 @@ def tuned_read(endpoint: str, bucket: str, prefix: str, files: int, size: int, p
 
         assert sum(parts_pool.map(get, range(-(-size // part)))) == size
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def _crt_client(endpoint: str) -> tuple[Any, str]:
@@ -143,7 +143,7 @@ def crt_write(endpoint: str, bucket: str, prefix: str, files: int, path: str, sl
         client.make_request(type=s3.S3RequestType.PUT_OBJECT, request=request, send_filepath=path,
                             checksum_config=checksum).finished_future.result()
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def crt_read(endpoint: str, bucket: str, prefix: str, files: int, size: int, slots: int) -> dict[str, float]:
@@ -163,7 +163,7 @@ def crt_read(endpoint: str, bucket: str, prefix: str, files: int, size: int, slo
                             on_body=on_body).finished_future.result()
         assert got[0] == size, (got[0], size)
 
-    return _timed(slots, files, one)
+    return _timed_pool(slots, files, one)
 
 
 def crt_available() -> bool:

@@ -12,11 +12,11 @@ BARE = {"bare": "bare boto3 (defaults: the reference)", "bare-tuned": "bare boto
 CLIENTS = {"sidecar": "the sidecar", "boto3": "bare boto3 (defaults)", "crt": "awscrt's S3 client"}
 
 
-def _row(cells: list[Any]) -> str:
+def _cells(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _load(section: dict[str, Any]) -> str:
+def _load_average(section: dict[str, Any]) -> str:
     before, after = section.get("load_average_before"), section.get("load_average_after")
     if not before or not after:
         return ""
@@ -29,12 +29,12 @@ def _gil_lines(gil: dict[str, Any], where: str) -> list[str]:
         return []
     lines = [f"GIL-held time in the sidecar ({where}; py-spy --gil, scaled by the share of its runnable time the "
              "sidecar's threads ran):", "",
-             _row(["phase", "GIL held s (wall)", "on-CPU share", "GIL held CPU s per GiB", "ceiling GiB/s",
-                   "where (innermost s3commit frame: samples)"]), _row(["---"] * 6)]
+             _cells(["phase", "GIL held s (wall)", "on-CPU share", "GIL held CPU s per GiB", "ceiling GiB/s",
+                   "where (innermost s3commit frame: samples)"]), _cells(["---"] * 6)]
     for phase, g in gil.items():
         ceiling = g.get("ceiling_gib_per_second")
         places = ", ".join(f"{name} {count}" for name, count in list(g.get("where", {}).items())[:4])
-        lines.append(_row([phase, f"{g['gil_held_seconds']:.2f}", f"{g['on_cpu_share']:.2f}",
+        lines.append(_cells([phase, f"{g['gil_held_seconds']:.2f}", f"{g['on_cpu_share']:.2f}",
                            f"{g['gil_held_cpu_per_gib']:.3f}", f"{ceiling:.1f}" if ceiling else "-", places]))
     return [*lines, ""]
 
@@ -44,14 +44,14 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
     bare = dp["bare"]
     lines = [f"## Data path: {dp['files']} files x {dp['file_mib']} MiB through s3a://, parts of {dp['part_mib']} MiB,"
              f" {dp['in_flight']} in flight per file, {dp['slots']} at a time", "",
-             _row(["path", "write s", "write MiB/s", "write / bare", "task phase s", "job commit s", "read s",
+             _cells(["path", "write s", "write MiB/s", "write / bare", "task phase s", "job commit s", "read s",
                    "read MiB/s", "read / bare", "CPU s per GiB (write, read)", "JVM beyond file:// s per GiB",
-                   "parts / GETs in flight", "bytes copied"]), _row(["---"] * 13)]
+                   "parts / GETs in flight", "bytes copied"]), _cells(["---"] * 13)]
     for name, title in BARE.items():
         r = dp.get(name)
         if not r:
             continue
-        lines.append(_row([title, f"{r['write']['seconds']:.2f}", f"{mib / r['write']['seconds']:.0f}",
+        lines.append(_cells([title, f"{r['write']['seconds']:.2f}", f"{mib / r['write']['seconds']:.0f}",
                            f"{r['write']['seconds'] / bare['write']['seconds']:.2f}", "", "",
                            f"{r['read']['seconds']:.2f}", f"{mib / r['read']['seconds']:.0f}",
                            f"{r['read']['seconds'] / bare['read']['seconds']:.2f}",
@@ -68,7 +68,7 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
         jvm = (f"{ratios[f'jvm_overhead_cpu_per_gib_write_{key}']:.2f}, "
                f"{ratios[f'jvm_overhead_cpu_per_gib_read_{key}']:.2f}"
                if f"jvm_overhead_cpu_per_gib_write_{key}" in ratios else "")
-        lines.append(_row([label, f"{w['seconds']:.2f}", f"{mib / w['seconds']:.0f}",
+        lines.append(_cells([label, f"{w['seconds']:.2f}", f"{mib / w['seconds']:.0f}",
                            f"{w['seconds'] / bare['write']['seconds']:.2f}", f"{w['task_phase_seconds']:.2f}",
                            f"{w['job_commit_seconds']:.2f}", f"{rd['seconds']:.2f}", f"{mib / rd['seconds']:.0f}",
                            f"{rd['seconds'] / bare['read']['seconds']:.2f}",
@@ -82,7 +82,7 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
                if "write_jvm_cpu_seconds" in local else "")
         lines += ["The same Spark job on local disk (file://, Spark's own cost): write "
                   f"{local['write_seconds']:.2f} s, read {local['read_seconds']:.2f} s{jvm}."]
-    lines += ["", *_gil_lines(dp.get("gil", {}), "a magic write and read of the same files"), _load(dp), "",
+    lines += ["", *_gil_lines(dp.get("gil", {}), "a magic write and read of the same files"), _load_average(dp), "",
               "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()), ""]
     return lines
 
@@ -132,28 +132,28 @@ def sidecar_markdown(section: dict[str, Any]) -> list[str]:
         r = section.get(server)
         if not r:
             continue
-        lines += [f"### {server}", "", _row(["client", "write CPU s per GiB (median; rounds)", "read CPU s per GiB",
-                                             "write s", "read s"]), _row(["---"] * 5)]
+        lines += [f"### {server}", "", _cells(["client", "write CPU s per GiB (median; rounds)", "read CPU s per GiB",
+                                             "write s", "read s"]), _cells(["---"] * 5)]
         for name, title in CLIENTS.items():
             cpu = r["cpu_per_gib"].get(name, {})
             if not cpu or not cpu.get("write"):
                 continue
             median = r["median_cpu_per_gib"][name]
-            lines.append(_row([title, f"**{median['write']:.2f}** ({', '.join(f'{v:.2f}' for v in cpu['write'])})",
+            lines.append(_cells([title, f"**{median['write']:.2f}** ({', '.join(f'{v:.2f}' for v in cpu['write'])})",
                                f"**{median['read']:.2f}** ({', '.join(f'{v:.2f}' for v in cpu['read'])})",
                                ", ".join(f"{v:.1f}" for v in r["seconds"][name]["write"]),
                                ", ".join(f"{v:.1f}" for v in r["seconds"][name]["read"])]))
         lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in r["ratios"].items()), ""]
         lines += _gil_lines(r.get("gil", {}), "the same write and read once more")
         if r.get("concurrency"):
-            lines += ["Concurrent tasks:", "", _row(["tasks", "write MiB/s", "write CPU s per GiB", "read MiB/s",
-                                                     "read CPU s per GiB"]), _row(["---"] * 5)]
+            lines += ["Concurrent tasks:", "", _cells(["tasks", "write MiB/s", "write CPU s per GiB", "read MiB/s",
+                                                     "read CPU s per GiB"]), _cells(["---"] * 5)]
             for c in r["concurrency"]:
-                lines.append(_row([c["tasks"], f"{c['write']['mib_per_second']:.0f}",
+                lines.append(_cells([c["tasks"], f"{c['write']['mib_per_second']:.0f}",
                                    f"{c['write']['cpu_per_gib']:.2f}", f"{c['read']['mib_per_second']:.0f}",
                                    f"{c['read']['cpu_per_gib']:.2f}"]))
             lines.append("")
-    return [*lines, _load(section), ""]
+    return [*lines, _load_average(section), ""]
 
 
 def sidecar_plot(section: dict[str, Any], out: Path) -> None:
