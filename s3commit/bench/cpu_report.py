@@ -82,6 +82,11 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
                if "write_jvm_cpu_seconds" in local else "")
         lines += ["The same Spark job on local disk (file://, Spark's own cost): write "
                   f"{local['write_seconds']:.2f} s, read {local['read_seconds']:.2f} s{jvm}."]
+    marginal = dp.get("jvm_marginal")
+    if marginal:
+        lines += ["", f"The JVM's CPU that s3a:// adds to each byte, beyond file://'s (magic; per GiB moved between "
+                  f"files of 1 MiB and of {dp['file_mib']} MiB, so that per-job and per-file costs cancel): write "
+                  f"**{marginal['write_cpu_per_gib']:.2f}** s per GiB, read **{marginal['read_cpu_per_gib']:.2f}**."]
     lines += ["", *_gil_lines(dp.get("gil", {}), "a magic write and read of the same files"), _load_average(dp), "",
               "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in ratios.items()), ""]
     return lines

@@ -143,6 +143,9 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
         results["local_disk"] = {"write_seconds": local_write, "read_seconds": time.perf_counter() - started,
                                  "write_jvm_cpu_seconds": local_write_cpu,
                                  "read_jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu}
+        if "magic" in labels:
+            results["jvm_marginal"] = _jvm_marginal(spark, jvm_pid, f"s3a://{bucket}/jvm", f"file://{local_dir}/jvm",
+                                                    files=files, file_mib=file_mib, line=line)
         if py_spy() is not None and "magic" in labels:
             results["gil"] = _gil_runs(spark, df, pid, f"s3a://{bucket}/spark-gil", gib)
     finally:
@@ -150,6 +153,37 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
     results["load_average_after"] = list(os.getloadavg())
     results["ratios"] = ratios(results, labels)
     return results
+
+
+def _jvm_marginal(spark: Any, jvm_pid: int, s3a: str, local: str, *, files: int, file_mib: int,
+                  line: str) -> dict[str, float]:
+    """The JVM's CPU per GiB that the s3a:// FileSystem adds to each byte, apart from what each job and file costs
+    (tasks, the commit protocol, listings): magic and file:// each write and read the job's files at full size and
+    at 1 MiB (three runs of each, the smallest CPU kept); the JVM's CPU between the two sizes, per GiB moved
+    between them, for s3a:// less for file://."""
+    from pyspark.sql import functions as F
+
+    from s3commit.measured import use_protocol
+
+    use_protocol(spark, "magic")
+    cpu: dict[tuple[str, str, int], float] = {}
+    for mib in (1, file_mib):
+        frame = spark.range(0, files * mib, 1, files).select(F.lit(line).alias("value"))
+        for base in (s3a, local):
+            for phase in ("write", "read"):
+                runs = []
+                for _ in range(3):
+                    before = proc_cpu(jvm_pid)
+                    if phase == "write":
+                        frame.write.mode("overwrite").text(f"{base}-{mib}")
+                    else:
+                        spark.read.text(f"{base}-{mib}").count()
+                    runs.append(proc_cpu(jvm_pid) - before)
+                cpu[(base, phase, mib)] = min(runs)
+    gib = files * (file_mib - 1) / 1024
+    return {f"{phase}_cpu_per_gib": ((cpu[(s3a, phase, file_mib)] - cpu[(s3a, phase, 1)])
+                                     - (cpu[(local, phase, file_mib)] - cpu[(local, phase, 1)])) / gib
+            for phase in ("write", "read")}
 
 
 def _gil_runs(spark: Any, df: Any, pid: int, dest: str, gib: float) -> dict[str, Any]:
@@ -197,6 +231,9 @@ def ratios(results: dict[str, Any], labels: tuple[str, ...]) -> dict[str, float]
         out["sidecar_over_bare_cpu_write"] = out["sidecar_over_bare_cpu_write_magic"]
         out["sidecar_over_bare_cpu_read"] = out["sidecar_over_bare_cpu_read_magic"]
     for phase in ("write", "read"):
+        marginal = results.get("jvm_marginal", {}).get(f"{phase}_cpu_per_gib")
+        if marginal is not None:
+            out[f"jvm_marginal_cpu_per_gib_{phase}"] = marginal
         held = results.get("gil", {}).get(phase)
         if held:
             out[f"gil_held_cpu_per_gib_{phase}"] = held["gil_held_cpu_per_gib"]
