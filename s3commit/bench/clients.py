@@ -2,7 +2,8 @@
 
 - **bare boto3, defaults** (the reference): ``boto3.client("s3")`` as a user makes it, writing each file with
   ``upload_fileobj`` from a local file (boto3's default transfer settings: 8 MiB parts, 10 threads a file, a CRC32
-  with each part as botocore computes it by default) and reading each object with one ``get_object``.
+  with each part as botocore computes it by default) and reading each object with one ``get_object``. Where
+  awscrt is installed botocore signs and computes CRC32 through it; ``without_crt`` measures boto3 without it.
 - **bare boto3, tuned**: the same client doing what the ``s3a://`` path does with the same resources: parts of the
   same size with as many in flight per file, from memory; ranged GETs of a part each into memory.
 - **awscrt's S3 client**, where installed: AWS's native client (C: HTTP, signing, CRC32), the same files written
@@ -31,6 +32,8 @@ def cpu_seconds() -> float:
 
 
 def _default_client(endpoint: str) -> Any:
+    if os.environ.get("S3COMMIT_BENCH_NO_CRT"):  # boto3 as installed without awscrt: botocore's own signer, zlib
+        sys.modules["awscrt"] = None  # type: ignore[assignment]
     import boto3
 
     return boto3.client("s3", endpoint_url=endpoint, **CREDENTIALS)
@@ -174,12 +177,14 @@ def crt_available() -> bool:
     return True
 
 
-def in_child(name: str, *args: Any) -> dict[str, float]:
-    """Run this module's function ``name`` with ``args`` in a fresh Python process; its result."""
+def in_child(name: str, *args: Any, without_crt: bool = False) -> dict[str, float]:
+    """Run this module's function ``name`` with ``args`` in a fresh Python process; its result. ``without_crt``:
+    that process cannot import awscrt (boto3 as a user without it has it)."""
     code = ("import json, sys; from s3commit.bench import clients; "
             f"print(json.dumps(clients.{name}(*json.loads(sys.argv[1]))))")
+    env = {**os.environ, "S3COMMIT_BENCH_NO_CRT": "1"} if without_crt else None
     result = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
-                            check=False, timeout=3600)
+                            check=False, timeout=3600, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{result.stderr[-3000:]}")
     answer: dict[str, float] = json.loads(result.stdout.strip().splitlines()[-1])

@@ -9,7 +9,8 @@ from typing import Any
 DATAPATH_LABELS = ("magic", "directory", "FileOutputCommitter-v1")
 BARE = {"bare": "bare boto3 (defaults: the reference)", "bare-tuned": "bare boto3 (tuned as s3a is)",
         "crt": "awscrt's S3 client (native)"}
-CLIENTS = {"sidecar": "the sidecar", "boto3": "bare boto3 (defaults)", "crt": "awscrt's S3 client"}
+CLIENTS = {"sidecar": "the sidecar", "boto3": "bare boto3 (defaults)",
+           "boto3-no-crt": "bare boto3 (defaults, awscrt not installed)", "crt": "awscrt's S3 client"}
 
 
 def _cells(cells: list[Any]) -> str:
@@ -33,7 +34,8 @@ def _gil_lines(gil: dict[str, Any], where: str) -> list[str]:
                    "where (innermost s3commit frame: samples)"]), _cells(["---"] * 6)]
     for phase, g in gil.items():
         ceiling = g.get("ceiling_gib_per_second")
-        places = ", ".join(f"{name} {count}" for name, count in list(g.get("where", {}).items())[:4])
+        ranked = sorted(g.get("where", {}).items(), key=lambda item: -item[1])
+        places = ", ".join(f"{name} {count}" for name, count in ranked[:4])
         lines.append(_cells([phase, f"{g['gil_held_seconds']:.2f}", f"{g['on_cpu_share']:.2f}",
                            f"{g['gil_held_cpu_per_gib']:.3f}", f"{ceiling:.1f}" if ceiling else "-", places]))
     return [*lines, ""]

@@ -126,7 +126,8 @@ def server_runs(server: Any, label: str, *, rounds: int, tasks: int, files: int,
     gib = tasks * files * file_mib / 1024
     local = clients.write_file(os.path.join(tempfile.mkdtemp(prefix="s3commit-bench-"), "data"), size)
     driver = Driver(endpoint, part_mib)
-    runs: dict[str, dict[str, list[float]]] = {name: {"write": [], "read": []} for name in ("sidecar", "boto3", "crt")}
+    runs: dict[str, dict[str, list[float]]] = {name: {"write": [], "read": []}
+                                               for name in ("sidecar", "boto3", "boto3-no-crt", "crt")}
     seconds: dict[str, dict[str, list[float]]] = {name: {"write": [], "read": []} for name in runs}
     try:
         driver.write(f"s3a://{bucket}/warm-up", 2)  # the probe of the bucket, connections, imports
@@ -137,11 +138,16 @@ def server_runs(server: Any, label: str, *, rounds: int, tasks: int, files: int,
                                          part_mib=part_mib, phase=phase)
                 runs["sidecar"][phase].append(measured["cpu_seconds"] / gib)
                 seconds["sidecar"][phase].append(measured["seconds"])
-            bare_w = clients.in_child("default_write", endpoint, bucket, f"bare{number}", tasks * files, local, tasks)
-            bare_r = clients.in_child("default_read", endpoint, bucket, f"bare{number}", tasks * files, size, tasks)
-            for phase, measured in (("write", bare_w), ("read", bare_r)):
-                runs["boto3"][phase].append(measured["cpu_seconds"] / gib)
-                seconds["boto3"][phase].append(measured["seconds"])
+            for name, without_crt in (("boto3", False), ("boto3-no-crt", True)):
+                if without_crt and not clients.crt_available():
+                    continue  # boto3 is without it already
+                bare_w = clients.in_child("default_write", endpoint, bucket, f"{name}{number}", tasks * files, local,
+                                          tasks, without_crt=without_crt)
+                bare_r = clients.in_child("default_read", endpoint, bucket, f"{name}{number}", tasks * files, size,
+                                          tasks, without_crt=without_crt)
+                for phase, measured in (("write", bare_w), ("read", bare_r)):
+                    runs[name][phase].append(measured["cpu_seconds"] / gib)
+                    seconds[name][phase].append(measured["seconds"])
             if clients.crt_available():
                 crt_w = clients.in_child("crt_write", endpoint, bucket, f"crt{number}", tasks * files, local, tasks)
                 crt_r = clients.in_child("crt_read", endpoint, bucket, f"crt{number}", tasks * files, size, tasks)
@@ -172,8 +178,8 @@ def server_runs(server: Any, label: str, *, rounds: int, tasks: int, files: int,
         os.unlink(local)
     medians = {name: {phase: statistics.median(values) for phase, values in by_phase.items() if values}
                for name, by_phase in runs.items()}
-    ratios = {f"sidecar_over_boto3_cpu_{phase}": medians["sidecar"][phase] / medians["boto3"][phase]
-              for phase in ("write", "read")}
+    ratios = {f"sidecar_over_{name.replace('-', '_')}_cpu_{phase}": medians["sidecar"][phase] / medians[name][phase]
+              for name in ("boto3", "boto3-no-crt", "crt") if medians.get(name) for phase in ("write", "read")}
     return {"gib": gib, "cpu_per_gib": runs, "seconds": seconds, "median_cpu_per_gib": medians, "ratios": ratios,
             "gil": gil, "concurrency": scaling}
 
