@@ -31,13 +31,16 @@ def _gil_lines(gil: dict[str, Any], where: str) -> list[str]:
     lines = [f"GIL-held time in the sidecar ({where}; py-spy --gil, scaled by the share of its runnable time the "
              "sidecar's threads ran):", "",
              _cells(["phase", "GIL held s (wall)", "on-CPU share", "GIL held CPU s per GiB", "ceiling GiB/s",
-                   "where (innermost s3commit frame: samples)"]), _cells(["---"] * 6)]
+                     "ceiling from the wall time (this load)", "where (innermost s3commit frame: samples)"]),
+             _cells(["---"] * 7)]
     for phase, g in gil.items():
         ceiling = g.get("ceiling_gib_per_second")
         ranked = sorted(g.get("where", {}).items(), key=lambda item: -item[1])
         places = ", ".join(f"{name} {count}" for name, count in ranked[:4])
+        wall = g.get("wall_ceiling_gib_per_second")
         lines.append(_cells([phase, f"{g['gil_held_seconds']:.2f}", f"{g['on_cpu_share']:.2f}",
-                           f"{g['gil_held_cpu_per_gib']:.3f}", f"{ceiling:.1f}" if ceiling else "-", places]))
+                             f"{g['gil_held_cpu_per_gib']:.3f}", f"{ceiling:.1f}" if ceiling else "-",
+                             f"{wall:.1f}" if wall else "-", places]))
     return [*lines, ""]
 
 

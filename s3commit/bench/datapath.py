@@ -145,7 +145,8 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
                                  "read_jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu}
         if "magic" in labels:
             results["jvm_marginal"] = _jvm_marginal(spark, jvm_pid, f"s3a://{bucket}/jvm", f"file://{local_dir}/jvm",
-                                                    files=files, file_mib=file_mib, line=line)
+                                                    files=files, file_mib=file_mib, line=line,
+                                                    repeats=1 if file_mib < 64 else 3)
         if py_spy() is not None and "magic" in labels:
             results["gil"] = _gil_runs(spark, df, pid, f"s3a://{bucket}/spark-gil", gib)
     finally:
@@ -156,10 +157,10 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
 
 
 def _jvm_marginal(spark: Any, jvm_pid: int, s3a: str, local: str, *, files: int, file_mib: int,
-                  line: str) -> dict[str, float]:
+                  line: str, repeats: int) -> dict[str, float]:
     """The JVM's CPU per GiB that the s3a:// FileSystem adds to each byte, apart from what each job and file costs
     (tasks, the commit protocol, listings): magic and file:// each write and read the job's files at full size and
-    at 1 MiB (three runs of each, the smallest CPU kept); the JVM's CPU between the two sizes, per GiB moved
+    at 1 MiB (``repeats`` runs of each, the smallest CPU kept); the JVM's CPU between the two sizes, per GiB moved
     between them, for s3a:// less for file://."""
     from pyspark.sql import functions as F
 
@@ -172,7 +173,7 @@ def _jvm_marginal(spark: Any, jvm_pid: int, s3a: str, local: str, *, files: int,
         for base in (s3a, local):
             for phase in ("write", "read"):
                 runs = []
-                for _ in range(3):
+                for _ in range(repeats):
                     before = proc_cpu(jvm_pid)
                     if phase == "write":
                         frame.write.mode("overwrite").text(f"{base}-{mib}")

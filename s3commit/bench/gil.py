@@ -109,5 +109,6 @@ class GilSampler:
         return {"gil_held_seconds": wall, "on_cpu_share": on_cpu, "gil_held_cpu_seconds": cpu,
                 "gil_held_cpu_per_gib": cpu / gib if gib else 0.0,
                 "ceiling_gib_per_second": gib / cpu if cpu else None,
+                "wall_ceiling_gib_per_second": gib / wall if wall else None,
                 "phase_seconds": self.seconds, "samples": held,
                 "where": {name: count for name, count in places.most_common(8)}}
