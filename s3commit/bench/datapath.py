@@ -102,6 +102,7 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
             use_protocol(spark, label)
             df.limit(3 * part_mib).write.mode("overwrite").text(f"s3a://{bucket}/warm-up/{label.lower()}")
             spark.read.text(f"s3a://{bucket}/warm-up/{label.lower()}").count()
+        use_protocol(spark, "FileOutputCommitter-v1")
         df.write.mode("overwrite").text(f"file://{local_dir}/warm-up")
         pid = int(json.loads(jvm.s3commit.bridge.Sidecar.healthJson())["pid"])
         results["sidecar_pid"] = pid
@@ -135,6 +136,7 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
             results[label] = {"write": write, "read": read}
         results["sidecar_peak_bytes"] = _proc_peak_bytes(pid)
         print("  datapath: spark on local disk (file://: its own cost)", flush=True)
+        use_protocol(spark, "FileOutputCommitter-v1")  # Spark's own protocol (S3CommitProtocol writes to S3 only)
         jvm_cpu, started = proc_cpu(jvm_pid), time.perf_counter()
         df.write.mode("overwrite").text(f"file://{local_dir}/local")
         local_write, local_write_cpu = time.perf_counter() - started, proc_cpu(jvm_pid) - jvm_cpu
@@ -166,11 +168,11 @@ def _jvm_marginal(spark: Any, jvm_pid: int, s3a: str, local: str, *, files: int,
 
     from s3commit.measured import use_protocol
 
-    use_protocol(spark, "magic")
     cpu: dict[tuple[str, str, int], float] = {}
     for mib in (1, file_mib):
         frame = spark.range(0, files * mib, 1, files).select(F.lit(line).alias("value"))
         for base in (s3a, local):
+            use_protocol(spark, "magic" if base == s3a else "FileOutputCommitter-v1")  # file://: Spark's own
             for phase in ("write", "read"):
                 runs = []
                 for _ in range(repeats):
