@@ -158,7 +158,7 @@ class Sending:
 
     __slots__ = ("algorithm", "md5", "value")
 
-    def __init__(self, algorithm: str | None, data: bytes | bytearray, *, etag_is_md5: bool) -> None:
+    def __init__(self, algorithm: str | None, data: bytes | bytearray | memoryview, *, etag_is_md5: bool) -> None:
         self.algorithm = algorithm
         self.value = checksum(algorithm, data) if algorithm else None
         self.md5 = md5_etag(data) if etag_is_md5 else None

@@ -137,6 +137,12 @@ KEYS: dict[str, Key] = {
             "on exactly where the store was seen (s3commit doctor's probe) not to validate the checksum sent and "
             "its part ETags are MD5s, or could not be probed; off where it validates (AWS S3, SeaweedFS); true or "
             "false to choose."),
+        Key("s3commit.signing.payload", "auto",
+            "Whether SigV4 signs the SHA-256 of each part and single-PUT object body over plain http (about 0.7 s of "
+            "CPU per GiB). auto: sent UNSIGNED-PAYLOAD where damage in transit is caught otherwise (the store was "
+            "seen to validate the checksum sent, or to give MD5 part ETags that the ETag check compares), signed "
+            "elsewhere; https is botocore's rule (unsigned with a checksum). signed: always signed, also over https "
+            "(an attacker on a plain-http path can then not swap a body for one with the same CRC)."),
         Key("s3commit.capabilities.cache", "86400",
             "Seconds what a store was seen to honour (its probe: about 60 small requests in a scratch prefix, once "
             "per endpoint and bucket) is kept on local disk for later processes; 0: probe once per process. "
@@ -294,6 +300,9 @@ class StoreOptions:
     verify_etag: bool | None = None
     """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
     store was not seen to validate the checksum sent (:meth:`S3Store.verifies_etags`)."""
+    payload_signing: str = "auto"
+    """``s3commit.signing.payload``: ``auto`` (sign a body only where nothing else catches its damage) or ``signed``
+    (:mod:`s3commit.payload`)."""
     capabilities_max_age: float = 86400.0
     """Seconds a probe's findings are kept on local disk (:mod:`s3commit.known_stores`); 0: not kept."""
 
@@ -303,6 +312,11 @@ class StoreOptions:
             raise ConfigError(
                 f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"
             )
+        signing = str(self.payload_signing).strip().lower()
+        if signing not in ("auto", "signed"):
+            raise ConfigError(f"s3commit.signing.payload {self.payload_signing!r} is not valid. Valid values are: "
+                              "auto, signed")
+        object.__setattr__(self, "payload_signing", signing)
         if self.sse_kms_key_id and self.sse_algorithm != "aws:kms":
             raise ConfigError("sse_kms_key_id is set but sse_algorithm is not aws:kms")
 
@@ -353,6 +367,7 @@ class StoreOptions:
             checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
             verify_etag=None if get("s3commit.checksum.verify-etag").lower() == "auto" else parse_bool(
                 get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
+            payload_signing=get("s3commit.signing.payload"),
             capabilities_max_age=parse_seconds(get("s3commit.capabilities.cache"), what="s3commit.capabilities.cache"),
         )
 

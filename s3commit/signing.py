@@ -1,4 +1,5 @@
-"""Which SigV4 signer the store's client uses: botocore's own, even where AWS's CRT is installed.
+"""Which SigV4 signer the store's client uses: botocore's own (even where AWS's CRT is installed), told by each
+body whether to sign its payload.
 
 SigV4 over plain http signs the SHA-256 of every body (over https with a checksum header, S3 takes
 ``UNSIGNED-PAYLOAD``). Where ``awscrt`` is installed (the ``s3commit[crt]`` extra, or brought by another
@@ -10,34 +11,59 @@ UploadParts of 32 MiB: 1.3-1.7 s to sign through the CRT, 0.2-0.5 s through boto
 difference grows (a profile put a quarter of the sidecar's busy time in the CRT's signing).
 
 So the store's client names :data:`SIGNATURE_VERSION`, registered in botocore's table of signers as
-botocore's :class:`~botocore.auth.S3SigV4Auth` (and its query and POST forms): the same signature, computed
-in Python. Nothing else changes: botocore's table is only added to, so other clients in the process keep the
-CRT, and operations whose endpoint rules name another scheme (S3 Express, multi-region access points) keep
-it too. Without the CRT, the client keeps botocore's default name (the table maps it to the same class).
+:class:`PayloadSigV4Auth`, botocore's :class:`~botocore.auth.S3SigV4Auth` (and its query and POST forms) with one
+difference: a body the store sent as a :class:`~s3commit.payload.Payload` decides whether its payload is signed
+(the request's context, :data:`s3commit.payload.SIGNED`: ``UNSIGNED-PAYLOAD`` where the store catches damage
+another way), and a signed body whose ``SHA256`` checksum was computed already is not hashed again. Every other
+request is signed exactly as botocore signs it. botocore's table is only added to, so other clients in the
+process keep their signers, and operations whose endpoint rules name another scheme (S3 Express, multi-region
+access points) keep theirs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from s3commit.payload import SHA256, SIGNED
+
 SIGNATURE_VERSION = "s3v4-s3commit"
-"""The signer name the store's client is configured with where the CRT would sign."""
+"""The signer name the store's client is configured with."""
 
 
-def _register() -> bool:
-    """Add :data:`SIGNATURE_VERSION` to botocore's signers; False where the CRT does not sign (no need)."""
+def _signer_class() -> type:
     import botocore.auth
-    from botocore.compat import HAS_CRT
 
-    if not HAS_CRT:
-        return False
+    class PayloadSigV4Auth(botocore.auth.S3SigV4Auth):
+        """botocore's S3 signer; a body's payload signed as its :class:`~s3commit.payload.Payload` says."""
+
+        def _should_sha256_sign_payload(self, request: Any) -> bool:
+            decided = request.context.get(SIGNED)
+            if decided is not None:
+                return bool(decided)
+            return bool(super()._should_sha256_sign_payload(request))
+
+        def payload(self, request: Any) -> str:
+            known = request.context.get(SHA256)
+            if known and not self._is_streaming_checksum_payload(request) \
+                    and self._should_sha256_sign_payload(request):
+                return str(known)
+            return str(super().payload(request))
+
+    return PayloadSigV4Auth
+
+
+def _register() -> None:
+    """Add :data:`SIGNATURE_VERSION` (and its query and POST forms) to botocore's signers, once."""
+    import botocore.auth
+
     table = botocore.auth.AUTH_TYPE_MAPS
-    table.setdefault(SIGNATURE_VERSION, botocore.auth.S3SigV4Auth)
+    if SIGNATURE_VERSION not in table:
+        table[SIGNATURE_VERSION] = _signer_class()
     table.setdefault(f"{SIGNATURE_VERSION}-query", botocore.auth.S3SigV4QueryAuth)
     table.setdefault(f"{SIGNATURE_VERSION}-presign-post", botocore.auth.S3SigV4PostAuth)
-    return True
 
 
 def config_options() -> dict[str, Any]:
-    """The ``botocore.config.Config`` options choosing the signer (``{}``: botocore's default)."""
-    return {"signature_version": SIGNATURE_VERSION} if _register() else {}
+    """The ``botocore.config.Config`` options choosing the signer."""
+    _register()
+    return {"signature_version": SIGNATURE_VERSION}

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from s3commit import inprocess
+from s3commit import inprocess, payload
 from s3commit.capabilities import Capabilities
 from s3commit.checksums import Sending, SentPart, complete_parts
 from s3commit.conditional import ConditionalRequests
@@ -48,6 +48,8 @@ from s3commit.errors import (
     translate_client_error,
 )
 from s3commit.objects import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload, multipart_etag
+from s3commit.payload import Payload, PayloadPolicy, sha256_hex
+from s3commit.ranges import RangedGets
 from s3commit.responses import BrokenBody, answered_at, read_get_body
 from s3commit.retry import Attempts, Retry, build_retrying, is_retryable
 
@@ -60,7 +62,7 @@ DELETE_BATCH = 1000
 """S3's maximum number of keys in one DeleteObjects request."""
 
 
-class S3Store(ConditionalRequests):
+class S3Store(PayloadPolicy, ConditionalRequests):
     """Every S3 request s3commit makes goes through here.
 
     Args:
@@ -77,7 +79,7 @@ class S3Store(ConditionalRequests):
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.options = options or StoreOptions()
-        self._client = inprocess.adapt(client)
+        self._client = payload.install_bodies(inprocess.adapt(client))
         self._sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -85,6 +87,7 @@ class S3Store(ConditionalRequests):
         self.upload_page_size: int | None = None
         #: What each bucket's store was seen to honour (:mod:`s3commit.known_stores` fills it).
         self.capabilities: dict[str, Capabilities] = {}
+        self._ranges = RangedGets()
 
     # --- pickling: ship options and what is known of the store, not the client --------------------
 
@@ -94,15 +97,6 @@ class S3Store(ConditionalRequests):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["options"])  # type: ignore[misc]
         self.capabilities.update(state.get("capabilities") or {})
-
-    def verifies_etags(self, bucket: str) -> bool:
-        """Whether ETags in ``bucket`` are checked as the MD5 of the bytes sent: ``verify_etag``, else (auto) where
-        the store was not seen to validate the checksum sent (unknown: on); never with SSE-KMS."""
-        verify = self.options.verify_etag
-        if verify is None:
-            known = self.capabilities.get(bucket)
-            verify = known is None or known.needs_etag_check(self.options.checksum_algorithm)
-        return verify and self.options.sse_algorithm != "aws:kms"
 
     # --- plumbing -------------------------------------------------------------------------------
 
@@ -119,7 +113,7 @@ class S3Store(ConditionalRequests):
         # botocore's DEBUG logs print request headers and signed strings: clients keeps credentials out of them.
         from s3commit.clients import build_s3_client
 
-        return inprocess.adapt(build_s3_client(self.options))
+        return payload.install_bodies(inprocess.adapt(build_s3_client(self.options)))
 
     def _call(
         self,
@@ -205,14 +199,15 @@ class S3Store(ConditionalRequests):
                     body: bytes | bytearray | memoryview) -> SentPart:
         """Upload one part; returns its ETag and the checksum sent. ``Retry.IDEMPOTENT``: a part whose bytes did
         not arrive as sent (:class:`ChecksumMismatchError`) is re-sent from ``body`` like any transient failure.
-        A ``memoryview`` body is copied once, others are sent as they are (but see :mod:`s3commit.inprocess`)."""
-        data = bytes(body) if isinstance(body, memoryview) else body
-        sending = Sending(self.options.checksum_algorithm, data, etag_is_md5=self.verifies_etags(bucket))
+        ``body`` is sent as it is, never copied (:mod:`s3commit.payload`; but see :mod:`s3commit.inprocess`)."""
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.verifies_etags(bucket))
         where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"
+        signed, sha256 = self.signs_payload(bucket), sha256_hex(sending.algorithm, sending.value)
 
         def send() -> Any:
             return sending.check(where, self.client.upload_part(
-                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number, Body=data, **sending.args()))
+                Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=part_number,
+                Body=Payload(body, signed=signed, sha256_hex=sha256), **sending.args()))
 
         try:
             response = self._call("UploadPart", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key,
@@ -223,7 +218,7 @@ class S3Store(ConditionalRequests):
                 f"{err.detail}",
                 operation="UploadPart", bucket=bucket, key=key, upload_id=upload_id, code=err.code,
                 attempts=err.attempts) from err
-        self.counters.add_bytes(uploaded=len(data))
+        self.counters.add_bytes(uploaded=memoryview(body).nbytes)
         return SentPart(str(response["ETag"]), sending.value)
 
     def complete_multipart_upload(
@@ -324,7 +319,7 @@ class S3Store(ConditionalRequests):
 
     # --- objects --------------------------------------------------------------------------------
 
-    def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
+    def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
         """Write a whole object; returns its ETag. ``Retry.IDEMPOTENT`` (same bytes).
 
@@ -340,9 +335,11 @@ class S3Store(ConditionalRequests):
             args["ContentType"] = content_type
         sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.verifies_etags(bucket))
         args.update(sending.args())
+        signed, sha256 = self.signs_payload(bucket), sha256_hex(sending.algorithm, sending.value)
 
         def send() -> Any:
-            response = self.client.put_object(Bucket=bucket, Key=key, Body=body, **args)
+            response = self.client.put_object(Bucket=bucket, Key=key, Body=Payload(body, signed=signed,
+                                                                                  sha256_hex=sha256), **args)
             if not sending.arrived(str(response.get("ETag", ""))) and if_none_match:
                 self.client.delete_object(Bucket=bucket, Key=key)  # ours, corrupt: the retry must not meet it
             return sending.check(f"s3://{bucket}/{key}", response)
@@ -356,7 +353,7 @@ class S3Store(ConditionalRequests):
                 raise
             err.__suppress_context__ = True
             return read[1].etag
-        self.counters.add_bytes(uploaded=len(body))
+        self.counters.add_bytes(uploaded=memoryview(body).nbytes)
         return str(response.get("ETag", ""))
 
     def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
@@ -374,9 +371,9 @@ class S3Store(ConditionalRequests):
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
-        streamed, never the whole range in memory. A transient failure part way (a reset, a timeout, a short
-        body) resumes from the next byte with a new GET, under the retry policy of every request
-        (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
+        streamed (:mod:`s3commit.ranges`), never the whole range in memory. A transient failure part way (a
+        reset, a timeout, a short body) resumes from the next byte with a new GET, under the retry policy of
+        every request (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
         """
         position = start
         retrying = build_retrying(self.options.retry, sleep=self._sleep,
@@ -385,9 +382,8 @@ class S3Store(ConditionalRequests):
         try:
             for attempt in retrying:
                 with attempt:
-                    body = self._call("GetObject", lambda p=position: self.client.get_object(  # type: ignore[misc]
-                        Bucket=bucket, Key=key, Range=f"bytes={p}-{end - 1}"),
-                        retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
+                    body = self._call("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
+                        self.client, bucket, key, p, end - 1), retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
                     try:
                         while position < end:
                             data = read_get_body(body, min(chunk_size, end - position), bucket, key, position)

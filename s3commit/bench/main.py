@@ -18,8 +18,8 @@ from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_jo
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "streaming", "engines", "lease",
-            "decommission")
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "sidecar", "streaming", "engines",
+            "lease", "decommission")
 """The benchmark's sections, in the order they run."""
 
 
@@ -199,6 +199,28 @@ def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, 
                          part_mib=5 if quick else 32, local_dir=staging)
 
 
+def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:
+    """The ``sidecar`` section on the benchmark's moto (no latency added meanwhile) and, where its binary is
+    installed, on SeaweedFS."""
+    from s3commit.bench.sidecar_bench import sidecar_section
+
+    servers: dict[str, Any] = {"moto": server}
+    try:
+        from s3commit.testing.seaweed import SeaweedServer, weed_binary
+
+        weed_binary()
+        servers["seaweedfs"] = SeaweedServer().start()
+    except Exception as err:  # no weed binary (the test extra has it), or it would not start
+        print(f"  sidecar: SeaweedFS is not available ({err}); moto only", flush=True)
+    server.configure(profile="none")
+    try:
+        return sidecar_section(servers, quick=quick)
+    finally:
+        server.configure(profile=profile)
+        if "seaweedfs" in servers:
+            servers["seaweedfs"].stop()
+
+
 def _engines(server: Any, bucket: str, quick: bool) -> dict[str, Any]:
     from s3commit.bench.engines_bench import engine_runs
 
@@ -269,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "datapath" in sections:
             fresh()
             results["datapath"] = _optional(spark_missing, lambda: _datapath(server, bucket, quick, staging))
+        if "sidecar" in sections:
+            fresh()
+            results["sidecar"] = _sidecar(server, quick, args.profile)
         if "streaming" in sections:
             fresh()
             results["streaming"] = _optional(spark_missing, lambda: section_streaming(server, bucket, quick=quick))

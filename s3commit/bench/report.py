@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from s3commit.bench.cpu_report import datapath_markdown, datapath_plot, sidecar_markdown, sidecar_plot
+
 
 def _row(cells: list[Any]) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
@@ -92,6 +94,8 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         lines += datapath_markdown(datapath)
     elif datapath:
         lines += ["## Data path", "", datapath["skipped"], ""]
+    if results.get("sidecar"):
+        lines += sidecar_markdown(results["sidecar"])
     lines += _streaming_lines(results.get("streaming"))
     lines += _engine_lines(results.get("engines"))
     if results.get("lease"):
@@ -173,71 +177,6 @@ def _engine_lines(engines: dict[str, Any] | None) -> list[str]:
     return [*lines, "", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in engines["ratios"].items()), ""]
 
 
-DATAPATH_LABELS = ("magic", "directory", "FileOutputCommitter-v1")
-
-
-def datapath_markdown(dp: dict[str, Any]) -> list[str]:
-    mib = dp["files"] * dp["file_mib"]
-    bare = dp["bare"]
-    lines = [f"## Data path: {dp['files']} files x {dp['file_mib']} MiB through s3a://, parts of {dp['part_mib']} MiB,"
-             f" {dp['in_flight']} in flight per file, {dp['slots']} at a time", "",
-             _row(["path", "write s", "write MiB/s", "write / bare", "task phase s", "job commit s",
-                   "read s", "read MiB/s", "read / bare", "sidecar CPU s/GiB (write, read)",
-                   "parts / GETs in flight", "bytes copied"]), _row(["---"] * 12)]
-    lines.append(_row(["bare boto3", f"{bare['write']['seconds']:.2f}", f"{mib / bare['write']['seconds']:.0f}", "1.00",
-                       "", "", f"{bare['read']['seconds']:.2f}", f"{mib / bare['read']['seconds']:.0f}", "1.00",
-                       f"{bare['write']['cpu_seconds'] / dp['gib']:.2f}, {bare['read']['cpu_seconds'] / dp['gib']:.2f}"
-                       " (its own)", f"{bare['write'].get('max_parts_in_flight', '')} / "
-                       f"{bare['read'].get('max_gets_in_flight', '')}", 0]))
-    for label in DATAPATH_LABELS:
-        r = dp.get(label)
-        if not r:
-            continue
-        w, rd = r["write"], r["read"]
-        lines.append(_row([label, f"{w['seconds']:.2f}", f"{mib / w['seconds']:.0f}",
-                           f"{w['seconds'] / bare['write']['seconds']:.2f}", f"{w['task_phase_seconds']:.2f}",
-                           f"{w['job_commit_seconds']:.2f}", f"{rd['seconds']:.2f}", f"{mib / rd['seconds']:.0f}",
-                           f"{rd['seconds'] / bare['read']['seconds']:.2f}",
-                           f"{w['sidecar_cpu_seconds'] / dp['gib']:.2f}, {rd['sidecar_cpu_seconds'] / dp['gib']:.2f}",
-                           f"{w['max_parts_in_flight']} / {rd['max_gets_in_flight']}", w["copy_bytes"]]))
-    lines += ["", f"The sidecar's peak memory (VmHWM): {dp.get('sidecar_peak_bytes', 0) / 1e6:.0f} MB."]
-    local = dp.get("local_disk")
-    if local:
-        lines += [f"The same Spark job on local disk (Spark's own cost): write {local['write_seconds']:.2f} s, "
-                  f"read {local['read_seconds']:.2f} s."]
-    lines += ["", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in dp["ratios"].items()), ""]
-    return lines
-
-
-def datapath_plot(dp: dict[str, Any], out: Path) -> None:
-    import matplotlib.pyplot as plt
-
-    mib = dp["files"] * dp["file_mib"]
-    names = ["bare boto3", *[label for label in DATAPATH_LABELS if label in dp]]
-    runs = [dp["bare"], *[dp[label] for label in DATAPATH_LABELS if label in dp]]
-    fig, (speed, cpu) = plt.subplots(1, 2, figsize=(11, 4))
-    x = range(len(names))
-    speed.bar([i - 0.2 for i in x], [mib / r["write"]["seconds"] for r in runs], width=0.4, label="write")
-    speed.bar([i + 0.2 for i in x], [mib / r["read"]["seconds"] for r in runs], width=0.4, label="read")
-    speed.set_xticks(list(x), names, rotation=15)
-    speed.set_ylabel("MiB/s")
-    speed.set_title(f"{dp['files']} x {dp['file_mib']} MiB through s3a:// vs bare boto3")
-    speed.legend()
-    cpu_write = [dp["bare"]["write"]["cpu_seconds"]] + [dp[n]["write"]["sidecar_cpu_seconds"] for n in names[1:]]
-    cpu_read = [dp["bare"]["read"]["cpu_seconds"]] + [dp[n]["read"]["sidecar_cpu_seconds"] for n in names[1:]]
-    cpu.bar([i - 0.2 for i in x], [c / dp["gib"] for c in cpu_write], width=0.4, label="write")
-    cpu.bar([i + 0.2 for i in x], [c / dp["gib"] for c in cpu_read], width=0.4, label="read")
-    cpu.set_xticks(list(x), names, rotation=15)
-    cpu.set_ylabel("CPU s per GiB")
-    cpu.set_title("bare client's CPU vs the sidecar's")
-    cpu.legend()
-    fig.tight_layout()
-    fig.savefig(out / "datapath.png", dpi=120)
-    plt.close(fig)
-
-
-
-
 def _streaming_lines(streaming: dict[str, Any] | None) -> list[str]:
     if not streaming:
         return []
@@ -309,6 +248,8 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
     datapath = results.get("datapath")
     if datapath and "skipped" not in datapath:
         datapath_plot(datapath, out)
+    if results.get("sidecar"):
+        sidecar_plot(results["sidecar"], out)
     scaling = results.get("scaling")
     if not scaling:
         return

@@ -199,8 +199,8 @@ class InMemoryStore(S3Store):
         self.counters.add("requests", "GetObject")
         return self.objects[key]
 
-    def put_object(self, bucket: str, key: str, body: bytes | bytearray, *, if_none_match: bool = False,
-                   content_type: str | None = None) -> str:
+    def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *,
+                   if_none_match: bool = False, content_type: str | None = None) -> str:
         self.counters.add("requests", "PutObject")
         return '"put"'
 

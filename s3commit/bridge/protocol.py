@@ -21,6 +21,7 @@ hand the kernel the caller's buffers (``sendmsg``), so a byte is not copied in P
 from __future__ import annotations
 
 import json
+import mmap
 import socket
 import struct
 from collections.abc import Iterable, Iterator
@@ -179,7 +180,7 @@ class Body:
         self._left = length
         return True
 
-    def readinto(self, buffer: bytearray | memoryview) -> int:
+    def readinto(self, buffer: bytearray | memoryview | mmap.mmap) -> int:
         """Fill as much of ``buffer`` as the body has left; returns the bytes read (0 at the end)."""
         view = memoryview(buffer).cast("B")
         filled = 0

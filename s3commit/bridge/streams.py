@@ -37,7 +37,7 @@ from s3commit.committers import open_magic_file
 from s3commit.config import KEYS
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.known_stores import known
-from s3commit.parts import BufferPart, FilePart, Part
+from s3commit.parts import BufferPart, FilePart, Part, memory_buffer
 from s3commit.paths import is_magic_file_key, job_id_of_magic_key, task_attempt_id_of_magic_key
 from s3commit.uri import S3Uri
 from s3commit.writer import MultipartWriter
@@ -133,7 +133,7 @@ class Streams:
             length = int(req.get("length", -1))
             if not 0 <= length <= handle.writer.part_size:
                 raise ConfigError(f"a part body of {length} bytes (the part size is {handle.writer.part_size})")
-            buffer = bytearray(length)
+            buffer = memory_buffer(length)
             got = body.readinto(buffer)
             if got != length or body.readinto(bytearray(1)):
                 raise ConfigError(f"a part body of {got}+ bytes where {length} were announced")

@@ -88,6 +88,9 @@ _PLAIN_PARAMETERS = frozenset(
         "fetch-owner", "start-after", "versionId", "partNumber", "x-id",
         "response-content-type", "response-content-language", "response-expires",
         "response-cache-control", "response-content-disposition", "response-content-encoding",
+        # A presigned URL's SigV4 authentication (s3commit.ranges sends the data path's GETs so).
+        "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders",
+        "X-Amz-Signature", "X-Amz-Security-Token",
     }
 )  # fmt: skip
 

@@ -47,7 +47,7 @@ def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
 def test_quick_run_of_every_section(tmp_path):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "quick.json").read_text())
-    assert {"commit", "scaling", "memory", "spark", "datapath"} <= set(results)
+    assert {"commit", "scaling", "memory", "spark", "datapath", "sidecar"} <= set(results)
     assert "skipped" not in results["spark"]
     assert results["spark"]["magic"]["bytes_copied"] == 0
     assert results["spark"]["FileOutputCommitter-v1"]["bytes_copied"] > 0
@@ -60,8 +60,19 @@ def test_quick_run_of_every_section(tmp_path):
     assert datapath["magic"]["write"]["copy_bytes"] == 0
     assert datapath["FileOutputCommitter-v1"]["write"]["copy_bytes"] > 0
     assert {"write_magic_over_bare", "read_magic_over_bare", "sidecar_over_bare_cpu_write",
+            "sidecar_over_bare_cpu_read", "jvm_marginal_cpu_per_gib_write", "jvm_marginal_cpu_per_gib_read",
             "magic_task_phase_over_directory_task_phase"} <= set(datapath["ratios"])
+    assert {"bare", "bare-tuned", "crt"} <= set(datapath)  # boto3's defaults, boto3 tuned, awscrt's client
+    assert datapath["gil"]["write"]["samples"] >= 0 and "gil_held_cpu_per_gib" in datapath["gil"]["read"]
     assert "## Data path" in (tmp_path / "quick.md").read_text()
+    sidecar = results["sidecar"]
+    for server in ("moto", "seaweedfs"):
+        medians = sidecar[server]["median_cpu_per_gib"]
+        assert {"sidecar", "boto3", "boto3-no-crt", "crt"} <= set(medians), server
+        assert all(medians[name]["write"] > 0 and medians[name]["read"] > 0 for name in medians), server
+        assert {"write", "read"} == set(sidecar[server]["gil"]), server
+        assert [row["tasks"] for row in sidecar[server]["concurrency"]] == [1, 2], server
+    assert "## The sidecar's CPU and GIL per GiB" in (tmp_path / "quick.md").read_text()
     small = results["small-files"]
     assert "skipped" not in small and small["magic"]["bytes_copied"] == 0
     assert {"tasks_magic_over_v1", "requests_per_file_magic"} <= set(small["ratios"])

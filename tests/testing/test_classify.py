@@ -29,6 +29,8 @@ RAW_REQUESTS = [
     ("PUT", "/b/k", "", COPY, "CopyObject"),
     ("GET", "/b/dir/k", "", {}, "GetObject"),
     ("GET", "/b/k", "versionId=v1&partNumber=1&response-content-type=text%2Fplain", {}, "GetObject"),
+    ("GET", "/b/k", "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=a%2F2026&X-Amz-Date=20260101T000000Z"
+     "&X-Amz-Expires=900&X-Amz-SignedHeaders=host&X-Amz-Security-Token=t&X-Amz-Signature=ab", {}, "GetObject"),
     ("HEAD", "/b/k", "", {}, "HeadObject"),
     ("DELETE", "/b/k", "", {}, "DeleteObject"),
     ("POST", "/b", "delete", {}, "DeleteObjects"),

@@ -1,0 +1,192 @@
+"""A part's body on its way to S3 (s3commit.payload, s3commit.parts, s3commit.signing): mapped from its file, never
+copied in Python, and its SHA-256 signed only where nothing else catches damage in transit."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import mmap
+import os
+
+import botocore.auth
+import pytest
+
+from s3commit import payload
+from s3commit.capabilities import Capabilities, Finding, Outcome
+from s3commit.config import StoreOptions
+from s3commit.errors import ConfigError
+from s3commit.parts import BufferPart, FilePart, memory_buffer
+from s3commit.store import S3Store
+
+UNSIGNED = "UNSIGNED-PAYLOAD"
+
+
+class Sent(Exception):
+    """Stops a request before it leaves the process."""
+
+
+def store_for(*, capabilities: Capabilities | None = None, **options) -> S3Store:
+    store = S3Store(StoreOptions(endpoint_url="http://127.0.0.1:9", region="us-east-1", path_style=True,
+                                 access_key="testing", secret_key="testing", **options))
+    if capabilities is not None:
+        store.capabilities["bucket"] = capabilities
+    return store
+
+
+def capabilities(**findings: Outcome) -> Capabilities:
+    return Capabilities("http://127.0.0.1:9", "bucket", 0.0,
+                        {name.replace("_", "-"): Finding(outcome) for name, outcome in findings.items()})
+
+
+VALIDATES = capabilities(checksum_crc32=Outcome.HONOURED, checksum_sha256=Outcome.HONOURED,
+                         part_etag_md5=Outcome.YES)
+"""A store seen to refuse a wrong checksum (AWS S3, SeaweedFS)."""
+MD5_ETAGS = capabilities(checksum_crc32=Outcome.IGNORED, checksum_sha256=Outcome.IGNORED, part_etag_md5=Outcome.YES)
+"""A store that validates nothing but gives MD5 part ETags (moto)."""
+NEITHER = capabilities(checksum_crc32=Outcome.IGNORED, checksum_sha256=Outcome.IGNORED, part_etag_md5=Outcome.NO)
+"""A store that validates nothing and whose ETags are no MD5s: only the signature protects a body."""
+
+
+def sent(store: S3Store, body, *, operation: str = "upload_part") -> dict:
+    """What the store's client would send for one part (or object): its body object and its headers."""
+    seen: dict = {}
+
+    def capture(request, **_):
+        seen["body"] = request.body
+        seen["headers"] = {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        raise Sent
+
+    store.client.meta.events.register("before-send.s3", capture)
+    with pytest.raises(Exception) as caught:
+        if operation == "upload_part":
+            store.upload_part("bucket", "k", "upload", 1, body)
+        else:
+            store.put_object("bucket", "k", body)
+    assert isinstance(caught.value.__cause__, Sent) or isinstance(caught.value, Sent), caught.value
+    return seen
+
+
+@pytest.fixture
+def block_file(tmp_path):
+    data = os.urandom(3 * 4096 + 77)
+    path = tmp_path / "h1-p1.block"
+    path.write_bytes(data)
+    return str(path), data
+
+
+# --- parts: mapped, not read -------------------------------------------------------------------------------------
+
+
+def test_a_file_part_is_mapped_from_its_file_not_read_into_a_new_buffer(block_file):
+    path, data = block_file
+    part = FilePart(path, owned=True)
+    view = part.load()
+    assert isinstance(view, memoryview) and isinstance(view.obj, mmap.mmap)
+    assert bytes(view) == data
+    del view
+    part.release()
+    assert not os.path.exists(path)  # an owned block file goes with its part
+
+
+def test_a_part_at_an_offset_off_the_page_boundary_is_exact(block_file):
+    path, data = block_file
+    part = FilePart(path, offset=4097, length=5000)
+    assert bytes(part.load()) == data[4097:9097]
+    part.release()
+    assert os.path.exists(path)  # not owned: only read
+
+
+def test_a_file_shorter_than_its_part_is_refused_naming_it(block_file):
+    path, data = block_file
+    part = FilePart(path, offset=0, length=len(data) + 1)
+    with pytest.raises(OSError, match="shorter than expected"):
+        part.load()
+
+
+def test_an_empty_part_and_a_release_while_a_view_is_held(block_file):
+    path, _ = block_file
+    assert bytes(FilePart(path, offset=0, length=0).load()) == b""
+    part = FilePart(path, owned=True)
+    held = part.load()
+    part.release()  # the view outlives the release: the mapping goes with it, nothing fails
+    assert len(bytes(held)) == part.size and not os.path.exists(path)
+
+
+def test_a_received_part_lives_in_an_anonymous_mapping_until_released():
+    buffer = memory_buffer(1000)
+    assert isinstance(buffer, mmap.mmap)
+    buffer[:5] = b"hello"
+    part = BufferPart(buffer, 5)
+    assert bytes(part.load()) == b"hello"
+    part.release()
+    assert buffer.closed
+    assert memory_buffer(0) == bytearray()
+
+
+# --- the body botocore sends is the part's own buffer ------------------------------------------------------------
+
+
+def test_botocore_sends_the_parts_own_buffer_without_a_copy(block_file):
+    path, data = block_file
+    view = FilePart(path).load()
+    seen = sent(store_for(capabilities=MD5_ETAGS), view)
+    assert seen["body"] is view  # the mapping itself: no bytes() of it, no file object read in 16 KiB pieces
+    assert seen["headers"]["content-length"] == str(len(data))
+    assert seen["headers"]["x-amz-checksum-crc32"]
+
+
+def test_a_client_without_the_handler_still_sends_the_exact_bytes():
+    data = os.urandom(100_000)
+    body = payload.Payload(memoryview(data), signed=None)
+    assert body.read() == data and body.read() == b""
+    body.seek(10)
+    assert body.read(5) == data[10:15]
+
+
+# --- payload signing ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("known, verify_etag, unsigned", [
+    (VALIDATES, None, True),   # the store refuses a damaged body itself
+    (MD5_ETAGS, None, True),   # the ETag check compares MD5s
+    (MD5_ETAGS, False, False),  # ... unless turned off: then the signature is all there is
+    (NEITHER, None, False),    # nothing else would catch damage
+    (None, None, False),       # a store never probed
+], ids=["validates", "md5-etags", "md5-etags-unchecked", "neither", "unknown"])
+def test_a_body_is_sent_unsigned_only_where_damage_is_caught_otherwise(known, verify_etag, unsigned):
+    data = bytearray(os.urandom(1 << 20))
+    headers = sent(store_for(capabilities=known, verify_etag=verify_etag), data)["headers"]
+    expected = UNSIGNED if unsigned else hashlib.sha256(data).hexdigest()
+    assert headers["x-amz-content-sha256"] == expected
+    assert "x-amz-checksum-crc32" in headers["authorization"]  # the checksum header itself is always signed
+
+
+def test_a_single_put_object_follows_the_same_rule():
+    headers = sent(store_for(capabilities=MD5_ETAGS), bytearray(b"x" * 1000), operation="put_object")["headers"]
+    assert headers["x-amz-content-sha256"] == UNSIGNED
+
+
+def test_signed_signs_every_body_and_a_sha256_checksum_is_not_hashed_twice(monkeypatch):
+    data = bytearray(os.urandom(1 << 20))
+    calls = []
+    real = botocore.auth.sha256
+    monkeypatch.setattr(botocore.auth, "sha256", lambda *a: calls.append(len(a[0]) if a else 0) or real(*a))
+    headers = sent(store_for(capabilities=VALIDATES, payload_signing="signed", checksum_algorithm="SHA256"),
+                   data)["headers"]
+    digest = hashlib.sha256(data).digest()
+    assert headers["x-amz-content-sha256"] == digest.hex()
+    assert headers["x-amz-checksum-sha256"] == base64.b64encode(digest).decode()
+    assert not [n for n in calls if n == len(data)]  # botocore did not hash the body again
+
+
+def test_signed_signs_where_auto_would_not():
+    data = bytearray(os.urandom(1 << 16))
+    headers = sent(store_for(capabilities=VALIDATES, payload_signing="signed"), data)["headers"]
+    assert headers["x-amz-content-sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def test_payload_signing_is_parsed_from_its_key_and_a_bad_value_is_refused():
+    assert StoreOptions.from_hadoop_conf({"s3commit.signing.payload": " Signed "}).payload_signing == "signed"
+    assert StoreOptions.from_hadoop_conf({}).payload_signing == "auto"
+    with pytest.raises(ConfigError, match=r"s3commit\.signing\.payload .*Valid values are: auto, signed"):
+        StoreOptions.from_hadoop_conf({"s3commit.signing.payload": "never"})
