@@ -72,3 +72,26 @@ def test_a_completed_object_can_be_copied_overwritten_and_deleted(s3_client, s3_
     assert s3_client.get_object(Bucket=s3_bucket, Key="copy")["Body"].read() == b"".join(parts)
     s3_client.delete_object(Bucket=s3_bucket, Key="copy")
     assert "Contents" not in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix="copy")
+
+
+def test_a_composite_checksum_is_built_from_the_digests_of_the_bytes_each_part_received(s3_client, s3_bucket):
+    import base64
+    import zlib
+
+    parts = [os.urandom(5 * MIB), os.urandom(2 * MIB)]
+    upload = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="c", ChecksumAlgorithm="CRC32")["UploadId"]
+
+    def send(number, body):
+        crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+        answer = s3_client.upload_part(Bucket=s3_bucket, Key="c", UploadId=upload, PartNumber=number, Body=body,
+                                       ChecksumCRC32=crc)
+        return {"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC32": crc}
+
+    send(1, os.urandom(5 * MIB))  # replaced by the next upload of part 1: its digest must not count
+    sent = [send(n + 1, p) for n, p in enumerate(parts)]
+    s3_client.complete_multipart_upload(Bucket=s3_bucket, Key="c", UploadId=upload, MultipartUpload={"Parts": sent})
+    digests = b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)
+    composite = base64.b64encode(zlib.crc32(digests).to_bytes(4, "big")).decode()
+    head = s3_client.head_object(Bucket=s3_bucket, Key="c", ChecksumMode="ENABLED")
+    assert head["ChecksumCRC32"].split("-")[0] == composite
+    assert s3_client.get_object(Bucket=s3_bucket, Key="c")["Body"].read() == b"".join(parts)
