@@ -12,7 +12,10 @@ import dataclasses
 import uuid
 from typing import Any
 
-from s3commit.capabilities import Capabilities
+from s3commit.capabilities import Capabilities, Outcome
+
+PROBE_ATTEMPTS = 3
+"""A probe whose check could not tell (``failed``: a timeout or a 500 on a loaded machine) is made again."""
 
 _seen: dict[str, Capabilities] = {}
 """What each server (by endpoint) was seen to honour."""
@@ -29,10 +32,18 @@ def probe_server(server: Any) -> Capabilities:
     bucket = server.create_bucket(f"s3commit-known-{uuid.uuid4().hex[:10]}")
     store = S3Store(StoreOptions(endpoint_url=server.endpoint_url, region=env["AWS_DEFAULT_REGION"], path_style=True,
                                  access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"]))
-    found = known(store, bucket, refresh=True)
+    found = None
+    for _ in range(PROBE_ATTEMPTS):
+        found = known(store, bucket, refresh=True)
+        if found is not None and not any(f.outcome is Outcome.FAILED for f in found.findings.values()):
+            break
     store.client.delete_bucket(Bucket=bucket)  # the probe removed what it wrote: no bucket of ours stays behind
     if found is None:
         raise RuntimeError(f"the test server at {server.endpoint_url} could not be probed")
+    failed = {name: f for name, f in found.findings.items() if f.outcome is Outcome.FAILED}
+    if failed:  # every later bucket would inherit a finding the probe could not make (a loaded machine's timeout)
+        raise RuntimeError(f"the test server at {server.endpoint_url} could not be probed in {PROBE_ATTEMPTS} "
+                           f"attempts: " + "; ".join(f"{name}: {f.code} {f.detail}" for name, f in failed.items()))
     _seen[found.endpoint] = found
     return found
 

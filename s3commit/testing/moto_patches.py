@@ -156,7 +156,7 @@ def complete_without_copying() -> None:
         algorithm = self.metadata.get("x-amz-checksum-algorithm")
         if algorithm and models.MultipartChecksumBuilder(algorithm, self.metadata.get("x-amz-checksum-type")) \
                 .checksum_type == "COMPOSITE":
-            part._s3commit_digest = models.compute_checksum(value, algorithm, encode_base64=False)
+            part._s3commit_digest = models.compute_checksum(value, algorithm, encode_base64=False)  # type: ignore[attr-defined]
         return part
 
     def complete(self: Any, body: Any) -> Any:
@@ -214,3 +214,37 @@ def complete_without_copying() -> None:
     models.MultipartDict.__delitem__ = delitem  # type: ignore[method-assign]
     models.FakeKey.value = property(value_property.fget, set_value)  # type: ignore[method-assign,assignment,unused-ignore]
     models.FakeMultipart._s3commit_chained = True  # type: ignore[attr-defined]
+
+
+_CONDITIONAL = threading.RLock()
+
+
+def atomic_conditional_writes() -> None:
+    """Patch moto so that a conditional write is atomic, as on S3.
+
+    moto checks ``If-None-Match``/``If-Match`` and then writes, with nothing between the two: under load two of
+    eight racing ``If-None-Match: *`` PUTs of one new key both won, so the capability probe (rightly) found the
+    race lost and turned the commit lease off for that server. Here every PUT, DELETE and Complete that carries a
+    condition, and every DeleteObjects (whose conditions are in its body), runs its check and its write under one
+    lock. Unconditional requests (parts, plain PUTs) are not serialised.
+    """
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response, "_s3commit_atomic", False):
+        return
+
+    def guarded(method: Any, *, always: bool = False) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if always or self.headers.get("If-None-Match") or self.headers.get("If-Match"):
+                with _CONDITIONAL:
+                    return method(self, *args, **kwargs)
+            return method(self, *args, **kwargs)
+
+        return run
+
+    S3Response._key_response_put = guarded(S3Response._key_response_put)  # type: ignore[method-assign]
+    S3Response._key_response_post = guarded(S3Response._key_response_post)  # type: ignore[method-assign]
+    S3Response.delete_object = guarded(S3Response.delete_object)  # type: ignore[method-assign]
+    S3Response._bucket_response_delete_keys = guarded(  # type: ignore[method-assign]
+        S3Response._bucket_response_delete_keys, always=True)
+    S3Response._s3commit_atomic = True  # type: ignore[attr-defined]

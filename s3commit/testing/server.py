@@ -102,10 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
     from moto.server import ThreadedMotoServer
 
-    from s3commit.testing.moto_patches import complete_without_copying, serve_ranges_lazily
+    from s3commit.testing.moto_patches import atomic_conditional_writes, complete_without_copying, serve_ranges_lazily
 
     serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
     complete_without_copying()  # a Complete costs the same whatever the size, as on S3
+    atomic_conditional_writes()  # a conditional write's check and write are one step, as on S3
     if not args.verbose:
         # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
         logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
