@@ -16,6 +16,12 @@ signature of the store's signer (:mod:`s3commit.signing`), which moto does not c
   store's client a handler that runs before moto's and turns such a body into ``bytes``, only for a request
   that moto will answer in this process: a request that goes out on a connection keeps its buffer, so the data
   path's CPU per byte is unchanged.
+- **Conditional writes.** moto checks ``If-None-Match``/``If-Match`` and then writes, with nothing between:
+  requests from several threads (a job's commit pool, the capability probe's eight racing PUTs) answered here
+  could both pass a check that S3 lets exactly one pass, so the probe found the race lost now and then, and the
+  commit lease came and went from one run of a suite to the next. The first request moto answers here makes
+  its conditional writes atomic (:func:`s3commit.testing.moto_patches.atomic_conditional_writes`: a lock
+  around the check and the write of conditional requests only; what moto answers is unchanged).
 - **Other processes.** The mock lives in this interpreter: a Spark sidecar, a Dask worker process or a Ray
   worker made the same request to AWS itself, with moto's fake credentials. :func:`refuse_other_processes`
   says so before anything is written, and names the pytest fixtures that run moto as a server every process
@@ -94,11 +100,20 @@ def answered_here(client: Any) -> bool:
 
 
 def _body_as_bytes(request: Any, **_: Any) -> None:
-    """``before-send``, ahead of moto's stubber: a bytes-like body that is not ``bytes`` becomes ``bytes`` when
-    moto answers the request here (see the module). Costs an ``isinstance`` on every other request."""
-    if isinstance(request.body, (bytearray, memoryview)) and _active_stubber() is not None \
-            and _answers(request.url):
+    """``before-send``, ahead of moto's stubber, for a request moto answers here: a bytes-like body that is not
+    ``bytes`` becomes ``bytes``, and moto's conditional writes are made atomic (see the module). Outside a mock
+    it costs a dictionary lookup."""
+    if _active_stubber() is None or not _answers(request.url):
+        return
+    _atomic_conditional_writes()
+    if isinstance(request.body, (bytearray, memoryview)):
         request.body = bytes(request.body)
+
+
+def _atomic_conditional_writes() -> None:
+    from s3commit.testing.moto_patches import atomic_conditional_writes
+
+    atomic_conditional_writes()
 
 
 def adapt(client: Any) -> Any:

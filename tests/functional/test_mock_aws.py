@@ -278,3 +278,28 @@ def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
     s3.put_object(Bucket=BUCKET, Key="r.bin", Body=BIG)
     store = S3Store(StoreOptions(region="us-east-1"))
     assert b"".join(store.stream_object(BUCKET, "r.bin", start=10, end=MIB + 5)) == BIG[10:MIB + 5]
+
+
+def test_racing_conditional_puts_have_exactly_one_winner_inside_mock_aws(s3):
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    client = S3Store(StoreOptions()).client
+    for round_ in range(10):
+        key, wins, barrier = f"race-{round_}", [], threading.Barrier(8)
+
+        def race(n, key=key, wins=wins, barrier=barrier):
+            barrier.wait()
+            try:
+                client.put_object(Bucket=BUCKET, Key=key, Body=f"racer {n}".encode(), IfNoneMatch="*")
+                wins.append(n)
+            except ClientError as error:
+                assert error.response["Error"]["Code"] == "PreconditionFailed"
+
+        threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(wins) == 1, (round_, wins)
