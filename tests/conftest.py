@@ -66,3 +66,29 @@ def no_pending_uploads(s3_client, s3_bucket):
     """After the test: nothing left pending in the bucket."""
     yield
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def racing_conditional_puts(client, bucket: str, key: str, racers: int = 8) -> list[int]:
+    """``racers`` threads PUT ``key`` with ``If-None-Match: *`` at one moment; the racers that won (S3: exactly
+    one; every loser is refused with PreconditionFailed)."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    wins: list[int] = []
+    barrier = threading.Barrier(racers)
+
+    def race(n: int) -> None:
+        barrier.wait()
+        try:
+            client.put_object(Bucket=bucket, Key=key, Body=f"racer {n}".encode(), IfNoneMatch="*")
+            wins.append(n)
+        except ClientError as error:
+            assert error.response["Error"]["Code"] == "PreconditionFailed", error
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(racers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return wins

@@ -33,7 +33,7 @@ from s3commit.testing.assertions import (  # noqa: E402
     visible_keys,
 )
 from s3commit.uploads import commit_upload  # noqa: E402
-from tests.conftest import STAGING_AND_MAGIC, store_options_for  # noqa: E402
+from tests.conftest import STAGING_AND_MAGIC, racing_conditional_puts, store_options_for  # noqa: E402
 
 BUCKET = "bkt1"
 BIG = bytes(range(256)) * (6 * MIB // 256)  # two parts of 5 MiB, the last one short
@@ -281,25 +281,7 @@ def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
 
 
 def test_racing_conditional_puts_have_exactly_one_winner_inside_mock_aws(s3):
-    import threading
-
-    from botocore.exceptions import ClientError
-
-    client = S3Store(StoreOptions()).client
+    client = S3Store(StoreOptions()).client  # the store's client: the first request it sends meets the mock
     for round_ in range(10):
-        key, wins, barrier = f"race-{round_}", [], threading.Barrier(8)
-
-        def race(n, key=key, wins=wins, barrier=barrier):
-            barrier.wait()
-            try:
-                client.put_object(Bucket=BUCKET, Key=key, Body=f"racer {n}".encode(), IfNoneMatch="*")
-                wins.append(n)
-            except ClientError as error:
-                assert error.response["Error"]["Code"] == "PreconditionFailed"
-
-        threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        wins = racing_conditional_puts(client, BUCKET, f"race-{round_}")
         assert len(wins) == 1, (round_, wins)

@@ -9,6 +9,8 @@ import os
 import pytest
 from botocore.exceptions import ClientError
 
+from tests.conftest import racing_conditional_puts
+
 MIB = 1024 * 1024
 
 
@@ -98,24 +100,8 @@ def test_a_composite_checksum_is_built_from_the_digests_of_the_bytes_each_part_r
 
 
 def test_racing_conditional_puts_of_one_new_key_have_exactly_one_winner(s3_server, s3_bucket):
-    import threading
-
     client = s3_server.client(max_pool_connections=8)
     for round_ in range(10):
-        key, wins, barrier = f"race-{round_}", [], threading.Barrier(8)
-
-        def race(n, key=key, wins=wins, barrier=barrier):
-            barrier.wait()
-            try:
-                client.put_object(Bucket=s3_bucket, Key=key, Body=f"racer {n}".encode(), IfNoneMatch="*")
-                wins.append(n)
-            except ClientError as error:
-                assert error.response["Error"]["Code"] in ("PreconditionFailed", "ConditionalRequestConflict")
-
-        threads = [threading.Thread(target=race, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        wins = racing_conditional_puts(client, s3_bucket, f"race-{round_}")
         assert len(wins) == 1, (round_, wins)
-        assert client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == f"racer {wins[0]}".encode()
+        assert client.get_object(Bucket=s3_bucket, Key=f"race-{round_}")["Body"].read() == f"racer {wins[0]}".encode()
