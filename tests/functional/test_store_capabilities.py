@@ -292,8 +292,9 @@ def test_a_store_without_upload_listing_loses_the_sweep_with_one_warning_and_not
     store = S3Store(store_options_for(s3_server))
     one_file_job(store, f"s3://{s3_bucket}/out", staging_dir)
     assert store.counters.snapshot()["requests"].get("ListMultipartUploads", 0) == 0
-    warnings = [r.getMessage() for r in caplog.records if "does not honour" in r.getMessage()]
-    assert len(warnings) == 1 and "orphan-upload sweep" in warnings[0]
+    warnings = [r.getMessage() for r in caplog.records if "orphan-upload sweep" in r.getMessage()]
+    assert len(warnings) == 1 and "does not honour" in warnings[0]
+    # (on rclone, which ignores conditional writes, the commit lease's own warning comes beside it)
 
 
 def test_doctor_ends_on_sigterm_and_removes_what_it_made(s3_server, s3_bucket, tmp_path):

@@ -94,7 +94,14 @@ def wheel(tmp_path_factory) -> Path:
     env = dict(os.environ)
     if pyspark.__version__ == "4.3.0":
         env["S3COMMIT_BUILD_PYSPARK_4"] = str(Path(pyspark.__file__).parent / "jars")
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+    # Built from a copy: the backend writes its jars into the tree it builds (s3commit/jars/) and removes them
+    # after, and this checkout is the editable install every other test worker runs, whose jar_path() would
+    # take such a jar while it exists (a JVM then started on a jar the build went on to delete).
+    source = tmp_path_factory.mktemp("source") / "s3commit"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", ".tox", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache",
+        ".ruff_cache", "spark-warehouse", "results"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
                            capture_output=True, text=True, env=env, timeout=900, check=False)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-4000:]
     return next(dist.glob("s3commit-*.whl"))
