@@ -102,6 +102,7 @@ def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols
     assert "## Structured Streaming" in (tmp_path / "quick.md").read_text()
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_quick_lease_section_counts_what_the_lease_adds(tmp_path):
     assert main(["--quick", "--sections", "lease", "--out", str(tmp_path)]) == 0
     lease = json.loads((tmp_path / "quick.json").read_text())["lease"]

@@ -93,6 +93,7 @@ def test_a_task_that_wrote_nothing_saves_no_pendingset(client, s3_server, s3_buc
     assert [k for k in list_keys(s3_client, s3_bucket, "empty/") if k.endswith(".pendingset")] == []
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_job_of_100000_tasks_commits_through_the_bridge_in_bounded_frames(client, s3_server, s3_bucket,
                                                                             s3_client, monkeypatch):
     # Three tasks wrote files; 99,997 wrote nothing (their messages name no pendingset). Every message goes

@@ -76,6 +76,7 @@ def test_rate_to_parquet_is_exactly_once_across_stops_and_restarts(streaming, s3
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_checkpoint_of_a_batch_is_two_puts_and_two_lists_and_no_copy(streaming, s3_sim, s3_bucket, s3_client):
     spark = streaming
     query = (rate(spark).writeStream.format("noop").option("checkpointLocation", f"s3a://{s3_bucket}/cost/ckpt")
@@ -92,6 +93,7 @@ def test_checkpoint_of_a_batch_is_two_puts_and_two_lists_and_no_copy(streaming, 
     assert not [k for k in keys if k.endswith((".tmp", "/")) or "/." in k]  # no temp object, no marker
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_sink_commit_of_a_batch_completes_its_uploads_and_copies_nothing(streaming, s3_sim, s3_bucket, tmp_path):
     spark = streaming
     query = (rate(spark).writeStream.format("parquet").option("path", f"s3a://{s3_bucket}/sinkcost")

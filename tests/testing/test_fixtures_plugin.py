@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from s3commit.testing.assertions import list_keys
 
@@ -46,6 +47,7 @@ def test_buckets_are_unique(s3_server, s3_bucket):
 """
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_plugin_is_registered_through_the_entry_point(tmp_path: Path) -> None:
     # Given: a project with no conftest.py at all, only tests using the fixtures.
     (tmp_path / "test_inner.py").write_text(textwrap.dedent(INNER_TESTS))
