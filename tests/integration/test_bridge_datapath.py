@@ -95,6 +95,7 @@ def test_files_of_every_shape_arrive_exact(sidecar, client, s3_server, s3_bucket
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_parts_upload_in_the_background_up_to_the_active_blocks_bound(sidecar, client, s3_sim, s3_bucket,
                                                                       s3_client):
     # Each part takes 2.5 s to upload: the hand-overs of parts 1..4 return at once (queued; one that waited for

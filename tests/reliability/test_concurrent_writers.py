@@ -137,8 +137,9 @@ def run_rounds(server, tmp_path, scenario: str, committer: str, rounds: int) -> 
         assert_serializable(client, bucket, OLD, results)
 
 
-@pytest.mark.parametrize(("scenario", "committer"), [("two-overwrites", "magic"),
-                                                     ("overwrite-beside-append", "directory")])
+@pytest.mark.parametrize(("scenario", "committer"), [
+    ("two-overwrites", "magic"),
+    pytest.param("overwrite-beside-append", "directory", marks=pytest.mark.slow)])  # the default tier's budget
 def test_concurrent_commits_end_as_some_serial_order(s3_server, latency, tmp_path, scenario, committer):
     if not conditional(s3_server):
         pytest.skip("rclone honours no conditional write: no lease (tested below)")

@@ -239,6 +239,7 @@ def _throttled_job(sim, tmp_path, name: str, *, rate_limit: float):
     return bucket, success or error, elapsed, stats
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_rate_limit_keeps_the_job_commit_under_a_per_prefix_throttle(s3_sim, tmp_path):
     # Given: S3 throttles writes to 50/s per prefix (3,500/s scaled down), and a job of 100 files.
     # When: the job commit is limited to 40 Completes per second.
@@ -252,6 +253,7 @@ def test_rate_limit_keeps_the_job_commit_under_a_per_prefix_throttle(s3_sim, tmp
     assert_clean(s3_sim.client(raw=True), bucket)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_without_a_rate_limit_the_same_commit_is_throttled(s3_sim, tmp_path):
     # The control for the test above: 16 threads completing at full speed exceed 50 writes/s on one prefix,
     # so S3 answers 503 SlowDown; the store backs off, and a request that stays throttled through all its

@@ -200,7 +200,7 @@ def test_staging_committers_through_spark(spark, committer, mode, s3_client, s3_
     check_clean(s3_client, s3_bucket, "stg/")
 
 
-@pytest.mark.parametrize("algorithm", ["1", "2"])
+@pytest.mark.parametrize("algorithm", ["1", pytest.param("2", marks=pytest.mark.slow)])  # the default tier's budget
 def test_spark_default_protocol_runs_over_the_s3a_filesystem(spark, committer, s3_client, s3_bucket, algorithm):
     spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
     spark.conf.set("mapreduce.fileoutputcommitter.algorithm.version", algorithm)

@@ -66,6 +66,7 @@ def test_run_each_never_has_more_than_the_window_queued_or_running():
     assert drawn == list(range(60))
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_run_each_keeps_memory_flat_however_many_items():
     # A finished call leaves nothing behind: 50,000 items cost no more than 5,000.
     def peak(count: int) -> int:
