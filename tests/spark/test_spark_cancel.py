@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from s3commit.paths import is_scratch_key
+from s3commit.testing.profiles import LatencyProfile
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -25,6 +26,26 @@ def _outcome_is_consistent(client, bucket: str, prefix: str, result: dict) -> No
     else:
         assert data == [] and not success, (result, data)  # rolled back, and reported failed
     assert_no_pending_uploads(client, bucket)
+
+
+def _interrupt_threads_in(spark, method: str, *, until: float, alive) -> int:
+    """Interrupt every JVM thread with ``method`` on its stack; scan again until one is found (or time runs out).
+
+    A JVM that has run many tests has hundreds of threads and each frame is a py4j call: one scan can take longer
+    than a short commit, so the test makes the commit long (the simulator holds each Complete) and scans again.
+    """
+    jvm = spark._jvm
+    while time.monotonic() < until and alive():
+        interrupted = 0
+        traces = jvm.java.lang.Thread.getAllStackTraces()
+        for thread in traces.keySet():
+            if any(frame.getMethodName() == method for frame in traces.get(thread)):
+                thread.interrupt()
+                interrupted += 1
+        if interrupted:
+            return interrupted
+        time.sleep(0.05)
+    return 0
 
 
 @pytest.mark.parametrize("how", ["cancelJobGroup", "interrupt"])
@@ -43,8 +64,10 @@ def test_a_query_cancelled_during_its_job_commit_is_committed_or_rolled_back_nev
         except Exception as err:  # the cancellation, as the user sees it
             result["error"] = str(err)[:500]
 
-    # Each Complete is refused twice with SlowDown: the job commit retries with backoff for a second or more.
-    s3_sim.fail_next("CompleteMultipartUpload", "503", count=8)
+    # Each Complete waits 2 s in the simulator and the first four are refused with SlowDown: the job commit lasts
+    # several seconds, so the cancel lands inside it however slowly this machine scans the JVM's threads.
+    s3_sim.configure(profile=LatencyProfile(name="slow-complete", first_byte_seconds={"CompleteMultipartUpload": 2.0}))
+    s3_sim.fail_next("CompleteMultipartUpload", "503", count=4)
     writer = threading.Thread(target=write)
     writer.start()
     deadline = time.monotonic() + 120
@@ -54,13 +77,7 @@ def test_a_query_cancelled_during_its_job_commit_is_committed_or_rolled_back_nev
     if how == "cancelJobGroup":
         sc.cancelJobGroup("s3commit-cancel")
     else:  # what a Thrift or Connect cancel does: interrupt the thread running the write, inside commitJob
-        jvm = spark._jvm
-        interrupted = 0
-        for thread in jvm.java.lang.Thread.getAllStackTraces().keySet():
-            if any("commitJob" in str(frame) for frame in thread.getStackTrace()):
-                thread.interrupt()
-                interrupted += 1
-        assert interrupted, "no JVM thread was in commitJob"
+        assert _interrupt_threads_in(spark, "commitJob", until=deadline, alive=writer.is_alive), result
     writer.join(180)
     assert not writer.is_alive()
     prefix = dest.split("/", 3)[3] + "/"
