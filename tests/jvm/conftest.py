@@ -3,6 +3,7 @@ PySpark's jars, and run them in a JVM: no Maven, no JUnit (``s3commit.testing.Ja
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -47,16 +48,23 @@ def java_classpath(tmp_path_factory) -> str:
     digest = hashlib.sha256(jar.encode())
     for source in java_test_sources():
         digest.update(source.read_bytes())
-    out = tmp_path_factory.getbasetemp() / f"java-tests-{digest.hexdigest()[:12]}"
+    # One compilation for the whole run: xdist's workers share the run's base directory (javac takes a core for
+    # 10-15 s; three workers compiling the same sources at once cost the tier half a minute).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / f"java-tests-{digest.hexdigest()[:12]}"
     classpath = os.pathsep.join([str(out), jar, str(jars / "*")])
-    if not out.is_dir():
-        out.mkdir(parents=True)
-        result = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d", str(out),
-                                 "-cp", classpath, *map(str, java_test_sources())],
-                                capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            shutil.rmtree(out, ignore_errors=True)
-            pytest.fail(f"javac failed on the Java tests:\n{result.stderr[-4000:]}")
+    with open(shared / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker compiles; the others wait, then find the classes
+        if not out.is_dir():
+            building = shared / f"{out.name}.building-{os.getpid()}"
+            result = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "17", "-d",
+                                     str(building), "-cp", classpath, *map(str, java_test_sources())],
+                                    capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                shutil.rmtree(building, ignore_errors=True)
+                pytest.fail(f"javac failed on the Java tests:\n{result.stderr[-4000:]}")
+            building.rename(out)
     return classpath
 
 
