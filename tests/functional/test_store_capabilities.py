@@ -208,6 +208,7 @@ def test_a_store_is_probed_once_then_known_to_later_jobs_and_processes_without_a
     assert list_keys(s3_server.client(), bucket, PROBE_PATH_PREFIX) == []
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_an_old_cache_entry_is_probed_again_and_age_zero_keeps_nothing_on_disk(s3_server, cold):
     bucket = fresh_bucket(s3_server)
     store = S3Store(replace(store_options_for(s3_server), capabilities_max_age=60))
@@ -297,6 +298,7 @@ def test_a_store_without_upload_listing_loses_the_sweep_with_one_warning_and_not
     # (on rclone, which ignores conditional writes, the commit lease's own warning comes beside it)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_doctor_ends_on_sigterm_and_removes_what_it_made(s3_server, s3_bucket, tmp_path):
     if server_name(s3_server) != "moto":
         pytest.skip("the simulator slows the probe down on moto only")

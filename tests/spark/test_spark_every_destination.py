@@ -58,6 +58,7 @@ EXPECTED_T = sorted([(i, i % 3) for i in range(12) if i % 3 == 0] + [(102, 0), (
 """Table ``t`` after ``local_writes``: p=0 appended to, p=1 overwritten statically, p=2 dynamically."""
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_one_session_commits_s3a_through_s3commit_and_local_paths_and_tables_through_spark(
         spark, committer, s3_client, s3_bucket, tmp_path):
     # Given: the session configure() made (s3commit's protocol for every SQL write).
