@@ -117,3 +117,68 @@ def file_parts(path: str, part_size: int) -> list[FilePart]:
         return [FilePart(path, offset=0, length=0)]
     return [FilePart(path, offset=start, length=min(part_size, length - start))
             for start in range(0, length, part_size)]
+
+
+class _SharedRelease:
+    """Releases ``part`` once every one of ``count`` pieces cut from it has been released."""
+
+    def __init__(self, part: Part, count: int) -> None:
+        self._part, self._left, self._lock = part, count, threading.Lock()
+
+    def release_one(self) -> None:
+        with self._lock:
+            self._left -= 1
+            last = self._left == 0
+        if last:
+            self._part.release()
+
+
+class _Piece(Part):
+    """``size`` bytes from ``offset`` of a part cut in pieces (:func:`split_part`)."""
+
+    def __init__(self, parent: Part, offset: int, size: int, shared: _SharedRelease) -> None:
+        self.size = size
+        self._shared = shared
+        self._released = False
+        self._lock = threading.Lock()
+        self._view: memoryview | None = None
+        self._file: FilePart | None = None
+        if isinstance(parent, FilePart):  # mapped on its own when its upload starts, like any file part
+            self._file = FilePart(parent.path, offset=parent.offset + offset, length=size)
+        else:
+            self._view = memoryview(parent.load())[offset:offset + size]
+
+    def load(self) -> bytearray | memoryview:
+        if self._released:
+            raise ValueError("the part was released")
+        if self._file is not None:
+            return self._file.load()
+        assert self._view is not None
+        return self._view
+
+    def release(self) -> None:
+        with self._lock:
+            released, self._released = self._released, True
+        if released:
+            return
+        if self._file is not None:
+            self._file.release()
+        self._view = None  # the views the request made of it go with it
+        self._shared.release_one()
+
+
+def split_part(part: Part, pieces: int) -> list[Part]:
+    """``part`` cut into ``pieces`` parts of nearly equal size, in order; ``part`` itself (its memory, its owned
+    block file) is released when the last piece is. No byte is copied: pieces are views of a buffer, or ranges of
+    a file mapped when their uploads start."""
+    if pieces < 2:
+        return [part]
+    shared = _SharedRelease(part, pieces)
+    base, extra = divmod(part.size, pieces)
+    out: list[Part] = []
+    offset = 0
+    for index in range(pieces):
+        size = base + (1 if index < extra else 0)
+        out.append(_Piece(part, offset, size, shared))
+        offset += size
+    return out

@@ -32,10 +32,13 @@ from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
-from s3commit.parts import BufferPart, Part
+from s3commit.parts import BufferPart, Part, split_part
 from s3commit.store import S3Store
 
 log = logging.getLogger(__name__)
+
+TAIL_PIECE_MIN = 8 * 1024 * 1024
+"""The smallest piece the last part of a file is cut into (boto3's default part size; S3's minimum is 5 MiB)."""
 
 
 class TooManyPartsError(S3CommitError, OSError):
@@ -372,11 +375,28 @@ class MultipartWriter(io.RawIOBase):
                 last.release()
             return WriteResult(None, True, self._length)
         if last is not None:
-            self._submit_part(last)
+            pieces = self._tail_pieces(last)
+            for index, piece in enumerate(pieces):
+                try:
+                    self._submit_part(piece)
+                except BaseException:
+                    for unsent in pieces[index + 1:]:
+                        unsent.release()
+                    raise
         if self.policy.finish_later:
             self._finish_in_background()
             return None
         return self._complete_parts()
+
+    def _tail_pieces(self, last: Part) -> list[Part]:
+        """The last part, cut into pieces of at least :data:`TAIL_PIECE_MIN` that upload side by side.
+
+        Every other part went up while the caller was still writing; the last one starts only at ``close()``, and
+        the close waits for it: one part's upload time (0.4 s for 32 MiB at S3's 80 MB/s per connection) added to
+        every file. Up to ``max_in_flight`` pieces cut that tail by as much, for a few more requests per file.
+        """
+        count = min(self.max_in_flight, last.size // TAIL_PIECE_MIN, MAX_PARTS - len(self._parts))
+        return split_part(last, count) if count >= 2 else [last]
 
     def _finish_in_background(self) -> None:
         """Hand the end of the close to the parts' threads: the last part to finish builds the pending upload

@@ -8,7 +8,8 @@ import pytest
 from s3commit.checksums import SentPart
 from s3commit.config import MIB, StoreOptions
 from s3commit.errors import ConfigError, TransientError
-from s3commit.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
+from s3commit.parts import BufferPart, FilePart, split_part
+from s3commit.writer import TAIL_PIECE_MIN, CompletionPolicy, MultipartWriter, TooManyPartsError
 
 PART = 5 * MIB
 
@@ -187,3 +188,64 @@ def test_pyarrow_can_write_parquet_into_the_writer():
     with MultipartWriter(store, "b", "t.parquet", part_size=PART) as f:
         pq.write_table(table, f)
     assert pq.read_table(pa.BufferReader(store.puts["t.parquet"])).equals(table)
+
+
+def test_a_large_last_part_goes_up_in_pieces_side_by_side_and_the_file_is_exact():
+    store, policy = FakeStore(), Deferring()
+    part = 4 * TAIL_PIECE_MIN
+    data = (bytes(range(251)) * (part // 100))[:part + 3 * TAIL_PIECE_MIN + 7]  # a whole part, then a last of 24 MiB
+    writer = MultipartWriter(store, "b", "k", part_size=part, max_in_flight=4, policy=policy,
+                             executor=ThreadPoolExecutor(8))
+    writer.write(data)
+    writer.close()
+    pending = policy.ready[0]
+    sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
+    assert sizes[0] == part and len(sizes) == 1 + 3 and all(s >= TAIL_PIECE_MIN for s in sizes[1:-1])
+    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 5)) == data
+    assert pending.length == len(data) and pending.part_count == 4
+
+
+def test_the_last_part_is_cut_in_no_more_pieces_than_parts_in_flight_nor_past_the_part_limit(monkeypatch):
+    import s3commit.writer as writer_module
+
+    store, policy = FakeStore(), Deferring()
+    writer = MultipartWriter(store, "b", "k", part_size=8 * TAIL_PIECE_MIN, max_in_flight=2, policy=policy)
+    writer.write(b"x" * (8 * TAIL_PIECE_MIN - 1))
+    writer.close()
+    assert policy.ready[0].part_count == 2  # one piece per part in flight
+    monkeypatch.setattr(writer_module, "MAX_PARTS", 2)
+    writer = MultipartWriter(store, "b", "k2", part_size=4 * TAIL_PIECE_MIN, max_in_flight=4, policy=policy)
+    writer.write(b"x" * (4 * TAIL_PIECE_MIN + 3 * TAIL_PIECE_MIN))
+    writer.close()
+    assert policy.ready[1].part_count == 2  # the limit leaves room for one: the last part goes whole
+    monkeypatch.undo()
+    small = MultipartWriter(store, "b", "k3", part_size=PART, policy=policy)
+    small.write(b"x" * (2 * TAIL_PIECE_MIN - 1))
+    small.close()
+    assert policy.ready[2].part_count == 4  # three parts of 5 MiB, and a last of 1 MiB below two pieces' minimum
+
+
+def test_pieces_of_a_block_file_delete_it_once_every_piece_is_released(tmp_path):
+    path = tmp_path / "block"
+    path.write_bytes(bytes(range(256)) * 4096)
+    pieces = split_part(FilePart(str(path), owned=True), 3)
+    assert [p.size for p in pieces] == [349526, 349525, 349525]
+    assert b"".join(bytes(p.load()) for p in pieces) == path.read_bytes()
+    pieces[0].release()
+    pieces[0].release()  # idempotent: counted once
+    pieces[1].release()
+    assert path.exists()
+    pieces[2].release()
+    assert not path.exists()
+
+
+def test_pieces_of_a_buffer_are_views_of_it_not_copies():
+    buffer = bytearray(b"abcdefghij")
+    pieces = split_part(BufferPart(buffer), 2)
+    assert [bytes(p.load()) for p in pieces] == [b"abcde", b"fghij"]
+    buffer[0:1] = b"A"
+    assert bytes(pieces[0].load()) == b"Abcde"
+    for piece in pieces:
+        piece.release()
+    with pytest.raises(ValueError, match="released"):
+        pieces[0].load()

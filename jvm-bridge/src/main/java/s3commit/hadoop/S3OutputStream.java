@@ -129,15 +129,18 @@ class S3OutputStream extends OutputStream implements Abortable, StreamCapabiliti
     }
     java.util.Objects.checkFromIndexSize(off, len, b.length);
     while (len > 0) {
+      if (blockBytes == partSize) {
+        // A full part goes once a byte follows it; the last one goes with close(), which lets the sidecar cut
+        // it into pieces that upload side by side (the file's tail is then not one part's upload time).
+        handOver(false);
+      }
       int n = (int) Math.min(Math.min(stage.remaining(), partSize - blockBytes), len);
       stage.put(b, off, n);
       blockBytes += n;
       written += n;
       off += n;
       len -= n;
-      if (blockBytes == partSize) {
-        handOver(false);
-      } else if (!stage.hasRemaining()) {
+      if (blockBytes < partSize && !stage.hasRemaining()) {
         spill();
       }
     }
