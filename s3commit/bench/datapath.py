@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from typing import Any
 
@@ -62,13 +63,27 @@ def _bare_runs(server: Any, bucket: str, *, files: int, size: int, part: int, in
     return runs
 
 
+def median_of_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures from several rounds of it: the median of every number (each on its own), the rest from the
+    first round; ``round_seconds`` lists each round's time, so the spread is in the report."""
+    out = dict(rounds[0])
+    for key, value in rounds[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[key] = statistics.median(r[key] for r in rounds)
+    if "seconds" in out:
+        out["round_seconds"] = [r["seconds"] for r in rounds]
+    return out
+
+
 def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_mib: int,
                   in_flight: int = 4, labels: tuple[str, ...] = ("magic", "directory", "FileOutputCommitter-v1"),
-                  local_dir: str) -> dict[str, Any]:
+                  local_dir: str, rounds: int = 3) -> dict[str, Any]:
+    """Every path's write and read, ``rounds`` times in turn (the bare clients, then each Spark path, then again),
+    reported as medians: on a shared 2-core machine one round of a path moves by 10-20% from the next."""
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from s3commit.measured import job_seconds, use_protocol
+    from s3commit.measured import use_protocol
     from s3commit.spark import configure
 
     # A bucket of its own: a JVM keeps one s3a FileSystem per bucket (Hadoop's FileSystem cache), configured by
@@ -77,14 +92,9 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
     size, part, slots = file_mib * MIB, part_mib * MIB, 2
     gib = files * size / (1024 * MIB)
     results: dict[str, Any] = {"files": files, "file_mib": file_mib, "part_mib": part_mib, "in_flight": in_flight,
-                               "slots": slots, "gib": gib, "load_average_before": list(os.getloadavg())}
+                               "slots": slots, "gib": gib, "rounds": rounds,
+                               "load_average_before": list(os.getloadavg())}
     local_file = clients.write_file(os.path.join(local_dir, "bare-data"), size)
-    try:
-        results.update(_bare_runs(server, bucket, files=files, size=size, part=part, in_flight=in_flight,
-                                  slots=slots, local_file=local_file))
-    finally:
-        os.unlink(local_file)
-
     builder = (SparkSession.builder.master(f"local[{slots}]").appName("s3commit-bench-datapath")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.driver.memory", "2g"))
@@ -106,34 +116,19 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
         df.write.mode("overwrite").text(f"file://{local_dir}/warm-up")
         pid = int(json.loads(jvm.s3commit.bridge.Sidecar.healthJson())["pid"])
         results["sidecar_pid"] = pid
-        for label in labels:
-            use_protocol(spark, label)
-            dest = f"s3a://{bucket}/spark-{label.lower()}"
-            print(f"  datapath: spark write through {label}", flush=True)
-            server.reset_stats()
-            description = f"s3commit-bench-datapath-{label}"
-            spark.sparkContext.setJobDescription(description)
-            cpu, jvm_cpu, started = proc_cpu(pid), proc_cpu(jvm_pid), time.perf_counter()
-            df.write.mode("overwrite").text(dest)
-            total = time.perf_counter() - started
-            spark.sparkContext.setJobDescription(None)
-            tasks = job_seconds(spark, description)
-            write: dict[str, Any] = {"seconds": total, "sidecar_cpu_seconds": proc_cpu(pid) - cpu,
-                                     "jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu,
-                                     "task_phase_seconds": tasks, "job_commit_seconds": max(0.0, total - tasks)}
-            stats = server.stats()
-            write.update(max_parts_in_flight=stats.max_in_flight.get("UploadPart", 0), copy_bytes=stats.copy_bytes,
-                         requests=dict(stats.requests))
-            print(f"  datapath: spark read of {label}'s output", flush=True)
-            server.reset_stats()
-            cpu, jvm_cpu, started = proc_cpu(pid), proc_cpu(jvm_pid), time.perf_counter()
-            lines = spark.read.text(dest).count()
-            read = {"seconds": time.perf_counter() - started, "sidecar_cpu_seconds": proc_cpu(pid) - cpu,
-                    "jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu, "lines": lines,
-                    "max_gets_in_flight": server.stats().max_in_flight.get("GetObject", 0),
-                    "gets": server.stats().requests.get("GetObject", 0)}
-            assert lines == files * file_mib, (lines, files * file_mib)
-            results[label] = {"write": write, "read": read}
+        measured: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for number in range(1, rounds + 1):
+            print(f"  datapath: round {number} of {rounds}", flush=True)
+            for name, run in _bare_runs(server, bucket, files=files, size=size, part=part, in_flight=in_flight,
+                                        slots=slots, local_file=local_file).items():
+                for phase in ("write", "read"):
+                    measured.setdefault(name, {}).setdefault(phase, []).append(run[phase])
+            for label in labels:
+                for phase, run in _spark_run(spark, server, df, label, f"s3a://{bucket}/spark-{label.lower()}",
+                                             files * file_mib, pid, jvm_pid, number).items():
+                    measured.setdefault(label, {}).setdefault(phase, []).append(run)
+        for name, phases in measured.items():
+            results[name] = {phase: median_of_rounds(runs) for phase, runs in phases.items()}
         results["sidecar_peak_bytes"] = _proc_peak_bytes(pid)
         print("  datapath: spark on local disk (file://: its own cost)", flush=True)
         use_protocol(spark, "FileOutputCommitter-v1")  # Spark's own protocol (S3CommitProtocol writes to S3 only)
@@ -153,9 +148,43 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
             results["gil"] = _gil_runs(spark, df, pid, f"s3a://{bucket}/spark-gil", gib)
     finally:
         spark.stop()
+        os.unlink(local_file)
     results["load_average_after"] = list(os.getloadavg())
     results["ratios"] = ratios(results, labels)
     return results
+
+
+def _spark_run(spark: Any, server: Any, df: Any, label: str, dest: str, lines_expected: int, pid: int,
+               jvm_pid: int, round_number: int) -> dict[str, dict[str, Any]]:
+    """One write of ``df`` to ``dest`` through ``label`` and one read of it, timed, with CPU and server stats."""
+    from s3commit.measured import job_seconds, use_protocol
+
+    use_protocol(spark, label)
+    print(f"  datapath: spark write through {label}", flush=True)
+    server.reset_stats()
+    description = f"s3commit-bench-datapath-{label}-{round_number}"  # the task phase: this round's job alone
+    spark.sparkContext.setJobDescription(description)
+    cpu, jvm_cpu, started = proc_cpu(pid), proc_cpu(jvm_pid), time.perf_counter()
+    df.write.mode("overwrite").text(dest)
+    total = time.perf_counter() - started
+    spark.sparkContext.setJobDescription(None)
+    tasks = job_seconds(spark, description)
+    write: dict[str, Any] = {"seconds": total, "sidecar_cpu_seconds": proc_cpu(pid) - cpu,
+                             "jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu,
+                             "task_phase_seconds": tasks, "job_commit_seconds": max(0.0, total - tasks)}
+    stats = server.stats()
+    write.update(max_parts_in_flight=stats.max_in_flight.get("UploadPart", 0), copy_bytes=stats.copy_bytes,
+                 requests=dict(stats.requests))
+    print(f"  datapath: spark read of {label}'s output", flush=True)
+    server.reset_stats()
+    cpu, jvm_cpu, started = proc_cpu(pid), proc_cpu(jvm_pid), time.perf_counter()
+    lines = spark.read.text(dest).count()
+    read = {"seconds": time.perf_counter() - started, "sidecar_cpu_seconds": proc_cpu(pid) - cpu,
+            "jvm_cpu_seconds": proc_cpu(jvm_pid) - jvm_cpu, "lines": lines,
+            "max_gets_in_flight": server.stats().max_in_flight.get("GetObject", 0),
+            "gets": server.stats().requests.get("GetObject", 0)}
+    assert lines == lines_expected, (lines, lines_expected)
+    return {"write": write, "read": read}
 
 
 def _jvm_marginal(spark: Any, jvm_pid: int, s3a: str, local: str, *, files: int, file_mib: int,
