@@ -44,6 +44,10 @@ def _gil_lines(gil: dict[str, Any], where: str) -> list[str]:
     return [*lines, ""]
 
 
+def _seconds(run: dict[str, Any]) -> str:
+    return ", ".join(f"{s:.2f}" for s in run.get("round_seconds", [run["seconds"]]))
+
+
 def datapath_markdown(dp: dict[str, Any]) -> list[str]:
     mib, gib = dp["files"] * dp["file_mib"], dp["gib"]
     bare = dp["bare"]
@@ -79,6 +83,12 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
                            f"{rd['seconds'] / bare['read']['seconds']:.2f}",
                            f"{w['sidecar_cpu_seconds'] / gib:.2f}, {rd['sidecar_cpu_seconds'] / gib:.2f} (sidecar)",
                            jvm, f"{w['max_parts_in_flight']} / {rd['max_gets_in_flight']}", w["copy_bytes"]]))
+    rounds = dp.get("rounds", 1)
+    if rounds > 1:
+        lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again). Each round's "
+                  "write and read, seconds: " + "; ".join(
+                      f"{name} {_seconds(dp[name]['write'])} / {_seconds(dp[name]['read'])}"
+                      for name in (*BARE, *DATAPATH_LABELS) if name in dp) + "."]
     lines += ["", f"The sidecar's peak memory (VmHWM): {dp.get('sidecar_peak_bytes', 0) / 1e6:.0f} MB."]
     local = dp.get("local_disk")
     if local:
