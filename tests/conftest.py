@@ -14,6 +14,9 @@ from s3commit.config import RetryPolicy
 from s3commit.testing.assertions import assert_no_pending_uploads
 
 STAGING_AND_MAGIC = ["magic", "directory", "partitioned"]
+MAGIC_IN_DEFAULT_TIER = ["magic", *(pytest.param(name, marks=pytest.mark.slow) for name in STAGING_AND_MAGIC[1:])]
+"""The committers, the staging ones in the slow tier: for variants whose staging cases the default tier covers
+through another test (the default tier's time budget, README: Tests)."""
 
 # Every sidecar the tests start (in-process or spawned by a JVM, which inherits the environment) checks its
 # replies and its handlers' reads against the bridge's operation table too (s3commit.bridge.operations).

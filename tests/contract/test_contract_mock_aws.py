@@ -16,10 +16,11 @@ import boto3  # noqa: E402
 
 from s3commit import S3Store, StoreOptions  # noqa: E402
 from s3commit.config import RetryPolicy  # noqa: E402
-from tests.contract import test_committer_contract as contract  # noqa: E402
+from tests.conftest import MAGIC_IN_DEFAULT_TIER  # noqa: E402
 from tests.contract.test_committer_contract import *  # noqa: E402,F403  (the cases and their fixtures)
 
-pytestmark = contract.pytestmark
+# magic in the default tier, the staging committers in the slow one (their server-mode runs are in the default tier)
+pytestmark = [pytest.mark.usefixtures("no_pending_uploads"), pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -22,7 +22,7 @@ from s3commit.manifest import PendingSet
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from s3commit.testing.fixtures import every_server_fixture
 from s3commit.testing.simulator import SimulatorServer
-from tests.conftest import STAGING_AND_MAGIC, store_options_for
+from tests.conftest import MAGIC_IN_DEFAULT_TIER, STAGING_AND_MAGIC, store_options_for
 
 s3_server = every_server_fixture()
 
@@ -67,7 +67,7 @@ def data_keys(s3_client, bucket: str) -> list[str]:
 
 
 @pytest.mark.parametrize("size", list(SIZES))
-@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)  # staging: the next test resends their parts too
 def test_a_part_damaged_in_transit_is_resent_and_the_output_is_exact(proxy, proxied, s3_client, s3_bucket, dest,
                                                                      staging_dir, name, size):
     data = payload(SIZES[size])

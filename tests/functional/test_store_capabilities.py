@@ -183,6 +183,7 @@ JOB_IN_A_PROCESS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_store_is_probed_once_then_known_to_later_jobs_and_processes_without_a_request(
         s3_server, cold, staging_dir, tmp_path):
     if server_name(s3_server) != "moto":

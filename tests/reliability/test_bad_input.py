@@ -33,6 +33,7 @@ from s3commit.committers import TaskCommitMessage
 from s3commit.config import MIB, MIN_PART_SIZE, CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from s3commit.writer import TooManyPartsError
+from tests.conftest import MAGIC_IN_DEFAULT_TIER
 from tests.reliability.helpers import (
     JobSpec,
     assert_clean,
@@ -529,7 +530,7 @@ ODD_NAMES = [
 ]
 
 
-@pytest.mark.parametrize("name", ["magic", "directory", "partitioned"])
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)
 def test_odd_unicode_in_file_names_commits_byte_exact_keys(name, s3_sim, bucket, raw, tmp_path):
     committer = committer_for(s3_sim, bucket, name, tmp_path)
     committer.setup_job()

@@ -99,7 +99,7 @@ def check_clean(client, bucket, prefix):
 
 # Every API through magic and, for the old and the new API's plain file writes, through the staging committers;
 # the other staging pairs are in the slow tier for the default tier's time budget (README, Tests).
-DEFAULT_STAGING_APIS = ("saveAsTextFile", "saveAsNewAPIHadoopFile")
+DEFAULT_STAGING_APIS = ("saveAsNewAPIHadoopFile",)
 
 
 @pytest.mark.parametrize(("rdd_committer", "api"), [

@@ -178,9 +178,11 @@ def test_empty_dataframe_gives_valid_empty_output(spark, committer, s3_client, s
     check_clean(s3_client, s3_bucket, "empty/")
 
 
-@pytest.mark.parametrize(("committer", "mode"), [("directory", "append"), ("directory", "replace"),
-                                                 ("partitioned", "append"), ("partitioned", "replace"),
-                                                 ("partitioned", "fail")], indirect=["committer"])
+@pytest.mark.parametrize(("committer", "mode"), [pytest.param("directory", "append", marks=pytest.mark.slow),
+                                                 ("directory", "replace"),
+                                                 pytest.param("partitioned", "append", marks=pytest.mark.slow),
+                                                 ("partitioned", "replace"), ("partitioned", "fail")],
+                         indirect=["committer"])  # appends in the slow tier: the default tier's budget (README)
 def test_staging_committers_through_spark(spark, committer, mode, s3_client, s3_bucket):
     dest = f"s3a://{s3_bucket}/stg"
     frame(spark, 12).write.partitionBy("a").parquet(dest)
