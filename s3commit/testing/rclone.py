@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from s3commit.testing.known import know_bucket, probe_server
-from s3commit.testing.seaweed import _free_ports
+from s3commit.testing.seaweed import _free_ports, start_with_fresh_ports
 from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
 
 RCLONE_START_TIMEOUT = 30.0
@@ -52,6 +52,9 @@ class RcloneServer:
         self._control: Any = None
 
     def start(self) -> RcloneServer:
+        return start_with_fresh_ports(self._start_once, RcloneServerError, "rclone")
+
+    def _start_once(self) -> RcloneServer:
         self._dir = Path(tempfile.mkdtemp(prefix="s3commit-rclone-"))
         (self._dir / "data").mkdir()
         self._port = _free_ports(1)[0]

