@@ -44,7 +44,7 @@ def _gil_lines(gil: dict[str, Any], where: str) -> list[str]:
     return [*lines, ""]
 
 
-def _seconds(run: dict[str, Any]) -> str:
+def _round_seconds(run: dict[str, Any]) -> str:
     return ", ".join(f"{s:.2f}" for s in run.get("round_seconds", [run["seconds"]]))
 
 
@@ -87,7 +87,7 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
     if rounds > 1:
         lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again). Each round's "
                   "write and read, seconds: " + "; ".join(
-                      f"{name} {_seconds(dp[name]['write'])} / {_seconds(dp[name]['read'])}"
+                      f"{name} {_round_seconds(dp[name]['write'])} / {_round_seconds(dp[name]['read'])}"
                       for name in (*BARE, *DATAPATH_LABELS) if name in dp) + "."]
     lines += ["", f"The sidecar's peak memory (VmHWM): {dp.get('sidecar_peak_bytes', 0) / 1e6:.0f} MB."]
     local = dp.get("local_disk")

@@ -42,7 +42,7 @@ class SeaweedServerError(RuntimeError):
 
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+StartedT = TypeVar("StartedT")
 
 
 def weed_binary() -> str:
@@ -64,7 +64,7 @@ def port_was_taken(log: str) -> bool:
     return "address already in use" in log or "Port allocation failed" in log
 
 
-def start_with_fresh_ports(start_once: Callable[[], T], error: type[Exception], what: str) -> T:
+def start_with_fresh_ports(start_once: Callable[[], StartedT], error: type[Exception], what: str) -> StartedT:
     """``start_once()``, again with new ports (up to :data:`PORT_ATTEMPTS` times) when its ``error`` says a port
     was taken."""
     for attempt in range(1, PORT_ATTEMPTS + 1):
