@@ -84,7 +84,7 @@ def test_a_part_damaged_in_transit_is_resent_and_the_output_is_exact(proxy, prox
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
-@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)
 def test_a_part_that_never_arrives_intact_fails_the_task_naming_object_part_and_algorithm(
         proxy, proxied, s3_client, s3_bucket, dest, staging_dir, name):
     proxy.simulator.injector.script("UploadPart", "corrupt", 50)
@@ -205,7 +205,7 @@ def test_validate_output_fails_and_rolls_back_a_job_whose_object_is_not_its_mani
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
-@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)
 def test_summary_reports_are_written_after_a_success_and_after_a_failure(store, s3_client, s3_bucket, dest,
                                                                          staging_dir, tmp_path, name):
     reports = str(tmp_path / "reports")

@@ -486,7 +486,7 @@ def test_write_to_a_committed_task_attempt_is_refused(s3_sim, bucket, raw):
     assert_nothing_lost(raw, bucket)
 
 
-@pytest.mark.parametrize("name", ["magic", "directory", "partitioned"])
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)
 def test_commit_job_with_no_tasks_writes_a_success_marker_listing_no_files(name, s3_sim, bucket, raw, tmp_path):
     # Hadoop's behaviour, kept: a job with no output still commits, and _SUCCESS says it wrote nothing.
     committer = committer_for(s3_sim, bucket, name, tmp_path)
@@ -546,7 +546,7 @@ def test_odd_unicode_in_file_names_commits_byte_exact_keys(name, s3_sim, bucket,
     assert_nothing_lost(raw, bucket, committed=expected)
 
 
-@pytest.mark.parametrize("name", ["magic", "directory", "partitioned"])
+@pytest.mark.parametrize("name", MAGIC_IN_DEFAULT_TIER)
 def test_zero_byte_files_commit_as_empty_objects(name, s3_sim, bucket, raw, tmp_path):
     committer = committer_for(s3_sim, bucket, name, tmp_path)
     spec = JobSpec(tasks=2, files=2, payload=b"")

@@ -42,8 +42,8 @@ OPERATIONS = [
 """Every S3 operation the committers use."""
 KINDS = ["503", "500", "reset", "200-error"]
 RATES = [0.02, 0.035, 0.05]
-DEFAULT_SEEDS = range(3)
-FULL_SEEDS = range(3, 30)
+DEFAULT_SEEDS = range(2)
+FULL_SEEDS = range(2, 30)
 OLD = "out/old/keep.txt"
 PERMANENT = 14
 """Consecutive scripted faults that make one request exhaust its 7 attempts even with 2 threads racing."""

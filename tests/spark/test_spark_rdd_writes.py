@@ -97,7 +97,7 @@ def check_clean(client, bucket, prefix):
     assert_no_pending_uploads(client, bucket)
 
 
-# Every API through magic and, for the old and the new API's plain file writes, through the staging committers;
+# Every API through magic and, for the new API's file writes, through the staging committers;
 # the other staging pairs are in the slow tier for the default tier's time budget (README, Tests).
 DEFAULT_STAGING_APIS = ("saveAsNewAPIHadoopFile",)
 
