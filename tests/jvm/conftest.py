@@ -72,7 +72,9 @@ def run_java_tests(classpath: str, classes: list[str], env: dict[str, str] | Non
     """Run test classes in one JVM; returns ``{"Class.method": "PASS" | "FAIL: reason"}`` and INFO lines."""
     environment = {**os.environ, "S3COMMIT_PYTHON": os.environ.get("S3COMMIT_PYTHON") or sys.executable,
                    **(env or {})}
-    result = subprocess.run(["java", "-Xmx512m", "-cp", classpath, "s3commit.testing.JavaTests", *classes],
+    # C1 alone and one GC thread: a short test JVM spends less CPU compiling and collecting (the cores are shared).
+    result = subprocess.run(["java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", classpath,
+                             "s3commit.testing.JavaTests", *classes],
                             capture_output=True, text=True, timeout=600, env=environment, check=False)
     outcomes: dict[str, str] = {}
     for line in result.stdout.splitlines():

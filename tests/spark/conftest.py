@@ -19,12 +19,18 @@ ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
 
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""A test's Spark driver lives minutes and runs each path a few times: C1 alone compiles what it runs for a fraction
+of C2's CPU, and one GC thread leaves the cores to the tests (three drivers share two cores with the servers)."""
+
+
 def spark_builder(master: str, server, **options):
     from pyspark.sql import SparkSession
 
     from s3commit.spark import configure
 
     builder = (SparkSession.builder.master(master).appName("s3commit-tests")
+               .config("spark.driver.extraJavaOptions", TEST_JVM_OPTIONS)
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.sources.partitionOverwriteMode", "static"))
