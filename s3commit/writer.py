@@ -28,7 +28,7 @@ from typing import Any
 
 from s3commit import checksums
 from s3commit.checksums import SentPart
-from s3commit.config import MAX_PARTS, MIN_PART_SIZE
+from s3commit.config import MAX_PARTS, MIB, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
@@ -37,7 +37,7 @@ from s3commit.store import S3Store
 
 log = logging.getLogger(__name__)
 
-TAIL_PIECE_MIN = 8 * 1024 * 1024
+TAIL_PIECE_MIN = 8 * MIB
 """The smallest piece the last part of a file is cut into (boto3's default part size; S3's minimum is 5 MiB)."""
 
 

@@ -28,11 +28,6 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # What each test store was seen to honour is kept in this session's own directory (every test server has its own
 # port, so nothing is shared with another run), inherited by the sidecars and workers the tests start.
 os.environ.setdefault("S3COMMIT_CAPABILITIES_DIR", tempfile.mkdtemp(prefix="s3commit-capabilities-"))
-# The tests start hundreds of Python processes (sidecars, crash children, the CLI, Spark's workers). Where the
-# environment says not to write bytecode (PYTHONDONTWRITEBYTECODE), each of them compiled every s3commit module it
-# imported from source (0.4 s of CPU a process against 0.24): they share one bytecode cache outside the checkout.
-if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) and "PYTHONPYCACHEPREFIX" not in os.environ:
-    os.environ["PYTHONPYCACHEPREFIX"] = os.path.join(tempfile.gettempdir(), f"s3commit-tests-pycache-{os.getuid()}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
