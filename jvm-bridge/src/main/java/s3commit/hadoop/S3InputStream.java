@@ -14,10 +14,11 @@ import java.util.ArrayDeque;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 
 /**
@@ -39,8 +40,8 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@code fs.option.openfile.split.end} stops sequential prefetching at the end of the split (plus one
  * block, for the record that crosses it). Positioned reads ({@code read(position, ...)}, {@code readFully})
  * fetch exactly what they ask for and never move the stream. Every fetch is a stateless ranged GET in the
- * sidecar, streamed straight into the block's buffer; a fetch that finds its sidecar gone is sent to the next
- * one.
+ * sidecar, streamed straight into the block's buffer (a direct one, reused from block to block:
+ * {@link ReadBuffers}); a fetch that finds its sidecar gone is sent to the next one.
  */
 class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabilities {
   /** Read policies. */
@@ -115,6 +116,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     return name.matches("shuffle_\\d+_\\d+_\\d+\\.(index|data)");
   }
 
+  private static final ByteBuffer EMPTY = ByteBuffer.allocate(0);
   private static final AtomicInteger THREADS = new AtomicInteger();
   /** Threads for prefetching and vectored reads, shared by every stream of this JVM (idle ones exit). */
   static final ExecutorService FETCHERS = Executors.newCachedThreadPool(runnable -> {
@@ -127,9 +129,9 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   private static final class Block {
     final long start;
     final int length;
-    final Future<byte[]> data;
+    final CompletableFuture<ByteBuffer> data;
 
-    Block(long start, int length, Future<byte[]> data) {
+    Block(long start, int length, CompletableFuture<ByteBuffer> data) {
       this.start = start;
       this.length = length;
       this.data = data;
@@ -137,6 +139,11 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
 
     long end() {
       return start + length;
+    }
+
+    /** Not wanted any more: its buffer goes back to the pool once its fetch has finished with it. */
+    void discard() {
+      data.whenComplete((buffer, error) -> ReadBuffers.give(buffer));
     }
   }
 
@@ -147,7 +154,8 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   protected final Options options;
   private boolean random;
   private long pos;
-  private byte[] buffer = new byte[0];
+  /** The bytes in hand, {@code [bufferStart, bufferStart + buffer.limit())}, read with absolute gets. */
+  private ByteBuffer buffer = EMPTY;
   private long bufferStart;
   private final ArrayDeque<Block> ahead = new ArrayDeque<>();
   private long nextFetch;
@@ -186,7 +194,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     }
     if (target < pos && options.policy == Policy.NORMAL && !random) {
       random = true;  // adaptive: the first backward seek means random IO
-      ahead.clear();
+      discardAhead();
     }
     pos = target;
   }
@@ -236,12 +244,12 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     if (pos >= length) {
       return -1;
     }
-    if (pos < bufferStart || pos >= bufferStart + buffer.length) {
+    if (pos < bufferStart || pos >= bufferStart + buffer.limit()) {
       fill(len);
     }
     int offset = (int) (pos - bufferStart);
-    int n = Math.min(len, buffer.length - offset);
-    System.arraycopy(buffer, offset, b, off, n);
+    int n = Math.min(len, buffer.limit() - offset);
+    buffer.get(offset, b, off, n);
     pos += n;
     if (statistics != null) {
       statistics.incrementBytesRead(n);
@@ -254,14 +262,14 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     if (random) {
       int size = (int) Math.min(length - pos, Math.max(wanted, options.readahead));
       StreamCounters.RANDOM_FETCHES.incrementAndGet();
-      setBuffer(pos, fetch(pos, size));
+      setBuffer(pos, ByteBuffer.wrap(fetch(pos, size)));
       return;
     }
     while (!ahead.isEmpty() && ahead.peekFirst().end() <= pos) {
-      ahead.pollFirst();  // passed over by a forward seek
+      ahead.pollFirst().discard();  // passed over by a forward seek
     }
     if (ahead.isEmpty() || ahead.peekFirst().start > pos) {
-      ahead.clear();
+      discardAhead();
       nextFetch = pos;
     }
     topUp();
@@ -270,9 +278,34 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     topUp();
   }
 
-  private void setBuffer(long start, byte[] data) {
+  private void setBuffer(long start, ByteBuffer data) {
+    ReadBuffers.give(buffer);
     buffer = data;
     bufferStart = start;
+  }
+
+  private void discardAhead() {
+    for (Block block : ahead) {
+      block.discard();
+    }
+    ahead.clear();
+  }
+
+  private Block fetchAhead(long start, int size) {
+    CompletableFuture<ByteBuffer> data = CompletableFuture.supplyAsync(() -> {
+      ByteBuffer target = ReadBuffers.take(size, options.blockSize);
+      try {
+        fetchInto(start, target.duplicate());
+        return target;
+      } catch (IOException e) {
+        ReadBuffers.give(target);
+        throw new CompletionException(e);
+      } catch (RuntimeException | Error e) {
+        ReadBuffers.give(target);
+        throw e;
+      }
+    }, FETCHERS);
+    return new Block(start, size, data);
   }
 
   /** Keep {@code fs.s3a.prefetch.block.count} blocks in flight ahead (within the split, plus one block). */
@@ -281,7 +314,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     while (ahead.size() < options.prefetchBlocks && nextFetch < limit) {
       final long start = nextFetch;
       final int size = (int) Math.min(options.blockSize, length - start);
-      ahead.addLast(new Block(start, size, FETCHERS.submit(() -> fetch(start, size))));
+      ahead.addLast(fetchAhead(start, size));
       StreamCounters.SEQUENTIAL_BLOCKS.incrementAndGet();
       nextFetch += size;
     }
@@ -289,21 +322,22 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       // Past the split's end: small reads of what the record reader still needs.
       final long start = nextFetch;
       final int size = (int) Math.min(options.readahead, length - start);
-      ahead.addLast(new Block(start, size, FETCHERS.submit(() -> fetch(start, size))));
+      ahead.addLast(fetchAhead(start, size));
       nextFetch += size;
     }
   }
 
-  private byte[] await(Block block) throws IOException {
+  private ByteBuffer await(Block block) throws IOException {
     try {
       return block.data.get();
     } catch (InterruptedException e) {
+      block.discard();
       Thread.currentThread().interrupt();
       throw new InterruptedIOException("interrupted while reading " + location);
     } catch (CancellationException e) {
       throw new IOException("a read of " + location + " was cancelled", e);
     } catch (ExecutionException e) {
-      ahead.clear();
+      discardAhead();
       Throwable cause = e.getCause();
       if (cause instanceof IOException) {
         throw (IOException) cause;
@@ -354,10 +388,10 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       if (position >= length) {
         return -1;
       }
-      if (position >= bufferStart && position < bufferStart + buffer.length) {
+      if (position >= bufferStart && position < bufferStart + buffer.limit()) {
         int offset = (int) (position - bufferStart);
-        int n = Math.min(len, buffer.length - offset);
-        System.arraycopy(buffer, offset, b, off, n);
+        int n = Math.min(len, buffer.limit() - offset);
+        buffer.get(offset, b, off, n);
         return n;
       }
     }
@@ -393,9 +427,8 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
 
   @Override
   public synchronized void unbuffer() {
-    buffer = new byte[0];
-    bufferStart = 0;
-    ahead.clear();
+    setBuffer(0, EMPTY);
+    discardAhead();
   }
 
   @Override
