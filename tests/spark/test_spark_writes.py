@@ -200,6 +200,10 @@ def test_staging_committers_through_spark(spark, committer, mode, s3_client, s3_
     if mode != "fail":  # a failed job leaves no _SUCCESS (job setup deletes the old one, as in Hadoop)
         assert success(s3_client, s3_bucket, "stg")["committer"] == committer
     check_clean(s3_client, s3_bucket, "stg/")
+    # The tasks wrote their files through the raw staging file system (no .crc files, large writes).
+    written = {str(s.getScheme()): int(s.getBytesWritten())
+               for s in spark._jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()}
+    assert written.get("s3commit-staging", 0) > 0, written
 
 
 @pytest.mark.parametrize("algorithm", ["1", pytest.param("2", marks=pytest.mark.slow)])  # the default tier's budget

@@ -16,6 +16,7 @@ import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Ndjson;
 import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
+import s3commit.hadoop.StagingLocalFileSystem;
 
 import java.io.IOException;
 import java.io.Serializable;
@@ -127,6 +128,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       return;
     }
     try {
+      StagingLocalFileSystem.register(context.getConfiguration());  // shipped to the tasks with the job's conf
       Sidecar.run("job.setup", args(context.getConfiguration()));
     } catch (IOException e) {
       throw new RuntimeException("s3commit job setup for " + path + " failed: " + e.getMessage(), e);
@@ -143,7 +145,9 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
-      workPath = (String) Sidecar.run("task.setup", args).get("work_path");
+      // A staging committer's work path is a local directory: its files go through StagingLocalFileSystem.
+      StagingLocalFileSystem.register(context.getConfiguration());
+      workPath = StagingLocalFileSystem.pathFor((String) Sidecar.run("task.setup", args).get("work_path"));
     } catch (IOException e) {
       throw new RuntimeException("s3commit task setup failed: " + e.getMessage(), e);
     }
