@@ -48,6 +48,13 @@ def _round_seconds(run: dict[str, Any]) -> str:
     return ", ".join(f"{s:.2f}" for s in run.get("round_seconds", [run["seconds"]]))
 
 
+def _server_cpu(run: dict[str, Any], gib: float) -> str:
+    """The simulated store's CPU per GiB for a write and a read (moto and its proxy: one Python process)."""
+    if "server_cpu_seconds" not in run["write"]:
+        return ""
+    return f"{run['write']['server_cpu_seconds'] / gib:.2f}, {run['read']['server_cpu_seconds'] / gib:.2f}"
+
+
 def datapath_markdown(dp: dict[str, Any]) -> list[str]:
     mib, gib = dp["files"] * dp["file_mib"], dp["gib"]
     bare = dp["bare"]
@@ -55,7 +62,7 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
              f" {dp['in_flight']} in flight per file, {dp['slots']} at a time", "",
              _cells(["path", "write s", "write MiB/s", "write / bare", "task phase s", "job commit s", "read s",
                    "read MiB/s", "read / bare", "CPU s per GiB (write, read)", "JVM beyond file:// s per GiB",
-                   "parts / GETs in flight", "bytes copied"]), _cells(["---"] * 13)]
+                   "server CPU s per GiB", "parts / GETs in flight", "bytes copied"]), _cells(["---"] * 14)]
     for name, title in BARE.items():
         r = dp.get(name)
         if not r:
@@ -65,6 +72,7 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
                            f"{r['read']['seconds']:.2f}", f"{mib / r['read']['seconds']:.0f}",
                            f"{r['read']['seconds'] / bare['read']['seconds']:.2f}",
                            f"{r['write']['cpu_seconds'] / gib:.2f}, {r['read']['cpu_seconds'] / gib:.2f} (its own)", "",
+                           _server_cpu(r, gib),
                            f"{r['write'].get('max_parts_in_flight', '')} / {r['read'].get('max_gets_in_flight', '')}",
                            0]))
     ratios = dp["ratios"]
@@ -82,10 +90,12 @@ def datapath_markdown(dp: dict[str, Any]) -> list[str]:
                            f"{w['job_commit_seconds']:.2f}", f"{rd['seconds']:.2f}", f"{mib / rd['seconds']:.0f}",
                            f"{rd['seconds'] / bare['read']['seconds']:.2f}",
                            f"{w['sidecar_cpu_seconds'] / gib:.2f}, {rd['sidecar_cpu_seconds'] / gib:.2f} (sidecar)",
-                           jvm, f"{w['max_parts_in_flight']} / {rd['max_gets_in_flight']}", w["copy_bytes"]]))
+                           jvm, _server_cpu(r, gib), f"{w['max_parts_in_flight']} / {rd['max_gets_in_flight']}",
+                           w["copy_bytes"]]))
     rounds = dp.get("rounds", 1)
     if rounds > 1:
-        lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again). Each round's "
+        lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again; "
+                  "FileOutputCommitter-v1 in the first only). Each round's "
                   "write and read, seconds: " + "; ".join(
                       f"{name} {_round_seconds(dp[name]['write'])} / {_round_seconds(dp[name]['read'])}"
                       for name in (*BARE, *DATAPATH_LABELS) if name in dp) + "."]

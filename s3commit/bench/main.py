@@ -196,7 +196,7 @@ def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, 
     from s3commit.bench.datapath import datapath_runs
 
     return datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
-                         part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 3)
+                         part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 5)
 
 
 def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:
