@@ -33,7 +33,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
-    variants = {"the last part whole": 1 << 62, "the last part in pieces (the default)": writer_module.TAIL_PIECE_MIN}
+    variants = {"the last part whole": 1 << 62, "the last part in pieces (the default)": writer_module.PIECE_MIN}
     with S3TestServer(profile="s3-standard") as server, ThreadPoolExecutor(16) as pool:
         bucket = server.create_bucket("bench-tail-close")
         store = S3Store(StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
@@ -43,7 +43,7 @@ def main() -> None:
         seconds: dict[str, list[float]] = {name: [] for name in variants}
         for _ in range(args.rounds):
             for name, piece in variants.items():
-                writer_module.TAIL_PIECE_MIN = piece
+                writer_module.PIECE_MIN = piece
                 writer = writer_module.MultipartWriter(store, bucket, "file", part_size=PART, max_in_flight=4,
                                                        executor=pool, policy=_Deferred())
                 for index in range(3):

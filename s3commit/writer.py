@@ -28,17 +28,14 @@ from typing import Any
 
 from s3commit import checksums
 from s3commit.checksums import SentPart
-from s3commit.config import MAX_PARTS, MIB, MIN_PART_SIZE
+from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
-from s3commit.parts import BufferPart, Part, split_part
+from s3commit.parts import PIECE_MIN, BufferPart, Part, split_part
 from s3commit.store import S3Store
 
 log = logging.getLogger(__name__)
-
-TAIL_PIECE_MIN = 8 * MIB
-"""The smallest piece the last part of a file is cut into (boto3's default part size; S3's minimum is 5 MiB)."""
 
 
 class TooManyPartsError(S3CommitError, OSError):
@@ -389,13 +386,13 @@ class MultipartWriter(io.RawIOBase):
         return self._complete_parts()
 
     def _tail_pieces(self, last: Part) -> list[Part]:
-        """The last part, cut into pieces of at least :data:`TAIL_PIECE_MIN` that upload side by side.
+        """The last part, cut into pieces of at least :data:`PIECE_MIN` that upload side by side.
 
         Every other part went up while the caller was still writing; the last one starts only at ``close()``, and
         the close waits for it: one part's upload time (0.4 s for 32 MiB at S3's 80 MB/s per connection) added to
         every file. Up to ``max_in_flight`` pieces cut that tail by as much, for a few more requests per file.
         """
-        count = min(self.max_in_flight, last.size // TAIL_PIECE_MIN, MAX_PARTS - len(self._parts))
+        count = min(self.max_in_flight, last.size // PIECE_MIN, MAX_PARTS - len(self._parts))
         return split_part(last, count) if count >= 2 else [last]
 
     def _finish_in_background(self) -> None:

@@ -36,7 +36,7 @@ from s3commit.manifest_io import save_task_pendingset
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadRef
 from s3commit.overwrite import OverwritePlan
 from s3commit.parallel import gather, run_each, window_for
-from s3commit.parts import file_parts
+from s3commit.parts import file_parts, staged_part_size
 from s3commit.paths import (
     STAGING_PATH_PREFIX,
     add_uuid,
@@ -138,7 +138,8 @@ class StagingCommitter(Committer):
             if not relatives:
                 log.warning("task attempt %s: no files to commit", attempt.task_attempt_id)
             self._check_task_conflicts(relatives)
-            uploads, failures = gather(self.pool, relatives, lambda rel: self._upload_file(attempt, rel, started),
+            uploads, failures = gather(self.pool, relatives,
+                                       lambda rel: self._upload_file(attempt, rel, started, files=len(relatives)),
                                        window=window_for(self.options.pool_size))
             if failures:
                 raise failures[0].error
@@ -160,11 +161,12 @@ class StagingCommitter(Committer):
                                  task_attempt_id=attempt.task_attempt_id, pendingset_key=saved,
                                  files=len(uploads), bytes=pendingset.total_length)
 
-    def _upload_file(self, attempt: StagingTaskAttempt, relative: str,
-                     started: list[UploadRef]) -> PendingUpload:
+    def _upload_file(self, attempt: StagingTaskAttempt, relative: str, started: list[UploadRef], *,
+                     files: int = 1) -> PendingUpload:
         path = os.path.join(attempt.local_dir, *relative.split("/"))
         length = os.path.getsize(path)
-        part_size = self.options.part_size
+        # A file with fewer parts than its share of the threads goes up in more, smaller ones (staged_part_size).
+        part_size = staged_part_size(length, self.options.part_size, max(1, self.options.pool_size // files))
         parts = max(1, -(-length // part_size))
         key = self.final_key(relative)
         if parts > MAX_PARTS:

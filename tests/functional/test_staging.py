@@ -120,6 +120,28 @@ def test_large_file_is_uploaded_in_parallel_parts(staging, store, s3_client, s3_
     assert s3_client.get_object(Bucket=s3_bucket, Key="out/big.bin")["Body"].read() == data
 
 
+def test_a_file_with_fewer_parts_than_threads_goes_up_in_smaller_parts(staging, store, s3_client, s3_bucket):
+    # One 24 MiB file at a part size of 32 MiB would be one part, uploaded alone while the committer's other
+    # threads idle: it goes as three parts of 8 MiB side by side, and arrives whole.
+    data = os.urandom(24 * MIB)
+    committer = staging("directory", part_size=32 * MIB, threads=8)
+    committer.commit_job(one_file_job(committer, "big.bin", data))
+    assert store.counters.snapshot()["requests"]["UploadPart"] == 3
+    assert s3_client.get_object(Bucket=s3_bucket, Key="out/big.bin")["Body"].read() == data
+    assert s3_client.head_object(Bucket=s3_bucket, Key="out/big.bin")["ETag"].endswith('-3"')
+
+    # Many files share the threads: each keeps the configured part size.
+    committer = staging("directory", part_size=32 * MIB, threads=2)
+    before = store.counters.snapshot()["requests"]["UploadPart"]
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    for name in ("a.bin", "b.bin"):
+        with attempt.open(name) as f:
+            f.write(data)
+    committer.commit_job([committer.commit_task(attempt)])
+    assert store.counters.snapshot()["requests"]["UploadPart"] - before == 2
+
+
 def test_hidden_files_are_not_task_output(staging, s3_client, s3_bucket):
     committer = staging("directory")
     committer.setup_job()

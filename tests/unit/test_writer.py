@@ -8,8 +8,8 @@ import pytest
 from s3commit.checksums import SentPart
 from s3commit.config import MIB, StoreOptions
 from s3commit.errors import ConfigError, TransientError
-from s3commit.parts import BufferPart, FilePart, split_part
-from s3commit.writer import TAIL_PIECE_MIN, CompletionPolicy, MultipartWriter, TooManyPartsError
+from s3commit.parts import PIECE_MIN, BufferPart, FilePart, split_part, staged_part_size
+from s3commit.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
 
 PART = 5 * MIB
 
@@ -192,15 +192,15 @@ def test_pyarrow_can_write_parquet_into_the_writer():
 
 def test_a_large_last_part_goes_up_in_pieces_side_by_side_and_the_file_is_exact():
     store, policy = FakeStore(), Deferring()
-    part = 4 * TAIL_PIECE_MIN
-    data = (bytes(range(251)) * (part // 100))[:part + 3 * TAIL_PIECE_MIN + 7]  # a whole part, then a last of 24 MiB
+    part = 4 * PIECE_MIN
+    data = (bytes(range(251)) * (part // 100))[:part + 3 * PIECE_MIN + 7]  # a whole part, then a last of 24 MiB
     writer = MultipartWriter(store, "b", "k", part_size=part, max_in_flight=4, policy=policy,
                              executor=ThreadPoolExecutor(8))
     writer.write(data)
     writer.close()
     pending = policy.ready[0]
     sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
-    assert sizes[0] == part and len(sizes) == 1 + 3 and all(s >= TAIL_PIECE_MIN for s in sizes[1:-1])
+    assert sizes[0] == part and len(sizes) == 1 + 3 and all(s >= PIECE_MIN for s in sizes[1:-1])
     assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 5)) == data
     assert pending.length == len(data) and pending.part_count == 4
 
@@ -209,18 +209,18 @@ def test_the_last_part_is_cut_in_no_more_pieces_than_parts_in_flight_nor_past_th
     import s3commit.writer as writer_module
 
     store, policy = FakeStore(), Deferring()
-    writer = MultipartWriter(store, "b", "k", part_size=8 * TAIL_PIECE_MIN, max_in_flight=2, policy=policy)
-    writer.write(b"x" * (8 * TAIL_PIECE_MIN - 1))
+    writer = MultipartWriter(store, "b", "k", part_size=8 * PIECE_MIN, max_in_flight=2, policy=policy)
+    writer.write(b"x" * (8 * PIECE_MIN - 1))
     writer.close()
     assert policy.ready[0].part_count == 2  # one piece per part in flight
     monkeypatch.setattr(writer_module, "MAX_PARTS", 2)
-    writer = MultipartWriter(store, "b", "k2", part_size=4 * TAIL_PIECE_MIN, max_in_flight=4, policy=policy)
-    writer.write(b"x" * (4 * TAIL_PIECE_MIN + 3 * TAIL_PIECE_MIN))
+    writer = MultipartWriter(store, "b", "k2", part_size=4 * PIECE_MIN, max_in_flight=4, policy=policy)
+    writer.write(b"x" * (4 * PIECE_MIN + 3 * PIECE_MIN))
     writer.close()
     assert policy.ready[1].part_count == 2  # the limit leaves room for one: the last part goes whole
     monkeypatch.undo()
     small = MultipartWriter(store, "b", "k3", part_size=PART, policy=policy)
-    small.write(b"x" * (2 * TAIL_PIECE_MIN - 1))
+    small.write(b"x" * (2 * PIECE_MIN - 1))
     small.close()
     assert policy.ready[2].part_count == 4  # three parts of 5 MiB, and a last of 1 MiB below two pieces' minimum
 
@@ -249,3 +249,23 @@ def test_pieces_of_a_buffer_are_views_of_it_not_copies():
         piece.release()
     with pytest.raises(ValueError, match="released"):
         pieces[0].load()
+
+
+@pytest.mark.parametrize(("length", "part_size", "slots", "expected"), [
+    (128 * MIB, 32 * MIB, 32, 8 * MIB),  # 4 parts for 32 threads: 16 parts of 8 MiB
+    (128 * MIB, 32 * MIB, 8, 16 * MIB),  # its share is 8 threads: 8 parts
+    (128 * MIB, 32 * MIB, 4, 32 * MIB),  # as many parts as threads already
+    (100 * MIB + 1, 64 * MIB, 32, -(-(100 * MIB + 1) // 12)),  # 12 nearly equal parts, none under 8 MiB
+    (24 * MIB, 32 * MIB, 32, 8 * MIB),  # one part of 24 MiB: three of 8
+    (12 * MIB, 32 * MIB, 32, 32 * MIB),  # under two pieces' worth: one part
+    (1024, 32 * MIB, 32, 32 * MIB),  # a small file: one part
+    (0, 32 * MIB, 32, 32 * MIB),  # empty
+    (128 * MIB, 8 * MIB, 32, 8 * MIB),  # the configured size is already the smallest
+    (128 * MIB, 6 * MIB, 64, 6 * MIB),  # ...or below it: never raised
+    (4096 * MIB, 32 * MIB, 32, 32 * MIB),  # many parts: as configured
+])
+def test_a_staged_file_with_few_parts_uploads_in_its_share_of_the_threads(length, part_size, slots, expected):
+    size = staged_part_size(length, part_size, slots)
+    assert size == expected
+    assert size <= part_size and (size >= PIECE_MIN or size == part_size)
+    assert max(1, -(-length // size)) <= max(slots, -(-length // part_size))  # never more parts than threads
