@@ -27,7 +27,7 @@ from typing import Any
 
 from s3commit.bench import clients
 from s3commit.bench.gil import GilSampler, py_spy
-from s3commit.bench.sidecar_bench import proc_cpu
+from s3commit.bench.sidecar_bench import proc_cpu, stat_cpu
 from s3commit.config import MIB
 
 
@@ -37,13 +37,10 @@ def compiler_cpu(pid: int) -> float:
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                if "CompilerThre" not in f.read():
-                    continue
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                if "CompilerThre" in f.read():
+                    total += stat_cpu(f"/proc/{pid}/task/{tid}/stat")
         except OSError:  # the thread ended meanwhile
             continue
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return total
 
 

@@ -33,11 +33,16 @@ READ_BLOCK = 8 * MIB
 READS_IN_FLIGHT = 4
 
 
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as f:
+def stat_cpu(path: str) -> float:
+    """CPU seconds (user + system) so far in a ``/proc`` stat file: a process's or one of its threads'."""
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far."""
+    return stat_cpu(f"/proc/{pid}/stat")
 
 
 class Driver:

