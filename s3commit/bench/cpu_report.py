@@ -55,10 +55,10 @@ def _server_cpu(run: dict[str, Any], gib: float) -> str:
     return f"{run['write']['server_cpu_seconds'] / gib:.2f}, {run['read']['server_cpu_seconds'] / gib:.2f}"
 
 
-def datapath_markdown(dp: dict[str, Any]) -> list[str]:
+def datapath_markdown(dp: dict[str, Any], title: str = "Data path") -> list[str]:
     mib, gib = dp["files"] * dp["file_mib"], dp["gib"]
     bare = dp["bare"]
-    lines = [f"## Data path: {dp['files']} files x {dp['file_mib']} MiB through s3a://, parts of {dp['part_mib']} MiB,"
+    lines = [f"## {title}: {dp['files']} files x {dp['file_mib']} MiB through s3a://, parts of {dp['part_mib']} MiB,"
              f" {dp['in_flight']} in flight per file, {dp['slots']} at a time", "",
              _cells(["path", "write s", "write MiB/s", "write / bare", "task phase s", "job commit s", "read s",
                    "read MiB/s", "read / bare", "CPU s per GiB (write, read)", "JVM beyond file:// s per GiB",

@@ -105,11 +105,12 @@ ONE_ROUND = ("FileOutputCommitter-v1",)
 
 def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_mib: int,
                   in_flight: int = 4, labels: tuple[str, ...] = ("magic", "directory", "FileOutputCommitter-v1"),
-                  local_dir: str, rounds: int = 5) -> dict[str, Any]:
+                  local_dir: str, rounds: int = 5, jvm_and_gil: bool = True) -> dict[str, Any]:
     """Every path's write and read, ``rounds`` times in turn (the bare clients, then each Spark path, then again),
     reported as medians: on a shared 2-core machine one round of a path moves by 10-20% from the next. The rename
     baseline (:data:`ONE_ROUND`, five times slower than the rest, its ratio never near a target) runs in the first
-    round only."""
+    round only. ``jvm_and_gil``: also the JVM's marginal CPU per GiB and the sidecar's GIL (they do not depend on
+    the store, so a second run on another server leaves them out)."""
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -172,11 +173,11 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
         results["local_disk"] = {"write_seconds": local_write, "read_seconds": time.perf_counter() - started,
                                  "write_jvm_cpu_seconds": local_write_cpu,
                                  "read_jvm_cpu_seconds": jvm_cpu(jvm_pid) - jvm_before}
-        if "magic" in labels:
+        if "magic" in labels and jvm_and_gil:
             results["jvm_marginal"] = _jvm_marginal(spark, jvm_pid, f"s3a://{bucket}/jvm", f"file://{local_dir}/jvm",
                                                     files=files, file_mib=file_mib, line=line,
                                                     repeats=1 if file_mib < 64 else 3)
-        if py_spy() is not None and "magic" in labels:
+        if py_spy() is not None and "magic" in labels and jvm_and_gil:
             results["gil"] = _gil_runs(spark, df, pid, f"s3a://{bucket}/spark-gil", gib)
     finally:
         spark.stop()

@@ -18,9 +18,11 @@ from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_jo
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
-SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "sidecar", "streaming", "engines",
-            "lease", "decommission")
-"""The benchmark's sections, in the order they run."""
+SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "datapath-moto", "sidecar", "streaming",
+            "engines", "lease", "decommission")
+"""The benchmark's sections, in the order they run. ``datapath-moto`` is the data path again on a server that keeps
+moto's own costs (a ranged GET reads the whole object, a Complete copies every part: :mod:`s3commit.testing.server`),
+as a moto server a user starts has them."""
 
 
 def _machine() -> dict[str, Any]:
@@ -199,6 +201,19 @@ def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, 
                          part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 5)
 
 
+def _datapath_moto(profile: str, quick: bool, staging: str) -> dict[str, Any]:
+    """The data path on a server of its own that keeps moto's costs (three rounds; no JVM or GIL runs)."""
+    from s3commit.bench.datapath import datapath_runs
+    from s3commit.testing.server import S3TestServer
+
+    with S3TestServer(profile=profile, moto_costs=True) as server:
+        bucket = server.create_bucket("s3commit-bench")
+        print(f"  datapath on moto's own costs: {server.endpoint_url}", flush=True)
+        return {**datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
+                                part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 3,
+                                jvm_and_gil=False), "moto_costs": True}
+
+
 def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:
     """The ``sidecar`` section on the benchmark's moto (no latency added meanwhile) and, where its binary is
     installed, on SeaweedFS."""
@@ -291,6 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "datapath" in sections:
             fresh()
             results["datapath"] = _optional(spark_missing, lambda: _datapath(server, bucket, quick, staging))
+        if "datapath-moto" in sections:
+            results["datapath-moto"] = _optional(spark_missing, lambda: _datapath_moto(args.profile, quick, staging))
         if "sidecar" in sections:
             fresh()
             results["sidecar"] = _sidecar(server, quick, args.profile)

@@ -89,11 +89,12 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
                   f"{memory['serialized_pendingset_bytes'] / 1e6:.0f} MB of JSON; {memory['seconds']:.1f} s.", ""]
     for section, title in (("spark", "Spark end to end"), ("small-files", "Small files, Spark end to end")):
         lines += _spark_lines(results.get(section), title)
-    datapath = results.get("datapath")
-    if datapath and "skipped" not in datapath:
-        lines += datapath_markdown(datapath)
-    elif datapath:
-        lines += ["## Data path", "", datapath["skipped"], ""]
+    for section, title in (("datapath", "Data path"), ("datapath-moto", "Data path on moto's own costs")):
+        datapath = results.get(section)
+        if datapath and "skipped" not in datapath:
+            lines += datapath_markdown(datapath, title)
+        elif datapath:
+            lines += [f"## {title}", "", datapath["skipped"], ""]
     if results.get("sidecar"):
         lines += sidecar_markdown(results["sidecar"])
     lines += _streaming_lines(results.get("streaming"))

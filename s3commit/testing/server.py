@@ -1,6 +1,6 @@
 """An S3 test server in a child process: moto on 127.0.0.1 behind the simulator proxy.
 
-Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES]``: the
+Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES] [--moto-costs]``: the
 process starts moto's ``ThreadedMotoServer`` and a :class:`~s3commit.testing.simulator.SimulatorServer` in
 front of it, both on loopback ports chosen by the OS, prints one JSON line to stdout (``endpoint_url``,
 ``raw_endpoint_url``, ports, pid) and serves until it is killed, its stdin reaches end-of-file, or its parent
@@ -11,6 +11,11 @@ boto3 clients, the environment a child process needs to reach the server, and th
 (configure latency/faults/throttling, read stats, reset). moto lives in its own process so that its state
 and threads never mix with the code under test, and so that other processes (Spark executors, the JVM
 bridge sidecar) can reach the same server.
+
+moto's cost model is not S3's: a ranged GET reads the whole object and a Complete copies every part
+(:mod:`s3commit.testing.moto_patches`). By default the server changes both, so that a request costs what it
+costs on S3; ``--moto-costs`` (``S3TestServer(moto_costs=True)``) keeps moto's own, as a moto server a user starts
+has them. Conditional writes stay atomic either way: that is S3's semantics, not a cost.
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--watch-stdin", action="store_true", help="exit when stdin reaches end-of-file (the parent closed it)"
     )
     parser.add_argument("--verbose", action="store_true", help="keep moto's request log and tracebacks")
+    parser.add_argument("--moto-costs", action="store_true",
+                        help="keep moto's own costs: a ranged GET reads the whole object, a Complete copies its parts")
     args = parser.parse_args(argv)
     if args.min_part_size is not None and args.min_part_size < 0:
         parser.error(f"--min-part-size must be >= 0, got {args.min_part_size}")
@@ -104,8 +111,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from s3commit.testing.moto_patches import atomic_conditional_writes, complete_without_copying, serve_ranges_lazily
 
-    serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
-    complete_without_copying()  # a Complete costs the same whatever the size, as on S3
+    if not args.moto_costs:
+        serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
+        complete_without_copying()  # a Complete costs the same whatever the size, as on S3
     atomic_conditional_writes()  # a conditional write's check and write are one step, as on S3
     if not args.verbose:
         # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
@@ -123,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "raw_port": moto_port,
         "pid": os.getpid(),
         "profile": args.profile,
+        "moto_costs": args.moto_costs,
         "min_part_size": args.min_part_size,
     }
     print(json.dumps(ready), flush=True)
@@ -174,6 +183,8 @@ class S3TestServer:
         startup_timeout: seconds to wait for the server's ready line.
         python: interpreter that runs the server (default: this one).
         verbose: keep moto's request log and tracebacks in the server's stderr.
+        moto_costs: keep moto's own cost model (a ranged GET reads the whole object, a Complete copies every
+            part) instead of S3's; see the module.
     """
 
     def __init__(
@@ -186,6 +197,7 @@ class S3TestServer:
         startup_timeout: float = 20.0,
         python: str = sys.executable,
         verbose: bool = False,
+        moto_costs: bool = False,
     ) -> None:
         self.profile = ProfileName.parse(profile).value
         if not _is_loopback(host):
@@ -194,6 +206,8 @@ class S3TestServer:
             raise ValueError(f"min_part_size must be >= 0 bytes, got {min_part_size}")
         self.seed, self.min_part_size, self.host = seed, min_part_size, host
         self.startup_timeout, self.python, self.verbose = startup_timeout, python, verbose
+        #: moto's own cost model (a ranged GET reads the whole object, a Complete copies its parts), not S3's.
+        self.moto_costs = moto_costs
         self._process: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._ready: dict[str, Any] = {}
@@ -218,6 +232,8 @@ class S3TestServer:
             command += ["--min-part-size", str(self.min_part_size)]
         if self.verbose:
             command.append("--verbose")
+        if self.moto_costs:
+            command.append("--moto-costs")
         env = dict(os.environ)
         # Make the package importable in the child even when it is used from a source checkout.
         source_root = str(Path(__file__).resolve().parents[2])

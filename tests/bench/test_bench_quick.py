@@ -65,6 +65,11 @@ def test_quick_run_of_every_section(tmp_path):
     assert {"bare", "bare-tuned", "crt"} <= set(datapath)  # boto3's defaults, boto3 tuned, awscrt's client
     assert datapath["gil"]["write"]["samples"] >= 0 and "gil_held_cpu_per_gib" in datapath["gil"]["read"]
     assert "## Data path" in (tmp_path / "quick.md").read_text()
+    on_moto = results["datapath-moto"]  # the same paths on a server that keeps moto's own costs
+    assert on_moto["moto_costs"] is True and "skipped" not in on_moto
+    assert all(on_moto[label]["read"]["lines"] == 2 * 12 for label in ("magic", "directory"))
+    assert "read_magic_over_bare" in on_moto["ratios"] and "gil" not in on_moto and "jvm_marginal" not in on_moto
+    assert "## Data path on moto's own costs" in (tmp_path / "quick.md").read_text()
     sidecar = results["sidecar"]
     for server in ("moto", "seaweedfs"):
         medians = sidecar[server]["median_cpu_per_gib"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import os
@@ -242,3 +243,29 @@ def test_command_line_server_keeps_serving_without_stdin_until_terminated() -> N
         # When: terminated, it exits cleanly.
         process.terminate()
         assert process.wait(timeout=10) == 0
+
+
+def test_a_server_with_motos_own_costs_answers_as_the_default_one() -> None:
+    # Given: the same upload and ranged read on a server keeping moto's costs and on one with S3's.
+    def upload_and_read(server: S3TestServer) -> tuple[str, bytes, bytes, str]:
+        s3 = server.client()
+        bucket = server.create_bucket("costs")
+        upload_id = s3.create_multipart_upload(Bucket=bucket, Key="k", ChecksumAlgorithm="CRC32")["UploadId"]
+        parts = [
+            {"PartNumber": n, "ETag": s3.upload_part(Bucket=bucket, Key="k", UploadId=upload_id, PartNumber=n,
+                                                     Body=bytes([n]) * size, ChecksumAlgorithm="CRC32")["ETag"]}
+            for n, size in ((1, 5 << 20), (2, 1000))
+        ]  # fmt: skip
+        completed = s3.complete_multipart_upload(Bucket=bucket, Key="k", UploadId=upload_id,
+                                                 MultipartUpload={"Parts": parts})
+        ranged = s3.get_object(Bucket=bucket, Key="k", Range=f"bytes={(5 << 20) - 2}-{(5 << 20) + 1}")["Body"].read()
+        whole = s3.get_object(Bucket=bucket, Key="k")["Body"].read()
+        return completed["ETag"], ranged, hashlib.md5(whole).digest(), completed.get("ChecksumCRC32", "")
+
+    with S3TestServer(moto_costs=True) as moto_costs, S3TestServer() as s3_costs:
+        # Then: the server was started with moto's costs, and every answer is the same.
+        assert "--moto-costs" in Path(f"/proc/{moto_costs.pid}/cmdline").read_bytes().decode().split("\0")
+        assert "--moto-costs" not in Path(f"/proc/{s3_costs.pid}/cmdline").read_bytes().decode().split("\0")
+        got = upload_and_read(moto_costs)
+        assert got == upload_and_read(s3_costs)
+        assert got[1] == b"\x01\x01\x02\x02" and got[0].endswith('-2"')
