@@ -207,7 +207,9 @@ def _datapath_moto(profile: str, quick: bool, staging: str) -> dict[str, Any]:
     from s3commit.testing.server import S3TestServer
 
     with S3TestServer(profile=profile, moto_costs=True) as server:
-        bucket = server.create_bucket("s3commit-bench")
+        # A bucket name the datapath section did not use: this JVM's s3a FileSystem of that bucket is cached with
+        # the other server's endpoint (Hadoop's FileSystem cache), and its tasks would write there.
+        bucket = server.create_bucket("s3commit-bench-moto")
         print(f"  datapath on moto's own costs: {server.endpoint_url}", flush=True)
         return {**datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
                                 part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 3,
