@@ -1,10 +1,10 @@
 """An S3 test server in a child process: moto on 127.0.0.1 behind the simulator proxy.
 
-Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES] [--moto-costs]``: the
-process starts moto's ``ThreadedMotoServer`` and a :class:`~s3commit.testing.simulator.SimulatorServer` in
-front of it, both on loopback ports chosen by the OS, prints one JSON line to stdout (``endpoint_url``,
-``raw_endpoint_url``, ports, pid) and serves until it is killed, its stdin reaches end-of-file, or its parent
-process dies. So a test run that crashes leaves no server behind.
+Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES] [--moto-costs]``
+(:mod:`s3commit.testing.server_process`): the process starts moto's ``ThreadedMotoServer`` and a
+:class:`~s3commit.testing.simulator.SimulatorServer` in front of it, both on loopback ports chosen by the OS,
+prints one JSON line to stdout (``endpoint_url``, ``raw_endpoint_url``, ports, pid) and serves until it is
+killed, its stdin reaches end-of-file, or its parent process dies. So a test run that crashes leaves no server behind.
 
 :class:`S3TestServer` is the parent side: it starts that process, waits for the JSON line, and offers
 boto3 clients, the environment a child process needs to reach the server, and the simulator's control API
@@ -20,30 +20,26 @@ has them. Conditional writes stay atomic either way: that is S3's semantics, not
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import http.client
-import ipaddress
 import json
-import logging
 import os
 import queue
-import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from s3commit.testing.classify import S3Operation
 from s3commit.testing.faults import FaultKind, FaultSpec
 from s3commit.testing.known import know_bucket, probe_server
-from s3commit.testing.profiles import LatencyProfile, ProfileName, ThrottleSpec, get_profile
-from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
+from s3commit.testing.profiles import LatencyProfile, ProfileName, ThrottleSpec
+from s3commit.testing.server_process import is_loopback, main
 from s3commit.testing.stats import StatsSnapshot
 
 if TYPE_CHECKING:
@@ -53,113 +49,11 @@ ACCESS_KEY = "testing"
 SECRET_KEY = "testing"
 REGION = "us-east-1"
 
-_PARENT_POLL_SECONDS = 0.5
 _UNSET: Any = object()
 
 
 class S3TestServerError(RuntimeError):
     """The test server could not start, or its control API refused a request."""
-
-
-# -- child process ----------------------------------------------------------------------------------
-
-
-def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m s3commit.testing.server", description=__doc__.split("\n")[0])
-    parser.add_argument("--profile", default="none", choices=[p.value for p in ProfileName])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--min-part-size",
-        type=int,
-        default=None,
-        help="moto's S3_UPLOAD_PART_MIN_SIZE in bytes (default: moto's, the real 5 MiB)",
-    )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0, help="simulator port (default: any free port)")
-    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is gone")
-    parser.add_argument(
-        "--watch-stdin", action="store_true", help="exit when stdin reaches end-of-file (the parent closed it)"
-    )
-    parser.add_argument("--verbose", action="store_true", help="keep moto's request log and tracebacks")
-    parser.add_argument("--moto-costs", action="store_true",
-                        help="keep moto's own costs: a ranged GET reads the whole object, a Complete copies its parts")
-    args = parser.parse_args(argv)
-    if args.min_part_size is not None and args.min_part_size < 0:
-        parser.error(f"--min-part-size must be >= 0, got {args.min_part_size}")
-    if not _is_loopback(args.host):
-        parser.error(f"--host must be an IPv4 loopback address such as 127.0.0.1, got {args.host!r}")
-    return args
-
-
-def _is_loopback(host: str) -> bool:
-    """Test servers never listen beyond this machine: they accept any credentials."""
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.version == 4 and address.is_loopback
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server until a signal arrives, the parent dies (``--parent-pid``) or stdin closes
-    (``--watch-stdin``; off by default so that ``python -m ... < /dev/null &`` keeps serving)."""
-    args = _parse_args(argv)
-    if args.min_part_size is not None:
-        # moto reads this once, when it is imported, so it must be set before the import.
-        os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
-    from moto.server import ThreadedMotoServer
-
-    from s3commit.testing.moto_patches import atomic_conditional_writes, complete_without_copying, serve_ranges_lazily
-
-    if not args.moto_costs:
-        serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
-        complete_without_copying()  # a Complete costs the same whatever the size, as on S3
-    atomic_conditional_writes()  # a conditional write's check and write are one step, as on S3
-    if not args.verbose:
-        # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
-        logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
-    moto = ThreadedMotoServer(ip_address=args.host, port=0, verbose=False)
-    moto.start()
-    moto_host, moto_port = moto.get_host_and_port()
-    raw_url = f"http://{moto_host}:{moto_port}"
-    config = SimulatorConfig(profile=get_profile(args.profile), seed=args.seed)
-    simulator = SimulatorServer(upstream=raw_url, host=args.host, port=args.port, config=config).start()
-    ready = {
-        "endpoint_url": simulator.url,
-        "raw_endpoint_url": raw_url,
-        "port": int(simulator.url.rsplit(":", 1)[1]),
-        "raw_port": moto_port,
-        "pid": os.getpid(),
-        "profile": args.profile,
-        "moto_costs": args.moto_costs,
-        "min_part_size": args.min_part_size,
-    }
-    print(json.dumps(ready), flush=True)
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # nobody reads stdout after the ready line
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if args.watch_stdin:
-        threading.Thread(target=_wait_for_eof, args=(stop,), name="stdin-watch", daemon=True).start()
-    try:
-        while not stop.wait(_PARENT_POLL_SECONDS):
-            if args.parent_pid is not None and os.getppid() != args.parent_pid:
-                break  # re-parented: our parent died (stdin may be held open by a forked sibling)
-    except KeyboardInterrupt:
-        pass
-    # Nothing to flush or persist: moto's state is in memory by design. Exit without joining the
-    # server threads, which may be blocked in keep-alive reads.
-    sys.stderr.flush()
-    os._exit(0)
-
-
-def _wait_for_eof(stop: threading.Event) -> None:
-    try:
-        while sys.stdin.buffer.read(4096):
-            pass
-    except (OSError, ValueError):
-        pass
-    stop.set()
 
 
 # -- parent side ------------------------------------------------------------------------------------
@@ -200,7 +94,7 @@ class S3TestServer:
         moto_costs: bool = False,
     ) -> None:
         self.profile = ProfileName.parse(profile).value
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ValueError(f"host must be an IPv4 loopback address such as 127.0.0.1, got {host!r}")
         if min_part_size is not None and min_part_size < 0:
             raise ValueError(f"min_part_size must be >= 0 bytes, got {min_part_size}")
