@@ -11,7 +11,7 @@ import tempfile
 import time
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from s3commit.bench.report import write_markdown, write_plots
 from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_job
@@ -194,11 +194,22 @@ def _optional(what: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         return {"skipped": f"{what} is not available: {err}"}
 
 
+class _DatapathSizes(TypedDict):
+    files: int
+    file_mib: int
+    part_mib: int
+
+
+def _datapath_sizes(quick: bool) -> _DatapathSizes:
+    """The files both data path sections move: 8 x 128 MiB in parts of 32 MiB (quick: 2 x 12 MiB, parts of 5)."""
+    return (_DatapathSizes(files=2, file_mib=12, part_mib=5) if quick else
+            _DatapathSizes(files=8, file_mib=128, part_mib=32))
+
+
 def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, Any]:
     from s3commit.bench.datapath import datapath_runs
 
-    return datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
-                         part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 5)
+    return datapath_runs(server, bucket, **_datapath_sizes(quick), local_dir=staging, rounds=1 if quick else 5)
 
 
 def _datapath_moto(profile: str, quick: bool, staging: str) -> dict[str, Any]:
@@ -211,9 +222,8 @@ def _datapath_moto(profile: str, quick: bool, staging: str) -> dict[str, Any]:
         # the other server's endpoint (Hadoop's FileSystem cache), and its tasks would write there.
         bucket = server.create_bucket("s3commit-bench-moto")
         print(f"  datapath on moto's own costs: {server.endpoint_url}", flush=True)
-        return {**datapath_runs(server, bucket, files=2 if quick else 8, file_mib=12 if quick else 128,
-                                part_mib=5 if quick else 32, local_dir=staging, rounds=1 if quick else 3,
-                                jvm_and_gil=False), "moto_costs": True}
+        return {**datapath_runs(server, bucket, **_datapath_sizes(quick), local_dir=staging,
+                                rounds=1 if quick else 3, jvm_and_gil=False), "moto_costs": True}
 
 
 def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:
