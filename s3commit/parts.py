@@ -115,6 +115,25 @@ PIECE_MIN = 8 * 1024 * 1024
 5 MiB): the pieces of a file's last part (:mod:`s3commit.writer`), a staged file's parts (:func:`staged_part_size`)."""
 
 
+PIECES_MAX = 8
+"""The most pieces a full part is cut into (:func:`pieces_per_part`)."""
+SPLIT_PARTS = 500
+"""Part numbers a file spends on pieces: its first ``SPLIT_PARTS`` parts are pieces, later parts go whole, so a
+file of 32 MiB parts still reaches 9,500 whole parts (297 GiB; 312 GiB with no piece at all)."""
+
+
+def pieces_per_part(part_size: int) -> int:
+    """How many pieces of at least :data:`PIECE_MIN` a full part of ``part_size`` is sent as, side by side.
+
+    A part is the unit a writer buffers (``fs.s3a.multipart.size``: a block file or an array); on the wire it is
+    cheaper in pieces of 8 MiB. Each piece is a request of its own over its own connection (S3 gives 80-90 MB/s
+    per connection: a 32 MiB part alone takes 0.4 s, four pieces 0.1 s), and a server handles an 8 MiB body in
+    buffers it reuses where a body of 32 MiB or more is above glibc's largest ``mmap`` threshold, a fresh mapping
+    faulted in page by page (moto: 1.1 million page faults and 30% more CPU per GiB). Up to :data:`PIECES_MAX`.
+    """
+    return max(1, min(PIECES_MAX, part_size // PIECE_MIN))
+
+
 def staged_part_size(length: int, part_size: int, slots: int) -> int:
     """The part size a staged file of ``length`` bytes uploads in, when ``slots`` upload threads are its share.
 

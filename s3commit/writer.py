@@ -5,6 +5,9 @@ At most ``max_in_flight`` parts are queued or uploading at once; the call that w
 until a part finishes (S3A's ``fs.s3a.fast.upload.active.blocks``). A part is loaded into memory only when
 its upload starts (:mod:`s3commit.parts`), so the memory a writer holds is bounded by
 ``max_in_flight × part_size`` for parts being uploaded, plus the part being filled by :meth:`write`.
+On the wire a full part of 16 MiB or more goes as pieces of at least 8 MiB, side by side, for the file's first
+:data:`~s3commit.parts.SPLIT_PARTS` part numbers (:func:`~s3commit.parts.pieces_per_part`): the part is what is
+buffered, the piece what is sent; the bound above counts the pieces of a part as that part.
 Parts can also be handed over whole (:meth:`MultipartWriter.write_part`): the JVM bridge passes block
 files that way, and they are deleted as soon as their upload ends.
 
@@ -21,7 +24,6 @@ import contextlib
 import io
 import logging
 import threading
-from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +34,8 @@ from s3commit.config import MAX_PARTS, MIN_PART_SIZE
 from s3commit.errors import ConfigError, S3CommitError, short_upload_id
 from s3commit.manifest import PendingUpload, now_millis
 from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow
-from s3commit.parts import PIECE_MIN, BufferPart, Part, split_part
+from s3commit.parallel import SerialExecutor
+from s3commit.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, Part, pieces_per_part, split_part
 from s3commit.store import S3Store
 
 log = logging.getLogger(__name__)
@@ -97,18 +100,6 @@ class WriteResult:
     length: int
 
 
-class _SerialExecutor(Executor):
-    """Runs each part upload in the calling thread (tests, debugging, ``threads=0``)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
-        future: Future[Any] = Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except BaseException as err:
-            future.set_exception(err)
-        return future
-
-
 class MultipartWriter(io.RawIOBase):
     """Write a file to ``s3://bucket/key`` through a multipart upload.
 
@@ -157,8 +148,11 @@ class MultipartWriter(io.RawIOBase):
         self._content_type = content_type
         self._single_put = single_put_below and not self.policy.may_defer
         self._if_none_match = if_none_match
-        self._executor: Executor = executor or _SerialExecutor()
-        self._slots = threading.Semaphore(max_in_flight)
+        self._executor: Executor = executor or SerialExecutor()
+        self._pieces = pieces_per_part(part_size)
+        # Slots are counted in pieces: a part sent whole takes as many as it would have pieces, so the bytes in
+        # flight stay within max_in_flight x part_size however the parts are cut.
+        self._slots = threading.Semaphore(max_in_flight * self._pieces)
         self._buffer = bytearray()
         self._parts: list[tuple[Future[SentPart], Part]] = []
         self._error: BaseException | None = None
@@ -309,16 +303,34 @@ class MultipartWriter(io.RawIOBase):
                                                  window=self.create_window)
         return self.upload_id
 
-    def _upload(self, upload_id: str | None, part_number: int, part: Part) -> SentPart:
+    def _upload(self, upload_id: str | None, part_number: int, part: Part, units: int) -> SentPart:
         try:
             # A Create started early was queued before this part: it has started, waiting on it cannot deadlock.
             upload_id = upload_id or self._ensure_upload()
             return self.store.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
         finally:
             part.release()
-            self._slots.release()
+            self._slots.release(units)
+
+    def _units(self, part: Part) -> int:
+        """The slots ``part`` takes: one per piece of a full part it holds (at least one)."""
+        return max(1, min(self._pieces, -(-part.size * self._pieces // self.part_size)))
 
     def _submit_part(self, part: Part) -> None:
+        """Queue a full part: cut into :func:`pieces_per_part` pieces that upload side by side while the file's
+        first :data:`SPLIT_PARTS` part numbers last, whole after that (so a file still reaches nearly 10,000 parts
+        of the configured size)."""
+        count = self._pieces if len(self._parts) + self._pieces <= min(SPLIT_PARTS, MAX_PARTS) else 1
+        pieces = split_part(part, count)
+        for index, piece in enumerate(pieces):
+            try:
+                self._submit_one(piece)
+            except BaseException:
+                for unsent in pieces[index + 1:]:
+                    unsent.release()
+                raise
+
+    def _submit_one(self, part: Part) -> None:
         part_number = len(self._parts) + 1
         try:
             if part_number > MAX_PARTS:
@@ -332,15 +344,17 @@ class MultipartWriter(io.RawIOBase):
                 raise error
             early = self._create is not None and not self._create.done()
             upload_id = None if early else self._ensure_upload()
-            self._slots.acquire()
+            units = self._units(part)
+            for _ in range(units):
+                self._slots.acquire()
         except BaseException:
             part.release()
             raise
         try:
-            future = self._executor.submit(self._upload, upload_id, part_number, part)
+            future = self._executor.submit(self._upload, upload_id, part_number, part, units)
         except BaseException:
             part.release()
-            self._slots.release()
+            self._slots.release(units)
             raise
         self._parts.append((future, part))
 
@@ -375,7 +389,7 @@ class MultipartWriter(io.RawIOBase):
             pieces = self._tail_pieces(last)
             for index, piece in enumerate(pieces):
                 try:
-                    self._submit_part(piece)
+                    self._submit_one(piece)
                 except BaseException:
                     for unsent in pieces[index + 1:]:
                         unsent.release()
@@ -456,8 +470,9 @@ class MultipartWriter(io.RawIOBase):
     def _abort_quietly(self) -> None:
         for future, part in self._parts:
             if future.cancel():  # never started: its upload will not release it
+                units = self._units(part)
                 part.release()
-                self._slots.release()
+                self._slots.release(units)
         for future, _ in self._parts:
             with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting

@@ -200,9 +200,38 @@ def test_a_large_last_part_goes_up_in_pieces_side_by_side_and_the_file_is_exact(
     writer.close()
     pending = policy.ready[0]
     sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
-    assert sizes[0] == part and len(sizes) == 1 + 3 and all(s >= PIECE_MIN for s in sizes[1:-1])
-    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 5)) == data
-    assert pending.length == len(data) and pending.part_count == 4
+    # the whole part in its 4 pieces of 8 MiB, the last one in 3
+    assert sizes[:4] == [PIECE_MIN] * 4 and len(sizes) == 4 + 3 and all(s >= PIECE_MIN for s in sizes[4:-1])
+    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 8)) == data
+    assert pending.length == len(data) and pending.part_count == 7
+
+
+def test_full_parts_go_as_pieces_within_the_same_bytes_in_flight_then_whole_past_the_split_limit(monkeypatch):
+    import s3commit.writer as writer_module
+
+    monkeypatch.setattr(writer_module, "SPLIT_PARTS", 4)
+    gate = threading.Event()
+    store, policy = FakeStore(gate=gate), Deferring()
+    part = 2 * PIECE_MIN  # two pieces of 8 MiB a part
+    data = (bytes(range(253)) * (5 * part // 200))[:4 * part + 1]
+    writer = MultipartWriter(store, "b", "k", part_size=part, max_in_flight=2, policy=policy,
+                             executor=ThreadPoolExecutor(16))
+    threading.Timer(0.5, gate.set).start()  # the first uploads hold until then: the writer must wait for slots
+    writer.write(data)
+    writer.close()
+    pending = policy.ready[0]
+    sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
+    # parts 1-2 in pieces (part numbers 1-4: the limit), parts 3-4 whole, then the last byte
+    assert sizes == [PIECE_MIN] * 4 + [part, part, 1], sizes
+    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 8)) == data
+    # never more than max_in_flight parts' worth of bytes in flight: 4 pieces, or 2 whole parts
+    assert store.max_in_flight == 4
+
+
+def test_parts_below_two_pieces_go_whole():
+    from s3commit.parts import pieces_per_part
+
+    assert [pieces_per_part(mib * 1024 * 1024) for mib in (5, 8, 15, 16, 32, 100, 1024)] == [1, 1, 1, 2, 4, 8, 8]
 
 
 def test_the_last_part_is_cut_in_no_more_pieces_than_parts_in_flight_nor_past_the_part_limit(monkeypatch):
