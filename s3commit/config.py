@@ -201,10 +201,17 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.readahead.range", "64K",
             "Random reads fetch at least this much: larger saves requests on small reads, wastes bytes on seeks."),
         Key("fs.s3a.prefetch.block.size", "8M",
-            "Sequential reads fetch blocks of this size ahead of the reader."),
+            "Sequential reads fetch blocks ahead of the reader, the first of this size (later ones grow up to "
+            "s3commit.prefetch.max-block-size while the stream reads in order)."),
         Key("fs.s3a.prefetch.block.count", "4",
-            "Blocks fetched ahead in parallel per sequential stream: memory per stream is (this + 1) x the "
-            "block size of heap."),
+            "Most blocks fetched ahead in parallel per sequential stream (within s3commit.prefetch.max-ahead)."),
+        Key("s3commit.prefetch.max-block-size", "32M",
+            "A sequential stream's blocks double from fs.s3a.prefetch.block.size up to this while it reads in "
+            "order (a 128 MiB file in 6 GETs instead of 16); a seek out of the blocks in hand starts again from "
+            "the block size. At or below fs.s3a.prefetch.block.size: blocks never grow."),
+        Key("s3commit.prefetch.max-ahead", "64M",
+            "Most bytes a sequential stream fetches ahead of its reader (always at least one block): memory per "
+            "open sequential stream is at most this plus one block (the one being read)."),
         Key("fs.s3a.vectored.read.min.seek.size", "4K",
             "Vectored reads merge ranges closer than this into one GET (Parquet on Hadoop 3.3.5+)."),
         Key("fs.s3a.vectored.read.max.merged.size", "1M",

@@ -28,6 +28,14 @@ class UploadBuffer(ValuedEnum):
     BYTEBUFFER = "bytebuffer"
 
 
+_POSITIVE = {"readahead": "fs.s3a.readahead.range", "prefetch_block_size": "fs.s3a.prefetch.block.size",
+             "prefetch_block_count": "fs.s3a.prefetch.block.count",
+             "prefetch_max_block_size": "s3commit.prefetch.max-block-size",
+             "prefetch_max_ahead": "s3commit.prefetch.max-ahead",
+             "vectored_max_merged": "fs.s3a.vectored.read.max.merged.size"}
+"""The options that must be at least 1, by the key each is read from."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class StreamOptions:
     """How the JVM's ``s3a://`` streams read and buffer: parsed here once, sent to the JVM when it registers
@@ -37,16 +45,22 @@ class StreamOptions:
     readahead: int = 64 * 1024
     prefetch_block_size: int = 8 * MIB
     prefetch_block_count: int = 4
+    prefetch_max_block_size: int = 32 * MIB
+    prefetch_max_ahead: int = 64 * MIB
     vectored_min_seek: int = 4 * 1024
     vectored_max_merged: int = MIB
     upload_buffer: UploadBuffer = UploadBuffer.DISK
 
     def __post_init__(self) -> None:
-        for name in ("readahead", "prefetch_block_size", "prefetch_block_count", "vectored_max_merged"):
+        for name, key in _POSITIVE.items():
             if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+                raise ConfigError(f"{key} must be >= 1, got {getattr(self, name)}")
         if self.prefetch_block_size > 256 * MIB:
             raise ConfigError(f"fs.s3a.prefetch.block.size {self.prefetch_block_size} is above 256M")
+        if self.prefetch_max_block_size > 256 * MIB:
+            raise ConfigError(f"s3commit.prefetch.max-block-size {self.prefetch_max_block_size} is above 256M")
+        if self.prefetch_max_ahead > 2 * 1024 * MIB - 1:
+            raise ConfigError(f"s3commit.prefetch.max-ahead {self.prefetch_max_ahead} is 2G or more")
         if self.vectored_min_seek < 0:
             raise ConfigError(f"fs.s3a.vectored.read.min.seek.size must be >= 0, got {self.vectored_min_seek}")
 
@@ -62,6 +76,9 @@ class StreamOptions:
             readahead=parse_size(get("fs.s3a.readahead.range"), what="fs.s3a.readahead.range"),
             prefetch_block_size=parse_size(get("fs.s3a.prefetch.block.size"), what="fs.s3a.prefetch.block.size"),
             prefetch_block_count=int(get("fs.s3a.prefetch.block.count")),
+            prefetch_max_block_size=parse_size(get("s3commit.prefetch.max-block-size"),
+                                               what="s3commit.prefetch.max-block-size"),
+            prefetch_max_ahead=parse_size(get("s3commit.prefetch.max-ahead"), what="s3commit.prefetch.max-ahead"),
             vectored_min_seek=parse_size(get("fs.s3a.vectored.read.min.seek.size"),
                                          what="fs.s3a.vectored.read.min.seek.size"),
             vectored_max_merged=parse_size(get("fs.s3a.vectored.read.max.merged.size"),
@@ -73,5 +90,7 @@ class StreamOptions:
         """What the JVM reads (``S3FileSystem``)."""
         return {"read_policy": self.read_policy.value, "readahead": self.readahead,
                 "prefetch_block_size": self.prefetch_block_size, "prefetch_block_count": self.prefetch_block_count,
+                "prefetch_max_block_size": max(self.prefetch_block_size, self.prefetch_max_block_size),
+                "prefetch_max_ahead": self.prefetch_max_ahead,
                 "vectored_min_seek": self.vectored_min_seek, "vectored_max_merged": self.vectored_max_merged,
                 "upload_buffer": self.upload_buffer.value}

@@ -86,7 +86,8 @@ def oracle(java_classpath, s3_server):
             "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing", "fs.s3a.endpoint.region": "us-east-1",
             "fs.s3a.multipart.size": "5M", "fs.s3a.prefetch.block.size": "64K", "fs.s3a.prefetch.block.count": "3",
             "fs.s3a.readahead.range": "8K", "fs.s3a.vectored.read.min.seek.size": "1K",
-            "fs.s3a.vectored.read.max.merged.size": "64K"}
+            "fs.s3a.vectored.read.max.merged.size": "64K",
+            "s3commit.prefetch.max-block-size": "256K", "s3commit.prefetch.max-ahead": "512K"}
     process = Oracle(java_classpath, conf)
     yield process
     process.close()
@@ -226,6 +227,36 @@ def test_policies_from_configuration_and_open_file_are_what_the_stream_uses(orac
     for op in (("seek", 10), ("read", 5)):
         model.check(op, oracle(cmd="op", op=list(op)))
     assert "now random" in oracle(cmd="op", op=["describe"])["stream"]
+
+
+def test_a_sequential_read_fetches_blocks_that_grow_while_it_reads_in_order(oracle, s3_server, bucket):
+    # Blocks of 64 KiB doubling up to 256 KiB (the oracle's configuration): 2 MiB + 5 bytes in 10 GETs, not 33
+    # (a store may read the whole object for each ranged GET: moto does); never more than 512 KiB in flight
+    # ahead of the reader. A seek out of the blocks in hand starts again from 64 KiB.
+    size = 2 * MIB + 5
+    body = os.urandom(size)
+    s3_server.client().put_object(Bucket=bucket, Key="growing/file", Body=body)
+    s3_server.reset_stats()
+    assert "error" not in oracle(cmd="open", path=f"s3a://{bucket}/growing/file", policy="sequential", openFile=True)
+    model = Model(body)
+    for op in [("read", 1000)] + [("read", 64 * KIB)] * 40:
+        model.check(op, oracle(cmd="op", op=list(op)))
+    described = oracle(cmd="op", op=["describe"])["stream"]
+    fetched = sorted((int(r["range"][6:].split("-")[0]), int(r["range"].split("-")[1]))
+                     for r in s3_server.request_log() if r["key"] == "growing/file" and r["range"])
+    sizes = [end - start + 1 for start, end in fetched]
+    assert sizes == [64 * KIB, 128 * KIB] + [256 * KIB] * 7 + [size - 64 * KIB - 128 * KIB - 7 * 256 * KIB], sizes
+    assert [start for start, _ in fetched] == list(itertools.accumulate([0, *sizes[:-1]]))  # contiguous, once each
+    most_ahead = int(described.rsplit("most ahead=", 1)[1].rstrip("}"))
+    assert 256 * KIB < most_ahead <= 512 * KIB, described
+    # back to the start: a new run, from the first size again
+    s3_server.reset_stats()
+    for op in (("seek", 100), ("read", 200 * KIB)):
+        model.check(op, oracle(cmd="op", op=list(op)))
+    again = sorted(int(r["range"].split("-")[1]) - int(r["range"][6:].split("-")[0]) + 1
+                   for r in s3_server.request_log() if r["key"] == "growing/file" and r["range"])
+    assert again[:2] == [64 * KIB, 128 * KIB] and max(again) <= 256 * KIB, again
+    oracle(cmd="op", op=["close"])
 
 
 @pytest.mark.parametrize("buffer", ["disk", pytest.param("array", marks=pytest.mark.slow)])  # disk: the default

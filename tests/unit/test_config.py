@@ -126,6 +126,15 @@ def test_stream_options_are_parsed_once_for_the_jvm():
     default = StreamOptions.from_hadoop_conf({})
     assert default.read_policy is ReadPolicy.NORMAL and default.upload_buffer is UploadBuffer.DISK
     assert default.prefetch_block_size == 8 * 1024 * 1024 and default.readahead == 64 * 1024
+    assert default.to_wire()["prefetch_max_block_size"] == 32 * 1024 * 1024
+    assert default.to_wire()["prefetch_max_ahead"] == 64 * 1024 * 1024
+    # blocks never shrink: a maximum below the block size means no growth
+    big = StreamOptions.from_hadoop_conf({"fs.s3a.prefetch.block.size": "64M"})
+    assert big.to_wire()["prefetch_max_block_size"] == 64 * 1024 * 1024
+    with pytest.raises(ConfigError, match=r"s3commit\.prefetch\.max-block-size"):
+        StreamOptions.from_hadoop_conf({"s3commit.prefetch.max-block-size": "1G"})
+    with pytest.raises(ConfigError, match=r"s3commit\.prefetch\.max-ahead"):
+        StreamOptions.from_hadoop_conf({"s3commit.prefetch.max-ahead": "0"})
     tuned = StreamOptions.from_hadoop_conf({"fs.s3a.experimental.input.fadvise": "Whole-File",
                                             "fs.s3a.prefetch.block.size": "16M", "fs.s3a.fast.upload.buffer": "array",
                                             "fs.s3a.vectored.read.min.seek.size": "0"})

@@ -99,7 +99,7 @@ public class S3FileSystem extends FileSystem {
     readOptions = new S3InputStream.Options(
         S3InputStream.Policy.parse((String) streams.get("read_policy"), S3InputStream.Policy.NORMAL),
         intOf(streams, "readahead"), intOf(streams, "prefetch_block_size"), intOf(streams, "prefetch_block_count"),
-        -1);
+        intOf(streams, "prefetch_max_block_size"), ((Number) streams.get("prefetch_max_ahead")).longValue(), -1);
     buffer = S3OutputStream.Buffer.parse((String) streams.get("upload_buffer"));
     minSeek = intOf(streams, "vectored_min_seek");
     maxMerged = intOf(streams, "vectored_max_merged");

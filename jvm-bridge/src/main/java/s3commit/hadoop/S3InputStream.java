@@ -25,10 +25,13 @@ import java.util.concurrent.atomic.AtomicInteger;
  * A seekable stream over one S3 object, read through the sidecar with S3A's input policies.
  *
  * <ul>
- *   <li>{@code sequential}: the object is read in blocks of {@code fs.s3a.prefetch.block.size}, with
- *   {@code fs.s3a.prefetch.block.count} blocks fetched ahead in parallel while the caller consumes the
- *   current one, so a reader never waits on one small round trip after another. A seek outside the blocks in
- *   hand starts again from there.</li>
+ *   <li>{@code sequential}: the object is read in blocks fetched ahead in parallel while the caller consumes
+ *   the current one, so a reader never waits on one small round trip after another. The first block is of
+ *   {@code fs.s3a.prefetch.block.size}; while the stream reads in order each next one doubles, up to
+ *   {@code s3commit.prefetch.max-block-size} (a long read costs a few GETs, not one per small block: a GET
+ *   has a price per request, and some stores read the whole object for each range). At most
+ *   {@code fs.s3a.prefetch.block.count} blocks and {@code s3commit.prefetch.max-ahead} bytes are in flight
+ *   (always one block). A seek outside the blocks in hand starts again from there, at the first size.</li>
  *   <li>{@code random}: each read fetches what it asks for, rounded up to {@code fs.s3a.readahead.range},
  *   and nothing ahead (columnar formats jump between footers and column chunks).</li>
  *   <li>{@code normal} (adaptive, the default): sequential until the first backward seek, random after.</li>
@@ -82,18 +85,23 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     final int readahead;
     final int blockSize;
     final int prefetchBlocks;
+    final int maxBlockSize;
+    final long maxAhead;
     final long splitEnd;
 
-    Options(Policy policy, int readahead, int blockSize, int prefetchBlocks, long splitEnd) {
+    Options(Policy policy, int readahead, int blockSize, int prefetchBlocks, int maxBlockSize, long maxAhead,
+        long splitEnd) {
       this.policy = policy;
       this.readahead = Math.max(1, readahead);
       this.blockSize = Math.max(64 * 1024, blockSize);
       this.prefetchBlocks = Math.max(1, prefetchBlocks);
+      this.maxBlockSize = Math.max(this.blockSize, maxBlockSize);
+      this.maxAhead = Math.max(1, maxAhead);
       this.splitEnd = splitEnd;
     }
 
     Options withPolicy(Policy p, long end) {
-      return new Options(p, readahead, blockSize, prefetchBlocks, end);
+      return new Options(p, readahead, blockSize, prefetchBlocks, maxBlockSize, maxAhead, end);
     }
 
     /**
@@ -103,7 +111,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
      * one ranged GET of what is read (a data block under 16 bytes is read as 16, or to the end of the file).
      */
     Options forShuffleFiles() {
-      return new Options(Policy.RANDOM, SHUFFLE_READAHEAD, blockSize, prefetchBlocks, -1);
+      return new Options(Policy.RANDOM, SHUFFLE_READAHEAD, blockSize, prefetchBlocks, maxBlockSize, maxAhead, -1);
     }
   }
 
@@ -159,6 +167,10 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   private long bufferStart;
   private final ArrayDeque<Block> ahead = new ArrayDeque<>();
   private long nextFetch;
+  /** The size of the next sequential block: the block size at each new run, doubling while it reads in order. */
+  private int nextBlockSize;
+  /** The most bytes this stream has had in flight ahead of its reader (diagnostics: {@link #toString}). */
+  private long mostAhead;
   private boolean closed;
 
   S3InputStream(S3FileSystem fs, String location, long length, FileSystem.Statistics statistics,
@@ -269,6 +281,11 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
       ahead.pollFirst().discard();  // passed over by a forward seek
     }
     if (ahead.isEmpty() || ahead.peekFirst().start > pos) {
+      if (ahead.isEmpty() && nextFetch == pos && nextBlockSize > 0) {
+        // the reader has caught up with the blocks: the run goes on (its blocks keep their size)
+      } else {
+        nextBlockSize = options.blockSize;  // a new run, from the first size
+      }
       discardAhead();
       nextFetch = pos;
     }
@@ -284,6 +301,14 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     bufferStart = start;
   }
 
+  private long bytesAhead() {
+    long bytes = 0;
+    for (Block block : ahead) {
+      bytes += block.length;
+    }
+    return bytes;
+  }
+
   private void discardAhead() {
     for (Block block : ahead) {
       block.discard();
@@ -291,9 +316,9 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     ahead.clear();
   }
 
-  private Block fetchAhead(long start, int size) {
+  private Block fetchAhead(long start, int size, int blockSize) {
     CompletableFuture<ByteBuffer> data = CompletableFuture.supplyAsync(() -> {
-      ByteBuffer target = ReadBuffers.take(size, options.blockSize);
+      ByteBuffer target = ReadBuffers.take(size, blockSize);
       try {
         fetchInto(start, target.duplicate());
         return target;
@@ -308,21 +333,32 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
     return new Block(start, size, data);
   }
 
-  /** Keep {@code fs.s3a.prefetch.block.count} blocks in flight ahead (within the split, plus one block). */
+  /**
+   * Keep blocks in flight ahead: at most {@code fs.s3a.prefetch.block.count} of them and
+   * {@code s3commit.prefetch.max-ahead} bytes (always one), within the split plus one first-size block.
+   */
   private void topUp() {
     long limit = options.splitEnd > 0 ? Math.min(length, options.splitEnd + options.blockSize) : length;
-    while (ahead.size() < options.prefetchBlocks && nextFetch < limit) {
+    while (ahead.size() < options.prefetchBlocks && nextFetch < limit
+        && (ahead.isEmpty() || bytesAhead() + Math.min(nextBlockSize, limit - nextFetch) <= options.maxAhead)) {
       final long start = nextFetch;
-      final int size = (int) Math.min(options.blockSize, length - start);
-      ahead.addLast(fetchAhead(start, size));
+      final int blockSize = nextBlockSize;
+      final int size = (int) Math.min(blockSize, limit - start);
+      int bufferClass = options.blockSize;  // a short last block takes a buffer of the smallest size it fits
+      while (bufferClass < size) {
+        bufferClass *= 2;
+      }
+      ahead.addLast(fetchAhead(start, size, Math.min(bufferClass, blockSize)));
       StreamCounters.SEQUENTIAL_BLOCKS.incrementAndGet();
       nextFetch += size;
+      nextBlockSize = (int) Math.min((long) blockSize * 2, options.maxBlockSize);
+      mostAhead = Math.max(mostAhead, bytesAhead());
     }
     if (ahead.isEmpty() && nextFetch < length) {
       // Past the split's end: small reads of what the record reader still needs.
       final long start = nextFetch;
       final int size = (int) Math.min(options.readahead, length - start);
-      ahead.addLast(fetchAhead(start, size));
+      ahead.addLast(fetchAhead(start, size, options.blockSize));
       nextFetch += size;
     }
   }
@@ -451,6 +487,7 @@ class S3InputStream extends FSInputStream implements CanUnbuffer, StreamCapabili
   @Override
   public String toString() {
     return "S3InputStream{" + location + ", length=" + length + ", policy=" + options.policy
-        + (random && options.policy == Policy.NORMAL ? "(now random)" : "") + ", pos=" + pos + "}";
+        + (random && options.policy == Policy.NORMAL ? "(now random)" : "") + ", pos=" + pos + ", most ahead="
+        + mostAhead + "}";
   }
 }
