@@ -2,7 +2,8 @@
 
 Every sequential block, random read and vectored range a JVM reads through ``s3a://`` is one ranged GET in the
 sidecar (:meth:`S3Store.stream_object <s3commit.store.S3Store.stream_object>`): 128 GETs per GiB with S3A's
-8 MiB prefetch blocks. botocore spends about 2.5-2.9 ms of CPU on each on the reference machine (validating
+8 MiB blocks (about 48 since blocks grow to 32 MiB on a long sequential read). botocore spends about 2.5-2.9 ms of
+CPU on each on the reference machine (validating
 and serializing the call, resolving the endpoint, signing, a dozen events, parsing the answer's headers with
 dateutil), all of it holding the GIL: 0.35 s per GiB read, a third of the sidecar's CPU on a read and the
 first limit of a sidecar's throughput (:doc:`docs/spark.md`, "CPU per byte").
