@@ -321,7 +321,10 @@ class MultipartWriter(io.RawIOBase):
         first :data:`SPLIT_PARTS` part numbers last, whole after that (so a file still reaches nearly 10,000 parts
         of the configured size)."""
         count = self._pieces if len(self._parts) + self._pieces <= min(SPLIT_PARTS, MAX_PARTS) else 1
-        pieces = split_part(part, count)
+        self._submit_pieces(split_part(part, count))
+
+    def _submit_pieces(self, pieces: list[Part]) -> None:
+        """Queue each of ``pieces`` in order; on a failure the ones not queued are released."""
         for index, piece in enumerate(pieces):
             try:
                 self._submit_one(piece)
@@ -386,14 +389,7 @@ class MultipartWriter(io.RawIOBase):
                 last.release()
             return WriteResult(None, True, self._length)
         if last is not None:
-            pieces = self._tail_pieces(last)
-            for index, piece in enumerate(pieces):
-                try:
-                    self._submit_one(piece)
-                except BaseException:
-                    for unsent in pieces[index + 1:]:
-                        unsent.release()
-                    raise
+            self._submit_pieces(self._tail_pieces(last))
         if self.policy.finish_later:
             self._finish_in_background()
             return None
