@@ -228,6 +228,24 @@ def test_full_parts_go_as_pieces_within_the_same_bytes_in_flight_then_whole_past
     assert store.max_in_flight == 4
 
 
+def test_a_failed_piece_aborts_the_upload_and_releases_every_block_file_and_slot(tmp_path):
+    # Block files handed over whole (as the JVM bridge does), each cut in two pieces; the third piece fails.
+    store = FakeStore(fail_part=3)
+    part = 2 * PIECE_MIN
+    writer = MultipartWriter(store, "b", "k", part_size=part, max_in_flight=2, executor=ThreadPoolExecutor(4))
+    paths = []
+    with pytest.raises(TransientError):
+        for index in range(4):
+            path = tmp_path / f"block-{index}"
+            path.write_bytes(bytes([index]) * part)
+            paths.append(path)
+            writer.write_part(FilePart(str(path), owned=True))
+        writer.close()
+    assert store.aborted == ["u1"] and store.completed == {}
+    assert not [p for p in paths if p.exists()]  # every block file deleted, sent or not
+    assert writer._slots._value == 2 * 2  # every slot back: nothing is held by the failed file
+
+
 def test_parts_below_two_pieces_go_whole():
     from s3commit.parts import pieces_per_part
 
