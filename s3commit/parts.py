@@ -129,7 +129,7 @@ def pieces_per_part(part_size: int) -> int:
     cheaper in pieces of 8 MiB. Each piece is a request of its own over its own connection (S3 gives 80-90 MB/s
     per connection: a 32 MiB part alone takes 0.4 s, four pieces 0.1 s), and a server handles an 8 MiB body in
     buffers it reuses where a body of 32 MiB or more is above glibc's largest ``mmap`` threshold, a fresh mapping
-    faulted in page by page (moto: 1.1 million page faults and 30% more CPU per GiB). Up to :data:`PIECES_MAX`.
+    faulted in page by page (moto: 1.1 million page faults and 20-30% more CPU per GiB). Up to :data:`PIECES_MAX`.
     """
     return max(1, min(PIECES_MAX, part_size // PIECE_MIN))
 
