@@ -119,7 +119,7 @@ PIECES_MAX = 8
 """The most pieces a full part is cut into (:func:`pieces_per_part`)."""
 SPLIT_PARTS = 500
 """Part numbers a file spends on pieces: its first ``SPLIT_PARTS`` parts are pieces, later parts go whole, so a
-file of 32 MiB parts still reaches 9,500 whole parts (297 GiB; 312 GiB with no piece at all)."""
+file of 32 MiB parts still reaches 125 parts in pieces and 9,500 whole: 301 GiB (312 GiB with no piece at all)."""
 
 
 def pieces_per_part(part_size: int) -> int:
