@@ -113,3 +113,39 @@ def test_unsupported_s3a_settings_are_named_once_and_hadoop_defaults_never(spark
     # core-default.xml sets dozens of fs.s3a.* keys (S3A's select, retry and thread settings among them): none
     # of them is a setting anyone made, so none is named.
     assert not [w for w in warned if w.startswith(("fs.s3a.select.", "fs.s3a.retry.", "fs.s3a.paging.maximum"))]
+
+
+@pytest.mark.slow
+def test_a_later_session_on_another_endpoint_commits_where_the_cached_file_system_writes(
+        _spark_sessions, s3_server, s3_bucket, s3_client):
+    """A test suite's shape: a new S3 server (another endpoint) and a new session for each test, the same bucket
+    name. Hadoop keeps the bucket's s3a FileSystem from the first session, and the tasks write through it; the
+    commit must reach that store too (it once read the endpoint from the new job's configuration and failed with
+    NoSuchUpload, or committed staged files where no reader looked), and the JVM names the difference once."""
+    from s3commit.testing import S3TestServer
+
+    second = S3TestServer().start()
+    try:
+        second.create_bucket(s3_bucket)
+        spark = _spark_sessions.for_server(s3_server)
+        spark.conf.set("fs.s3a.committer.name", "magic")
+        spark.range(5).write.parquet(f"s3a://{s3_bucket}/first")  # the bucket's FileSystem: on s3_server
+        spark = _spark_sessions.for_server(second)
+        for name in ("magic", "directory"):
+            spark.conf.set("fs.s3a.committer.name", name)
+            spark.range(20).repartition(2).write.mode("overwrite").parquet(f"s3a://{s3_bucket}/{name}")
+            assert spark.read.parquet(f"s3a://{s3_bucket}/{name}").count() == 20
+            keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=s3_bucket, Prefix=f"{name}/")["Contents"]]
+            assert f"{name}/_SUCCESS" in keys and sum(k.endswith(".parquet") for k in keys) == 2, keys
+            assert_no_pending_uploads(s3_client, s3_bucket)
+        on_second = second.client()
+        assert on_second.list_objects_v2(Bucket=s3_bucket).get("KeyCount") == 0
+        assert_no_pending_uploads(on_second, s3_bucket)
+        warnings = [str(w) for w in spark._jvm.s3commit.bridge.BridgeConf.storeWarnings()]
+        mine = [w for w in warnings if f"s3a://{s3_bucket}:" in w]
+        assert len(mine) == 1, warnings
+        assert "fs.s3a.endpoint" in mine[0] and s3_server.endpoint_url in mine[0] and second.endpoint_url in mine[0]
+        assert "testing" not in mine[0]  # never a credential
+    finally:
+        _spark_sessions.stop()
+        second.stop()

@@ -12,8 +12,10 @@ import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.TreeMap;
+import java.util.TreeSet;
 
 /**
  * Forwards the relevant part of a Hadoop configuration to the sidecar and remembers the id it gets back.
@@ -28,6 +30,13 @@ import java.util.TreeMap;
  * <p>The sidecar answers which of the forwarded S3A keys s3commit does not support; this JVM names each in a
  * warning once ({@link #warned}).
  *
+ * <p>Which store a commit reaches and as whom (the endpoint, region, addressing, TLS, proxy and credentials:
+ * {@link #isStoreKey}) is the destination's FileSystem's, not the job's: Hadoop caches one FileSystem per bucket,
+ * configured by the first job that used it, and the tasks write their files through it; a committer that read
+ * those keys from a later job's configuration (a new session on another endpoint, the same bucket name) would
+ * commit on a store the files never reached. {@link #register(Configuration, String, Configuration)} takes them
+ * from the FileSystem's configuration and warns, once per difference, where the job's say otherwise.
+ *
  * <p>An id is a hash of the keys, the same in every sidecar; this class keeps the keys of each id it has seen
  * (a bounded table, least recently used out) so that it can register them again with a sidecar that does
  * not know them: one started after the last died, or one that dropped the id from its own bounded table.
@@ -39,6 +48,12 @@ public final class BridgeConf {
   private static final Map<String, Map<String, Object>> STREAMS = lru();
   private static final Logger LOG = LoggerFactory.getLogger(BridgeConf.class);
   private static final Set<String> WARNED = new HashSet<>();
+  private static final Set<String> STORE_WARNED = new HashSet<>();
+  private static final Set<String> STORE_KEYS = Set.of("fs.s3a.endpoint", "fs.s3a.endpoint.region",
+      "fs.s3a.path.style.access", "fs.s3a.connection.ssl.enabled", "fs.s3a.access.key", "fs.s3a.secret.key",
+      "fs.s3a.session.token", "fs.s3a.aws.credentials.provider");
+  private static final List<String> STORE_PREFIXES = List.of("fs.s3a.assumed.role.", "fs.s3a.auth.",
+      "fs.s3a.proxy.");
 
   private BridgeConf() {
   }
@@ -94,6 +109,91 @@ public final class BridgeConf {
   /** Register the configuration (once per distinct set of keys); returns its id. */
   public static String register(Configuration conf, String bucket) throws IOException {
     return register(relevant(conf, bucket));
+  }
+
+  /**
+   * Register {@code conf}'s keys for a job committing to {@code bucket}, with the store's keys
+   * ({@link #isStoreKey}) taken from {@code storeConf}, the configuration of the FileSystem that serves the
+   * destination (see the class comment). Where the two disagree, a warning names the keys that differ (and the
+   * endpoints, never a credential), once for each difference.
+   */
+  public static String register(Configuration conf, String bucket, Configuration storeConf) throws IOException {
+    Map<String, String> keys = relevant(conf, bucket);
+    if (storeConf == null || storeConf == conf) {
+      return register(keys);
+    }
+    Map<String, String> fromJob = storeKeys(keys);
+    Map<String, String> fromStore = storeKeys(relevant(storeConf, bucket));
+    if (!fromJob.equals(fromStore)) {
+      warnStoreOnce(bucket, fromJob, fromStore);
+    }
+    Map<String, String> merged = new TreeMap<>(keys);
+    merged.keySet().removeAll(fromJob.keySet());
+    merged.putAll(fromStore);
+    return register(merged);
+  }
+
+  /** Whether {@code key} says which store is reached, and how or as whom: the FileSystem's, not the job's. */
+  static boolean isStoreKey(String key) {
+    if (STORE_KEYS.contains(key)) {
+      return true;
+    }
+    for (String prefix : STORE_PREFIXES) {
+      if (key.startsWith(prefix)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private static Map<String, String> storeKeys(Map<String, String> keys) {
+    Map<String, String> out = new TreeMap<>();
+    keys.forEach((key, value) -> {
+      if (isStoreKey(key)) {
+        out.put(key, value);
+      }
+    });
+    return out;
+  }
+
+  private static void warnStoreOnce(String bucket, Map<String, String> fromJob, Map<String, String> fromStore) {
+    Set<String> differing = new TreeSet<>();
+    for (String key : fromJob.keySet()) {
+      if (!Objects.equals(fromJob.get(key), fromStore.get(key))) {
+        differing.add(key);
+      }
+    }
+    for (String key : fromStore.keySet()) {
+      if (!Objects.equals(fromJob.get(key), fromStore.get(key))) {
+        differing.add(key);
+      }
+    }
+    String endpoints = differing.contains("fs.s3a.endpoint")
+        ? " (the FileSystem's endpoint " + describe(fromStore.get("fs.s3a.endpoint")) + ", the job's "
+            + describe(fromJob.get("fs.s3a.endpoint")) + ")"
+        : "";
+    String message = "s3a://" + bucket + ": this job's configuration gives other values than the s3a FileSystem "
+        + "that Hadoop cached for this bucket when it was first used, for " + String.join(", ", differing) + endpoints
+        + ". The job's files are written through that FileSystem, so s3commit commits them on its store too. To "
+        + "reach the job's store instead, close the cached FileSystems first "
+        + "(org.apache.hadoop.fs.FileSystem.closeAll(), or a new JVM), use another bucket name, or set "
+        + "fs.s3a.impl.disable.cache=true.";
+    synchronized (STORE_WARNED) {
+      if (STORE_WARNED.add(message)) {
+        LOG.warn(message);
+      }
+    }
+  }
+
+  private static String describe(String value) {
+    return value == null ? "not set" : "'" + value + "'";
+  }
+
+  /** The warnings this JVM gave about a job whose store keys differ from its destination FileSystem's. */
+  public static Set<String> storeWarnings() {
+    synchronized (STORE_WARNED) {
+      return new HashSet<>(STORE_WARNED);
+    }
   }
 
   static String register(Map<String, String> keys) throws IOException {

@@ -4,7 +4,6 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobID;
 
-import s3commit.bridge.BridgeConf;
 import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 
@@ -37,16 +36,15 @@ public final class SidecarJob {
   private static final Map<String, String> WORK_PATHS = new ConcurrentHashMap<>();
 
   private final String location;
-  private final String bucket;
   private final String dest;
+  private final URI uri;
 
   public SidecarJob(Path output) {
     if (!isS3(output)) {
       throw new IllegalArgumentException("s3commit commits to s3a:// or s3:// destinations, not " + output);
     }
-    URI uri = output.toUri();
+    this.uri = output.toUri();
     this.location = output.toString();
-    this.bucket = uri.getAuthority();
     this.dest = S3Paths.destination(uri);
   }
 
@@ -92,7 +90,7 @@ public final class SidecarJob {
 
   private Map<String, Object> args(Configuration conf, String jobId) throws IOException {
     Map<String, Object> args = new HashMap<>();
-    args.put("conf_id", BridgeConf.register(conf, bucket));
+    args.put("conf_id", StoreConf.register(conf, uri));
     args.put("dest", dest);
     args.put("job_id", jobId);
     return args;

@@ -12,11 +12,11 @@ import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtoc
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Ndjson;
 import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
 import s3commit.hadoop.StagingLocalFileSystem;
+import s3commit.hadoop.StoreConf;
 
 import java.io.IOException;
 import java.io.Serializable;
@@ -67,6 +67,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   private final boolean dynamicPartitionOverwrite;
   private String dest;
   private String bucket;
+  private URI uri;
   private FileCommitProtocol spark;
   private final ArrayList<String> deletePaths = new ArrayList<>();
   private transient String workPath;
@@ -85,6 +86,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   private void route(URI uri) {
     String scheme = uri.getScheme();
     if ("s3a".equals(scheme) || "s3".equals(scheme)) {
+      this.uri = uri;
       this.bucket = uri.getAuthority();
       this.dest = S3Paths.destination(uri);
     } else if (scheme != null) {
@@ -110,7 +112,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
 
   private Map<String, Object> args(Configuration conf) throws IOException {
     Map<String, Object> args = new HashMap<>();
-    args.put("conf_id", BridgeConf.register(conf, bucket));
+    args.put("conf_id", StoreConf.register(conf, uri));
     args.put("dest", dest);
     args.put("job_id", jobId);
     return args;

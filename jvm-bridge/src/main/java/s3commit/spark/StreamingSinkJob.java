@@ -11,10 +11,10 @@ import org.apache.spark.internal.io.FileCommitProtocol.TaskCommitMessage;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import s3commit.bridge.BridgeConf;
 import s3commit.bridge.Ndjson;
 import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
+import s3commit.hadoop.StoreConf;
 
 import java.io.IOException;
 import java.io.Serializable;
@@ -65,6 +65,7 @@ public final class StreamingSinkJob implements Serializable {
   private final String scheme;
   private final String bucket;
   private final String dest;
+  private final URI uri;
   private long batchId = -1;
   private String jobId;
   private transient String workPath;
@@ -94,7 +95,7 @@ public final class StreamingSinkJob implements Serializable {
     if (path == null) {
       throw new IllegalArgumentException("Null destination specified");
     }
-    URI uri = new Path(path).toUri();
+    this.uri = new Path(path).toUri();
     this.scheme = uri.getScheme();
     if (!"s3a".equals(scheme) && !"s3".equals(scheme)) {
       throw new IllegalArgumentException(
@@ -137,7 +138,7 @@ public final class StreamingSinkJob implements Serializable {
       throw new IllegalStateException("the sink's batch is not known: setupManifestOptions was not called");
     }
     Map<String, Object> args = new HashMap<>();
-    args.put("conf_id", BridgeConf.register(conf, bucket));
+    args.put("conf_id", StoreConf.register(conf, uri));
     args.put("dest", dest);
     args.put("job_id", jobId);
     return args;
@@ -155,7 +156,7 @@ public final class StreamingSinkJob implements Serializable {
     TreeSet<Long> undecided = new TreeSet<>();
     try {
       Map<String, Object> args = new HashMap<>();
-      args.put("conf_id", BridgeConf.register(conf, uri.getAuthority()));
+      args.put("conf_id", StoreConf.register(conf, uri));
       args.put("dest", sink);
       if (exclude != null) {
         args.put("exclude", List.of(exclude));
