@@ -94,8 +94,10 @@ def datapath_markdown(dp: dict[str, Any], title: str = "Data path") -> list[str]
                            w["copy_bytes"]]))
     rounds = dp.get("rounds", 1)
     if rounds > 1:
-        lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again; "
-                  "FileOutputCommitter-v1 in the first only). Each round's "
+        lines += ["", f"Every figure is the median of {rounds} rounds (each path in turn, then again, each round "
+                  "in an order rotated by one: the bare clients first in round 1, last in round 2...; "
+                  "FileOutputCommitter-v1 in the first only; the `_paired` ratios are the median of each round's "
+                  "ratio to the bare client's same round). Each round's "
                   "write and read, seconds: " + "; ".join(
                       f"{name} {_round_seconds(dp[name]['write'])} / {_round_seconds(dp[name]['read'])}"
                       for name in (*BARE, *DATAPATH_LABELS) if name in dp) + "."]

@@ -27,6 +27,7 @@ from typing import Any
 
 from s3commit.bench import clients
 from s3commit.bench.gil import GilSampler, py_spy
+from s3commit.bench.runs import paired_median
 from s3commit.bench.sidecar_bench import proc_cpu, stat_cpu
 from s3commit.config import MIB
 
@@ -103,11 +104,20 @@ ONE_ROUND = ("FileOutputCommitter-v1",)
 """Paths measured in the first round only."""
 
 
+def round_order(entries: tuple[str, ...], number: int) -> tuple[str, ...]:
+    """The order of round ``number`` (from 1): ``entries`` rotated by one more each round, so that no path always
+    runs first, or always after the same one (the server's state after a run, its memory and temporary files,
+    changes what the next run costs it)."""
+    shift = (number - 1) % len(entries)
+    return entries[shift:] + entries[:shift]
+
+
 def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_mib: int,
                   in_flight: int = 4, labels: tuple[str, ...] = ("magic", "directory", "FileOutputCommitter-v1"),
                   local_dir: str, rounds: int = 5, jvm_and_gil: bool = True) -> dict[str, Any]:
-    """Every path's write and read, ``rounds`` times in turn (the bare clients, then each Spark path, then again),
-    reported as medians: on a shared 2-core machine one round of a path moves by 10-20% from the next. The rename
+    """Every path's write and read, ``rounds`` times in turn (the bare clients, then each Spark path, then again,
+    each round in another order: :func:`round_order`), reported as medians: on a shared 2-core machine one round
+    of a path moves by 10-20% from the next. The rename
     baseline (:data:`ONE_ROUND`, five times slower than the rest, its ratio never near a target) runs in the first
     round only. ``jvm_and_gil``: also the JVM's marginal CPU per GiB and the sidecar's GIL (they do not depend on
     the store, so a second run on another server leaves them out)."""
@@ -150,16 +160,18 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
         measured: dict[str, dict[str, list[dict[str, Any]]]] = {}
         for number in range(1, rounds + 1):
             print(f"  datapath: round {number} of {rounds}", flush=True)
-            for name, run in _bare_runs(server, bucket, files=files, size=size, part=part, in_flight=in_flight,
-                                        slots=slots, local_file=local_file).items():
-                for phase in ("write", "read"):
-                    measured.setdefault(name, {}).setdefault(phase, []).append(run[phase])
-            for label in labels:
-                if label in ONE_ROUND and number > 1:
+            for entry in round_order(("bare clients", *labels), number):
+                if entry == "bare clients":
+                    runs = _bare_runs(server, bucket, files=files, size=size, part=part, in_flight=in_flight,
+                                      slots=slots, local_file=local_file)
+                elif entry in ONE_ROUND and number > 1:
                     continue
-                for phase, run in _spark_run(spark, server, df, label, f"s3a://{bucket}/spark-{label.lower()}",
-                                             files * file_mib, pid, jvm_pid, number).items():
-                    measured.setdefault(label, {}).setdefault(phase, []).append(run)
+                else:
+                    runs = {entry: _spark_run(spark, server, df, entry, f"s3a://{bucket}/spark-{entry.lower()}",
+                                              files * file_mib, pid, jvm_pid, number)}
+                for name, run in runs.items():
+                    for phase in ("write", "read"):
+                        measured.setdefault(name, {}).setdefault(phase, []).append(run[phase])
         for name, phases in measured.items():
             results[name] = {phase: median_of_rounds(runs) for phase, runs in phases.items()}
         results["sidecar_peak_bytes"] = _proc_peak_bytes(pid)
@@ -281,6 +293,10 @@ def ratios(results: dict[str, Any], labels: tuple[str, ...]) -> dict[str, float]
         write, read = results[label]["write"], results[label]["read"]
         out[f"write_{key}_over_bare"] = write["seconds"] / bare["write"]["seconds"]
         out[f"read_{key}_over_bare"] = read["seconds"] / bare["read"]["seconds"]
+        for phase, run in (("write", write), ("read", read)):  # each round against the bare client's same round
+            rounds = run.get("round_seconds") or [run["seconds"]]
+            baselines = bare[phase].get("round_seconds") or [bare[phase]["seconds"]]
+            out[f"{phase}_{key}_over_bare_paired"] = paired_median(rounds, baselines[:len(rounds)])
         out[f"sidecar_cpu_per_gib_write_{key}"] = write["sidecar_cpu_seconds"] / gib
         out[f"sidecar_cpu_per_gib_read_{key}"] = read["sidecar_cpu_seconds"] / gib
         out[f"sidecar_over_bare_cpu_write_{key}"] = write["sidecar_cpu_seconds"] / bare["write"]["cpu_seconds"]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from s3commit.bench.report import write_markdown, write_plots
-from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, run_job
+from s3commit.bench.runs import PoolRun, bare_pool_completes, memory_run, paired_median, run_job
 
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
@@ -49,11 +49,6 @@ def _merged(path: Path, results: dict[str, Any], sections: Collection[str]) -> d
     kept = {name: earlier[name] for name in SECTIONS if name in earlier and name not in ran}
     dates = {name: earlier.get("ran", {}).get(name, earlier.get("started")) for name in kept}
     return {**kept, **results, "ran": {**dates, **ran}}
-
-def paired_median(runs: Sequence[float], baselines: Sequence[float]) -> float:
-    """The median of ``runs[i] / baselines[i]``: each run against the baseline measured beside it."""
-    return statistics.median(r / b for r, b in zip(runs, baselines, strict=True))
-
 
 MAGIC_VARIANTS = {"magic": "CRC32", "magic-no-checksums": None}
 """magic as measured beside a bare pool: by default (a CRC32 with every part, named by its Complete) and with
@@ -213,17 +208,17 @@ def _datapath(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, 
 
 
 def _datapath_moto(profile: str, quick: bool, staging: str) -> dict[str, Any]:
-    """The data path on a server of its own that keeps moto's costs (three rounds; no JVM or GIL runs)."""
+    """The data path on a server of its own that keeps moto's costs (five rounds; no JVM or GIL runs)."""
     from s3commit.bench.datapath import datapath_runs
     from s3commit.testing.server import S3TestServer
 
     with S3TestServer(profile=profile, moto_costs=True) as server:
         # A bucket name the datapath section did not use: this JVM's s3a FileSystem of that bucket is cached with
-        # the other server's endpoint (Hadoop's FileSystem cache), and its tasks would write there.
+        # the other server's endpoint (Hadoop's FileSystem cache), and the job would write and commit there.
         bucket = server.create_bucket("s3commit-bench-moto")
         print(f"  datapath on moto's own costs: {server.endpoint_url}", flush=True)
         return {**datapath_runs(server, bucket, **_datapath_sizes(quick), local_dir=staging,
-                                rounds=1 if quick else 3, jvm_and_gil=False), "moto_costs": True}
+                                rounds=1 if quick else 5, jvm_and_gil=False), "moto_costs": True}
 
 
 def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:

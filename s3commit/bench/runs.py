@@ -14,7 +14,7 @@ import threading
 import time
 import tracemalloc
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -28,6 +28,11 @@ from s3commit.overwrite import OverwritePlan
 from s3commit.paths import JobLayout
 from s3commit.store import ObjectInfo, S3Store
 from s3commit.uri import S3Uri
+
+
+def paired_median(runs: Sequence[float], baselines: Sequence[float]) -> float:
+    """The median of ``runs[i] / baselines[i]``: each run against the baseline measured beside it."""
+    return statistics.median(r / b for r, b in zip(runs, baselines, strict=True))
 
 
 @dataclass

@@ -14,3 +14,14 @@ def test_paired_median_compares_each_run_with_its_own_baseline():
 def test_paired_median_needs_one_baseline_per_run():
     with pytest.raises(ValueError):
         paired_median([1.0, 2.0], [1.0])
+
+
+def test_every_path_takes_every_place_in_the_data_path_rounds():
+    from s3commit.bench.datapath import round_order
+
+    entries = ("bare clients", "magic", "directory")
+    orders = [round_order(entries, number) for number in range(1, 4)]
+    assert orders[0] == entries  # round 1 as listed
+    for place in range(3):
+        assert {order[place] for order in orders} == set(entries)
+    assert round_order(entries, 4) == entries
