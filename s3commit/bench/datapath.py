@@ -117,10 +117,10 @@ def datapath_runs(server: Any, bucket: str, *, files: int, file_mib: int, part_m
                   local_dir: str, rounds: int = 5, jvm_and_gil: bool = True) -> dict[str, Any]:
     """Every path's write and read, ``rounds`` times in turn (the bare clients, then each Spark path, then again,
     each round in another order: :func:`round_order`), reported as medians: on a shared 2-core machine one round
-    of a path moves by 10-20% from the next. The rename
-    baseline (:data:`ONE_ROUND`, five times slower than the rest, its ratio never near a target) runs in the first
-    round only. ``jvm_and_gil``: also the JVM's marginal CPU per GiB and the sidecar's GIL (they do not depend on
-    the store, so a second run on another server leaves them out)."""
+    of a path moves by 10-20% from the next. The rename baseline (:data:`ONE_ROUND`, five times slower than the
+    rest, its ratio never near a target) runs in the first round only. ``jvm_and_gil``: also the JVM's marginal
+    CPU per GiB and the sidecar's GIL (they do not depend on the store, so a second run on another server leaves
+    them out)."""
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 

@@ -157,17 +157,9 @@ public final class BridgeConf {
   }
 
   private static void warnStoreOnce(String bucket, Map<String, String> fromJob, Map<String, String> fromStore) {
-    Set<String> differing = new TreeSet<>();
-    for (String key : fromJob.keySet()) {
-      if (!Objects.equals(fromJob.get(key), fromStore.get(key))) {
-        differing.add(key);
-      }
-    }
-    for (String key : fromStore.keySet()) {
-      if (!Objects.equals(fromJob.get(key), fromStore.get(key))) {
-        differing.add(key);
-      }
-    }
+    Set<String> differing = new TreeSet<>(fromJob.keySet());
+    differing.addAll(fromStore.keySet());
+    differing.removeIf(key -> Objects.equals(fromJob.get(key), fromStore.get(key)));
     String endpoints = differing.contains("fs.s3a.endpoint")
         ? " (the FileSystem's endpoint " + describe(fromStore.get("fs.s3a.endpoint")) + ", the job's "
             + describe(fromJob.get("fs.s3a.endpoint")) + ")"

@@ -66,7 +66,6 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   private final String path;
   private final boolean dynamicPartitionOverwrite;
   private String dest;
-  private String bucket;
   private URI uri;
   private FileCommitProtocol spark;
   private final ArrayList<String> deletePaths = new ArrayList<>();
@@ -87,7 +86,6 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     String scheme = uri.getScheme();
     if ("s3a".equals(scheme) || "s3".equals(scheme)) {
       this.uri = uri;
-      this.bucket = uri.getAuthority();
       this.dest = S3Paths.destination(uri);
     } else if (scheme != null) {
       this.spark = new SQLHadoopMapReduceCommitProtocol(jobId, path, dynamicPartitionOverwrite);
@@ -299,9 +297,10 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     if (other != null) {
       return other.deleteWithJob(fs, target, recursive);
     }
-    URI uri = fs.makeQualified(target).toUri();
-    String key = S3Paths.key(uri);
-    if (bucket.equals(uri.getAuthority())) {
+    String bucket = uri.getAuthority();
+    URI where = fs.makeQualified(target).toUri();
+    String key = S3Paths.key(where);
+    if (bucket.equals(where.getAuthority())) {
       // Deferred, under the destination or elsewhere in its bucket (a custom partition location): the job
       // commit deletes the old objects after the new ones are complete (OverwritePlan.of sorts the location).
       deletePaths.add("s3a://" + bucket + "/" + key);
