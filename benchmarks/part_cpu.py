@@ -8,8 +8,8 @@ through a store made for each variant (moto behind the simulator, profile ``none
 its CPU is not counted). The variants:
 
 - ``read, signed``: the part read into a new ``bytearray`` and its payload SHA-256 signed (the data path before
-  issue 34, less the CRT's signer that ``s3commit.signing`` had already replaced);
-- ``mapped, signed``: the part mapped from its file (``s3commit.parts``), payload signed;
+  issue 34, less the CRT's signer that ``s3commit.store.signing`` had already replaced);
+- ``mapped, signed``: the part mapped from its file (``s3commit.transfer.parts``), payload signed;
 - ``mapped, unsigned``: the default on moto (``s3commit.signing.payload=auto``: the ETag check compares MD5s);
 - ``... no ETag check``: what a store that validates the checksum itself (AWS S3, SeaweedFS) costs: no MD5;
 - the other checksum algorithms, mapped, unsigned, no ETag check (``CRC32C``, ``CRC64NVME`` need awscrt).
@@ -29,9 +29,9 @@ import zlib
 from collections.abc import Callable
 
 from s3commit import S3Store, StoreOptions
-from s3commit.known_stores import known
-from s3commit.parts import FilePart
+from s3commit.store.capability_cache import known
 from s3commit.testing.server import S3TestServer
+from s3commit.transfer.parts import FilePart
 
 GIB = 1 << 30
 

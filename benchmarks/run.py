@@ -1,5 +1,15 @@
-"""Run the benchmarks: ``python benchmarks/run.py [--quick]`` (the same as ``s3commit bench``)."""
+"""Run the benchmarks: ``python benchmarks/run.py [--quick] [--sections ...]`` (``s3commit bench`` from a clone).
 
-from s3commit.bench import main
+The benchmarks are repository tooling, not shipped in the wheel: they import ``benchmarks`` and ``testbed`` from
+this clone."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import main  # noqa: E402
 
 raise SystemExit(main())

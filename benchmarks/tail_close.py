@@ -14,11 +14,11 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import s3commit.writer as writer_module
+import s3commit.transfer.writer as writer_module
 from s3commit import S3Store, StoreOptions
-from s3commit.known_stores import known
-from s3commit.parts import BufferPart
+from s3commit.store.capability_cache import known
 from s3commit.testing.server import S3TestServer
+from s3commit.transfer.parts import BufferPart
 
 MIB = 1 << 20
 PART = 32 * MIB

@@ -1,5 +1,5 @@
 """The client's CPU per GiB of ``S3Store.upload_part`` on a real connection, with and without the handler that
-meets moto's in-process mock (``s3commit.inprocess.adapt``), interleaved run by run on one test server.
+meets moto's in-process mock (``s3commit.store.moto_inprocess.adapt``), interleaved run by run on one test server.
 
     python benchmarks/upload_part_cpu.py [--parts 16] [--part-mib 32] [--rounds 5] [--threads 1]
 
@@ -18,7 +18,8 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from s3commit import S3Store, StoreOptions, inprocess
+from s3commit import S3Store, StoreOptions
+from s3commit.store import moto_inprocess as inprocess
 from s3commit.testing.server import S3TestServer
 
 GIB = 1 << 30

@@ -1,7 +1,7 @@
 """s3commit's build backend: setuptools', plus the bridge jars a wheel carries.
 
 A wheel must work on a machine with a Java runtime and no compiler, so ``build_wheel`` first compiles the bridge
-once per Spark line (``s3commit.jarbuild.BUILT_AGAINST``: PySpark 3.5 and 4.x differ in Scala line and streaming
+once per Spark line (``s3commit.spark.jarbuild.BUILT_AGAINST``: PySpark 3.5 and 4.x differ in Scala line and streaming
 packages) into ``s3commit/jars/``, and copies the Java sources to ``s3commit/java/`` (compiled at run time
 with ``javac`` for a Spark no shipped jar fits). The jars are compiled against each line's PySpark jars: taken
 from ``S3COMMIT_BUILD_PYSPARK_<line>`` (a directory of jars, e.g. an installed ``pyspark/jars``; ``<line>`` is
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _jarbuild():
-    spec = importlib.util.spec_from_file_location("s3commit_jarbuild", ROOT / "s3commit" / "jarbuild.py")
+    spec = importlib.util.spec_from_file_location("s3commit_jarbuild", ROOT / "s3commit" / "spark" / "jarbuild.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
@@ -46,10 +46,10 @@ def _jarbuild():
 
 
 def _version() -> str:
-    for line in (ROOT / "s3commit" / "__init__.py").read_text().splitlines():
+    for line in (ROOT / "s3commit" / "_version.py").read_text().splitlines():
         if line.startswith("__version__"):
             return line.split("=", 1)[1].strip().strip("\"'")
-    raise RuntimeError("no __version__ in s3commit/__init__.py")
+    raise RuntimeError("no __version__ in s3commit/_version.py")
 
 
 def _cache() -> Path:

@@ -11,6 +11,7 @@ Typical use::
     committer.commit_job([committer.commit_task(attempt)])
 """
 
+from s3commit._version import __version__
 from s3commit.committers import (
     Committer,
     TaskAttempt,
@@ -18,7 +19,7 @@ from s3commit.committers import (
     create_committer,
     open_magic_file,
 )
-from s3commit.config import CommitterName, CommitterOptions, ConflictMode, RetryPolicy, StoreOptions
+from s3commit.config.options import CommitterName, CommitterOptions, ConflictMode, RetryPolicy, StoreOptions
 from s3commit.errors import (
     AccessDeniedError,
     CommitConflictError,
@@ -34,11 +35,9 @@ from s3commit.errors import (
     StoreError,
     ThrottledError,
 )
-from s3commit.manifest import PendingSet, PendingUpload, SuccessData
-from s3commit.store import S3Store
-from s3commit.uri import S3Uri
-
-__version__ = "0.1.0"
+from s3commit.model.manifests import PendingSet, PendingUpload, SuccessData
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
 
 __all__ = [
     "AccessDeniedError",

@@ -142,7 +142,7 @@ class CommitConflictError(S3CommitError, FileExistsError):
 
 
 class LeaseError(S3CommitError):
-    """The destination's commit lease (:mod:`s3commit.lease`) could not be held."""
+    """The destination's commit lease (:mod:`s3commit.commit.lease`) could not be held."""
 
 
 class LeaseTimeoutError(LeaseError):

@@ -4,7 +4,7 @@ A directory is ``<base>/s3commit-sidecar-<pid>-<random>``, mode 0700, made by th
 directory named by ``fs.s3a.buffer.dir``, else ``S3COMMIT_BUFFER_DIR``, else the first of YARN's container
 directories, ``LOCAL_DIRS``, as S3A's default, else the system temp directory).
 The JVM writes a block file there and sends its name; the sidecar accepts only plain names of regular
-files inside a directory it made, uploads the part and deletes the file (:class:`s3commit.parts.FilePart`),
+files inside a directory it made, uploads the part and deletes the file (:class:`s3commit.transfer.parts.FilePart`),
 whatever the outcome. Files left by a sidecar that died (with their JVM's streams) are swept when a sidecar
 next makes a directory in the same base: every ``s3commit-sidecar-*`` directory of this user whose owner is gone
 is deleted. A sidecar holds an exclusive ``flock`` on ``<directory>/.owner`` for its life (the kernel drops it when

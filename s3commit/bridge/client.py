@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from s3commit import __version__
+from s3commit._version import __version__
 from s3commit.bridge.protocol import Body, BodyError, Channel
 
 

@@ -16,8 +16,8 @@ from s3commit.bridge.protocol import Body, ndjson
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply
 from s3commit.errors import ConfigError, NotFoundError, S3CommitError
-from s3commit.store import ObjectInfo, S3Store
-from s3commit.uri import S3Uri
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import ObjectInfo, S3Store
 
 
 def status(path: str, *, size: int, directory: bool, mtime: float = 0.0) -> dict[str, Any]:

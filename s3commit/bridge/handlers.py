@@ -2,13 +2,13 @@
 
 - :mod:`s3commit.bridge.registry`: ``conf.register``, the Hadoop configurations (store, options, threads);
 - :mod:`s3commit.bridge.files`: ``fs.stat``, ``fs.list``, ``fs.delete``, ``fs.mkdirs``, ``fs.rename``;
-- :mod:`s3commit.bridge.streams`: the data path, ``fs.open_write`` ... ``fs.close_write`` and ``fs.read``;
+- :mod:`s3commit.bridge.data_path`: the data path, ``fs.open_write`` ... ``fs.close_write`` and ``fs.read``;
 - :mod:`s3commit.bridge.commits`: ``job.*`` and ``task.*``, the committer lifecycle;
-- :mod:`s3commit.bridge.streaming`: ``stream.*`` (the file sink's batch commits) and ``ckpt.exists``;
+- :mod:`s3commit.bridge.sink`: ``stream.*`` (the file sink's batch commits) and ``ckpt.exists``;
 - here: ``stats`` (the S3 requests this sidecar made) and ``health`` (what it holds, for tests and tools).
 
 Thin by design: each request maps onto the store, the writers or a committer; retries and error translation
-stay in the store, parsing of configuration in :mod:`s3commit.config`.
+stay in the store, parsing of configuration in :mod:`s3commit.config.options`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 
 from s3commit.bridge.blocks import BlockDirectories
 from s3commit.bridge.commits import CommitOps
+from s3commit.bridge.data_path import Streams
 from s3commit.bridge.files import FileOps
 from s3commit.bridge.operations import check_handlers
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply, error_header, error_type
-from s3commit.bridge.streaming import StreamOps
-from s3commit.bridge.streams import Streams
+from s3commit.bridge.sink import StreamOps
 from s3commit.committers import Committer, create_committer
 from s3commit.committers.magic import REGISTRY
-from s3commit.s3akeys import unsupported
+from s3commit.config.s3a_keys import unsupported
 
 log = logging.getLogger(__name__)
 

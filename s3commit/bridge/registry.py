@@ -17,10 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from s3commit.config import CommitterOptions, StoreOptions
+from s3commit.config.jvm_streams import StreamOptions
+from s3commit.config.options import CommitterOptions, StoreOptions
 from s3commit.errors import S3CommitError
-from s3commit.store import S3Store
-from s3commit.stream_options import StreamOptions
+from s3commit.store.s3store import S3Store
 
 LIMIT = 64
 """Configurations kept at once."""

@@ -27,7 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from s3commit import __version__
+from s3commit._version import __version__
 from s3commit.bridge.blocks import PREFIX, BlockDirectories, BlockDirectory, claim_directory
 from s3commit.bridge.failpoints import Failpoints
 from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header

@@ -8,7 +8,7 @@
     s3commit show s3://bucket/dest/_SUCCESS | ....pendingset | ....pending | <local file> [--json]
     s3commit doctor s3://bucket/prefix [--checksum-algorithm CRC32] [--json]
     s3commit demo ...      (delegates to s3commit.demo)
-    s3commit bench ...     (delegates to s3commit.bench)
+    s3commit bench ...     (delegates to benchmarks)
 
 Endpoint, region and credentials come from boto3's own resolution (environment, profiles, instance
 roles), overridable with ``--endpoint-url`` and ``--region``. Credentials are never printed.
@@ -30,6 +30,9 @@ One module per command (:mod:`~s3commit.cli.recover`, :mod:`~s3commit.cli.upload
 :mod:`~s3commit.cli.doctor`),
 the parser and dispatch in :mod:`~s3commit.cli.app`, what they share in :mod:`~s3commit.cli.args` (arguments, the
 store, exit codes) and :mod:`~s3commit.cli.output` (printing and formatting).
+
+May import: :mod:`s3commit.committers` and every layer below it (the recovery engine is
+:mod:`s3commit.commit.recovery`); ``demo`` and ``bench`` are delegated by name, never imported here.
 """
 
 from s3commit.cli.app import build_parser, main

@@ -8,6 +8,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from s3commit.cli import doctor, recover, show, uploads
 from s3commit.cli.args import (
@@ -34,15 +35,15 @@ def build_parser() -> argparse.ArgumentParser:
         prog="s3commit", description="Operate s3commit jobs, pending multipart uploads and manifests on S3.",
         epilog="Exit codes: 0 ok, 1 failed or refused, 2 usage or bad input, 3 nothing to do / not found, "
                "130 interrupted. `s3commit demo` and `s3commit bench` take their own options.")
-    from s3commit import __version__
+    from s3commit._version import __version__
 
     parser.add_argument("--version", action="version", version=f"s3commit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in (recover, uploads, show, doctor):
         command.add_parser(commands, common)
-    for name, module in (("demo", "s3commit.demo"), ("bench", "s3commit.bench")):
-        # Parsed by main() before argparse sees them, so every option reaches the delegate; listed for --help.
-        commands.add_parser(name, help=f"run {module} (its own options follow)", add_help=False)
+    # Parsed by main() before argparse sees them, so every option reaches the delegate; listed for --help.
+    commands.add_parser("demo", help="run s3commit.demo (its own options follow)", add_help=False)
+    commands.add_parser("bench", help="run a clone's benchmarks/ (its own options follow)", add_help=False)
     return parser
 
 
@@ -93,6 +94,15 @@ def _run(args: argparse.Namespace) -> int:
 
 def _delegate(name: str, argv: list[str]) -> int:
     module_name = f"s3commit.{name}"
+    if name == "bench":
+        checkout = _checkout_with_benchmarks()
+        if checkout is None:
+            error("`s3commit bench` runs the benchmarks of a clone of s3commit (benchmarks/ is repository tooling, "
+                  f"not installed): none was found at or above {Path.cwd()}; run it from a clone, or run "
+                  "`python benchmarks/run.py` there")
+            return EXIT_FAILED
+        sys.path.insert(0, str(checkout))
+        module_name = "benchmarks"
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
@@ -104,6 +114,16 @@ def _delegate(name: str, argv: list[str]) -> int:
         return EXIT_FAILED
     entry: Callable[[list[str]], int | None] = module.main
     return int(entry(argv) or 0)
+
+
+def _checkout_with_benchmarks() -> Path | None:
+    """The clone whose ``benchmarks/`` to run: the working directory or one above it, else the clone an editable
+    install runs from."""
+    here = Path.cwd().resolve()
+    for candidate in (here, *here.parents, Path(__file__).resolve().parents[2]):
+        if (candidate / "benchmarks" / "run.py").is_file() and (candidate / "s3commit").is_dir():
+            return candidate
+    return None
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import re
 
-from s3commit.config import RetryPolicy, StoreOptions
+from s3commit.config.options import RetryPolicy, StoreOptions
 from s3commit.errors import ConfigError, S3CommitError
-from s3commit.paths import check_job_id
-from s3commit.store import S3Store
-from s3commit.uri import S3Uri
+from s3commit.model.paths import check_job_id
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
 
 EXIT_OK = 0
 EXIT_FAILED = 1

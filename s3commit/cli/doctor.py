@@ -1,8 +1,8 @@
 """``s3commit doctor``: probe what a store honours and say what s3commit does about each answer.
 
-The probe (:mod:`s3commit.probe`) runs afresh in a scratch prefix under the given location and refreshes the cache
-jobs read (:mod:`s3commit.known_stores`). Exit status 0: every committer feature is safe on this store; 1: some is
-not (each named), or the store could not be probed.
+The probe (:mod:`s3commit.store.probe`) runs afresh in a scratch prefix under the given location and refreshes the cache
+jobs read (:mod:`s3commit.store.capability_cache`). Exit status 0: every committer feature is safe on this store; 1:
+some is not (each named), or the store could not be probed.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3commit.checksums import normalise
-    from s3commit.known_stores import remember
-    from s3commit.probe import probe
+    from s3commit.model.checksums import normalise
+    from s3commit.store.capability_cache import remember
+    from s3commit.store.probe import probe
 
     algorithm = normalise(args.checksum_algorithm)
     store = cli_args.store_from_args(args)

@@ -1,4 +1,5 @@
-"""``s3commit recover``: finish or roll back an interrupted job commit (the engine is :mod:`s3commit.recover`)."""
+"""``s3commit recover``: finish or roll back an interrupted job commit (the engine is
+:mod:`s3commit.commit.recovery`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 from s3commit.cli import args as cli_args
 from s3commit.cli.args import EXIT_NOTHING, EXIT_OK, NothingToDo, UsageError, job_arg, uri_arg
 from s3commit.cli.output import format_age, print_json, say
-from s3commit.config import CommitterOptions
+from s3commit.config.options import CommitterOptions
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -33,7 +34,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3commit.recover import recover
+    from s3commit.commit.recovery import recover
 
     if args.release_lease:
         return _release_lease(args)
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _release_lease(args: argparse.Namespace) -> int:
-    from s3commit.lease import release_by_hand
+    from s3commit.commit.lease import release_by_hand
 
     if not args.yes:
         raise UsageError("--release-lease deletes the commit lease other jobs wait for: if its holder is alive, two "

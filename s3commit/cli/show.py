@@ -14,8 +14,8 @@ from s3commit.cli import args as cli_args
 from s3commit.cli.args import EXIT_OK, UsageError
 from s3commit.cli.output import format_bytes, json_text
 from s3commit.errors import ManifestError, short_upload_id
-from s3commit.lease_state import LEASE_FORMAT, LeaseState
-from s3commit.manifest import (
+from s3commit.model.lease_record import LEASE_FORMAT, LeaseState
+from s3commit.model.manifests import (
     JOURNAL_FORMAT,
     PENDING_VERSION,
     PENDINGSET_VERSION,
@@ -26,8 +26,8 @@ from s3commit.manifest import (
     SuccessData,
     java_date,
 )
-from s3commit.paths import JOURNAL_FILE, LEASE_NAME
-from s3commit.uri import S3Uri
+from s3commit.model.paths import JOURNAL_FILE, LEASE_NAME
+from s3commit.model.uri import S3Uri
 
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:

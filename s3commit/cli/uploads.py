@@ -1,5 +1,5 @@
 """``s3commit uploads list|abort``: the pending multipart uploads under a prefix, optionally only one job's
-(:class:`~s3commit.job_uploads.JobUploads`) or only old ones, listed or aborted in parallel with progress."""
+(:class:`~s3commit.commit.job_uploads.JobUploads`) or only old ones, listed or aborted in parallel with progress."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ from s3commit.cli.args import (
 )
 from s3commit.cli.output import error, format_age, print_json, say
 from s3commit.errors import S3CommitError, short_upload_id
-from s3commit.parallel import run_each, window_for
-from s3commit.store import S3Store, UploadInfo
-from s3commit.uri import S3Uri
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store, UploadInfo
+from s3commit.transfer.parallel import run_each, window_for
 
 PROGRESS_EVERY = 100
 """``uploads abort`` reports progress on stderr after this many aborts (and at least every few seconds)."""
@@ -88,7 +88,7 @@ class _Selection:
 
 
 def _select(store: S3Store, args: argparse.Namespace) -> _Selection:
-    from s3commit.job_uploads import JobUploads
+    from s3commit.commit.job_uploads import JobUploads
 
     uri: S3Uri = args.uri
     prefix = uri.prefix

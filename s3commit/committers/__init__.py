@@ -1,4 +1,12 @@
-"""Committers and the one factory callers use: :func:`create_committer`."""
+"""The committers: the lifecycles of jobs and tasks (*when*), and the one factory callers use: :func:`create_committer`.
+
+The lifecycle every committer shares (:mod:`.base`), a task attempt and its commit message (:mod:`.attempt`), the
+magic committer (:mod:`.magic`, with in-memory tracking of attempts: :mod:`.tracking`), the staging committers
+(:mod:`.staging`), the rename baselines (:mod:`.rename`), and Structured Streaming's file-sink batches
+(:mod:`.sink_batches`). *How* uploads are committed is :mod:`s3commit.commit`'s.
+
+May import: :mod:`s3commit.commit`, :mod:`s3commit.transfer`, :mod:`s3commit.store`, :mod:`s3commit.config`,
+:mod:`s3commit.model`, :mod:`s3commit.errors`."""
 
 from __future__ import annotations
 
@@ -10,10 +18,10 @@ from s3commit.committers.base import Committer
 from s3commit.committers.magic import MagicCommitter, open_magic_file
 from s3commit.committers.rename import RenameV1Committer, RenameV2Committer
 from s3commit.committers.staging import DirectoryCommitter, PartitionedCommitter
-from s3commit.config import CommitterName, CommitterOptions
+from s3commit.config.options import CommitterName, CommitterOptions
 from s3commit.errors import ConfigError
-from s3commit.store import S3Store
-from s3commit.uri import S3Uri
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
 
 _CLASSES: dict[CommitterName, type[Committer]] = {
     CommitterName.MAGIC: MagicCommitter,

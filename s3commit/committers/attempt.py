@@ -8,9 +8,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import IO, Any
 
-from s3commit.config import CommitterOptions
+from s3commit.config.options import CommitterOptions
 from s3commit.errors import CommitStateError, ConfigError
-from s3commit.paths import TaskAttemptId
+from s3commit.model.paths import TaskAttemptId
 
 
 @dataclass(frozen=True)

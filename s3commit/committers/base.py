@@ -15,33 +15,22 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from s3commit.capabilities import Capabilities, Outcome
+from s3commit.commit.lease import CommitLease, NoLease
+from s3commit.commit.manifest_store import pendingset_keys_under
+from s3commit.commit.overwrite import OverwritePlan
+from s3commit.commit.ownership import claim, claim_output, one_operation, release_output
+from s3commit.commit.recovery_result import AlreadyCommittedError
+from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
+from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
-from s3commit.config import CommitterOptions, LeaseMode
-from s3commit.errors import (
-    CommitStateError,
-    ConfigError,
-    JobCommitError,
-    JournalExistsError,
-    LeaseLostError,
-    ManifestError,
-    NotFoundError,
-    PendingsetMissingError,
-    S3CommitError,
-)
-from s3commit.job_uploads import JobUploads
-from s3commit.jobcommit import JobCommit
-from s3commit.known_stores import known
-from s3commit.lease import CommitLease, NoLease, committed_here, lease_for
-from s3commit.manifest import SuccessData
-from s3commit.manifest_io import pendingset_keys_under
-from s3commit.overwrite import OverwritePlan
-from s3commit.ownership import claim, claim_output, one_operation, release_output
-from s3commit.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
-from s3commit.prefixes import delete_prefix
-from s3commit.reports import failed, write_report
-from s3commit.store import S3Store
-from s3commit.uri import S3Uri
+from s3commit.config.options import CommitterOptions, LeaseMode
+from s3commit.errors import CommitStateError, ConfigError
+from s3commit.model.manifests import SuccessData
+from s3commit.model.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
+from s3commit.model.uri import S3Uri
+from s3commit.store.capabilities import Capabilities, Outcome
+from s3commit.store.capability_cache import known
+from s3commit.store.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +56,7 @@ class Committer(ABC):
         self.store = store or S3Store()
         self.options = options or CommitterOptions()
         self.layout = JobLayout(self.dest.key, self.job_id, dir_prefix=self.scratch_prefix)
-        #: This run of the job (pickled with it): its owner record says so (:func:`s3commit.ownership.claim`).
+        #: This run of the job (pickled with it): its owner record says so (:func:`s3commit.commit.ownership.claim`).
         self.run_token = uuid.uuid4().hex
         #: The job claimed its destination as new (an RDD write): the claim goes with the job's end.
         self.exclusive = False
@@ -147,7 +136,7 @@ class Committer(ABC):
 
     def know_store(self) -> Capabilities | None:
         """What the destination's store honours: probed once per endpoint and bucket, then cached
-        (:mod:`s3commit.known_stores`); the store's decisions (the ETag check) follow it from then on."""
+        (:mod:`s3commit.store.capability_cache`); the store's decisions (the ETag check) follow it from then on."""
         return known(self.store, self.dest.bucket, prefix=self.dest.prefix)
 
     def _check_store(self, found: Capabilities | None) -> None:
@@ -168,16 +157,16 @@ class Committer(ABC):
                         "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
                         "; ".join(lost), self.dest)
 
-    def commit_lease(self, operation: str) -> CommitLease | NoLease:
-        """The destination's commit lease for one of this job's operations (not taken yet: see :mod:`s3commit.lease`);
-        a dead holder of another job that it takes over is settled first (:func:`s3commit.recover.settle_interrupted`).
-        """
-        from s3commit.recover import settle_interrupted
+    def session(self) -> CommitSession:
+        """A commit session for one commit or abort of this job (:mod:`s3commit.commit.session`)."""
+        return CommitSession(JobIdentity(self.store, self.dest, self.layout, self.job_id, self.name,
+                                         self.job_id_source, self.options))
 
+    def commit_lease(self, operation: str) -> CommitLease | NoLease:
+        """The destination's commit lease for one of this job's operations (not taken yet: see
+        :mod:`s3commit.commit.lease`); a dead holder of another job that it takes over is settled first."""
         self.know_store()  # whether the store can hold one (cached)
-        return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation,
-                         journal=f"s3://{self.dest.bucket}/{self.layout.journal_key}",
-                         settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options))
+        return self.session().job.lease(operation)
 
     def creates_only(self) -> bool:
         """Whether the job's files must not replace existing objects (staging ``fail``)."""
@@ -194,7 +183,7 @@ class Committer(ABC):
                    delete_paths: Sequence[str] = (), replace_partitions: bool = False,
                    create_only: bool = False) -> SuccessData:
         """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``
-        (:meth:`_commit_job`), one operation of the job at a time (:func:`s3commit.ownership.one_operation`)."""
+        (:meth:`_commit_job`), one operation of the job at a time (:func:`s3commit.commit.ownership.one_operation`)."""
         with one_operation(self.dest, self.job_id, "its commit"):
             success = self._commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions,
                                        create_only=create_only)
@@ -216,7 +205,7 @@ class Committer(ABC):
             create_only: no file may replace an object (``mode="error"``): each is completed with
                 ``If-None-Match: *`` where the store honours it, and one that appeared meanwhile fails the job.
 
-        The commit holds the destination's commit lease (:mod:`s3commit.lease`) from its journal to its clean-up:
+        The commit holds the destination's commit lease (:mod:`s3commit.commit.lease`) from its journal to its clean-up:
         commits of concurrent jobs to the destination wait for each other, so none deletes another's files.
 
         A commit of this job that was interrupted (its process died after it wrote its journal: some uploads
@@ -236,106 +225,23 @@ class Committer(ABC):
         self.know_store()
         self._end_task_attempts()
         keys = self._pendingset_keys(messages)
-        absolute_dirs = sorted({d for m in messages or () if m is not None for d in m.absolute_dirs})
         committer_plan = self.job_overwrite_plan()
-        plan = OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
-                                replace_partitions=replace_partitions or committer_plan.replace_partitions)
-        lease = self.commit_lease("commit")
-        committed = False
-        engine = JobCommit(self.store, dest=self.dest, layout=self.layout, job_id=self.job_id,
-                           committer=self.name, options=self.options, job_id_source=self.job_id_source,
-                           absolute_dirs=absolute_dirs, lease=lease, create_only=create_only or self.creates_only())
+        request = CommitRequest(
+            pendingsets=keys, listed=messages is None, files=sum(m.files for m in messages or () if m is not None),
+            plan=OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
+                                  replace_partitions=replace_partitions or committer_plan.replace_partitions),
+            absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
+            create_only=create_only or self.creates_only())
+        session = self.session()
         try:
-            done = self._committed_already(engine, None) if messages is None and not keys else None
-            success = done or engine.run(list(keys), plan, accepted_attempts=keys)
-            committed = True
-        except (JournalExistsError, PendingsetMissingError) as err:
-            # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this
-            # job was interrupted, or finished. Finish it from its journal, or confirm it from _SUCCESS.
-            resumed = False
-            try:
-                lease.acquire()
-                success = self._resume(engine, err, messages, keys, plan, absolute_dirs)
-                resumed = True
-            finally:
-                lease.release(committed=resumed, files=engine.stats.files if resumed else -1)
-                self.close()
-            self._state = "committed"
-            self._report(engine, None, success)
-            return success
-        except LeaseLostError as err:
-            # Another job took the lease over and settles this commit from its journal: nothing is undone here.
+            success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease))
+        except Exception:
             self._state = "aborted"
-            self._report(engine, err)
-            raise
-        except JobCommitError as err:
-            if err.not_rolled_back:
-                # The roll-back was refused in part: keep the job directory (journal and pendingsets), the
-                # record `s3commit recover --abort` needs to finish it.
-                self._state = "aborted"
-            else:
-                self._abort_job_quietly(lease)
-            self._report(engine, err)
-            raise
-        except Exception as err:
-            self._abort_job_quietly(lease)
-            self._report(engine, err)
             raise
         finally:
-            lease.release(committed=committed, files=engine.stats.files)
             self.close()
         self._state = "committed"
-        self.last_commit_stats = engine.stats
-        self._report(engine, None, success)
-        return success
-
-    def _report(self, engine: JobCommit, error: BaseException | None, success: SuccessData | None = None) -> None:
-        """The job's summary report (``summary_report_dir``), after a success or a failure."""
-        if self.options.summary_report_dir:
-            summary = success if success is not None else failed(engine.success_data(), error)  # type: ignore[arg-type]
-            write_report(self.store, self.options.summary_report_dir, summary)
-
-    def _resume(self, engine: JobCommit, err: CommitStateError, messages: Sequence[TaskCommitMessage] | None,
-                keys: dict[str, set[str]], plan: OverwritePlan, absolute_dirs: Sequence[str]) -> SuccessData:
-        from s3commit.recover import resume_commit
-
-        success = resume_commit(self.store, self.dest, self.job_id, layout=self.layout, options=self.options,
-                                pendingsets=set(keys), plan=plan, absolute_dirs=absolute_dirs,
-                                listed=messages is None)
-        if success is not None:
-            log.info("job %s: finished the commit an earlier attempt had begun (its journal)", self.job_id)
-            return success
-        done = self._committed_already(engine, messages)
-        if done is None:
-            raise err
-        return done
-
-    def _committed_already(self, engine: JobCommit, messages: Sequence[TaskCommitMessage] | None
-                           ) -> SuccessData | None:
-        """The job's ``_SUCCESS`` data if it has committed while no journal is left (the commit and its clean-up
-        finished, or it ran without a journal): ``_SUCCESS`` names it (and counts the files of ``messages``), or,
-        whatever ``_SUCCESS`` says now, the destination's commit lease records it (then a ``_SUCCESS`` rebuilt from
-        what is known). The clean-up is finished again, best effort."""
-        try:
-            success: SuccessData | None = SuccessData.from_json(
-                self.store.get_object(self.dest.bucket, self.layout.success_key))
-        except (NotFoundError, ManifestError):
-            success = None
-        files = sum(m.files for m in messages or () if m is not None)
-        if success is None or success.job_id != self.job_id or (
-                messages is not None and success.metrics.get("committer_files", files) != files):
-            record = committed_here(self.store, self.dest, self.job_id)
-            if record is None or (messages is not None and record.files not in (-1, files)):
-                return None
-            success = SuccessData(committer=self.name, job_id=self.job_id, job_id_source=self.job_id_source,
-                                  description=f"s3commit job committer for {self.dest} (committed earlier: the "
-                                              "destination's commit lease records it)",
-                                  metrics={"committer_files": files})
-        log.info("job %s has committed already", self.job_id)
-        try:
-            engine.cleanup(read_pendingsets=True)
-        except S3CommitError as err:
-            log.warning("job %s: committed, but its clean-up failed: %s", self.job_id, err)
+        self.last_commit_stats = session.stats
         return success
 
     def _pendingset_keys(self, messages: Sequence[TaskCommitMessage] | None) -> dict[str, set[str]]:
@@ -376,75 +282,23 @@ class Committer(ABC):
                     release_output(self.store, self.dest, self.job_id)
         finally:
             self._state = "aborted"
-            if self.options.summary_report_dir and not reported:
-                write_report(self.store, self.options.summary_report_dir, failed(
-                    SuccessData(committer=self.name, job_id=self.job_id, job_id_source=self.job_id_source,
-                                description=f"s3commit job committer for {self.dest}"),
-                    RuntimeError("the job was aborted before its commit (a task or the job failed)")))
-
-    def _abort_job_quietly(self, lease: CommitLease | NoLease | None = None) -> None:
-        try:
-            self._abort_job(quiet=True, lease=lease)
-        except Exception as err:  # never hide the error that made us abort
-            log.warning("abort of job %s after a failed commit was incomplete: %s", self.job_id, err)
-        self._state = "aborted"
+            if not reported:
+                job = self.session().job
+                job.report(failed(job.unfinished(),
+                                  RuntimeError("the job was aborted before its commit (a task or the job failed)")))
 
     def _abort_job(self, *, quiet: bool, lease: CommitLease | NoLease | None = None) -> None:
-        from s3commit.recover import AlreadyCommittedError, roll_back_commit
-
-        own: CommitLease | NoLease = NoLease()
         try:
             self.know_store()  # whether the store keeps the job's records of a commit (its lease): cached
             self._end_task_attempts()
-            if (lease is None or not lease.held) and self._journal_exists():
-                # A commit of this job began: roll it back under the destination's lease, so that a commit still
-                # running (this job's or another's) ends first, and a dead one of this job is taken over.
-                own = self.commit_lease("abort").acquire()
             try:
-                # An interrupted commit (its journal is there) is undone as `s3commit recover --abort` does.
-                rolled_back = roll_back_commit(self.store, self.dest, self.job_id, layout=self.layout,
-                                               options=self.options) is not None
-            except AlreadyCommittedError as err:
-                self._finish_committed(err)
+                self.session().abort(lease=lease)
+            except AlreadyCommittedError:
                 self._abort_local_state()
-                raise AlreadyCommittedError(
-                    f"job {self.job_id} cannot be aborted: it has committed ({err}). Its output is left in "
-                    "place and its clean-up was finished; nothing was rolled back") from err
-            if not rolled_back and lease is None and committed_here(self.store, self.dest, self.job_id):
-                # Its own record, whatever _SUCCESS says now (a commit this abort waited for, a re-sent abort).
-                self._abort_local_state()
-                raise AlreadyCommittedError(f"job {self.job_id} cannot be aborted: it has committed to {self.dest} "
-                                            "(the destination's commit lease records it); its output is left in place")
-            if not rolled_back:
-                # The job's uploads, inside and outside the destination (records are read before pendingsets:
-                # a task commit racing this abort writes its pendingset before it deletes its records).
-                uploads = JobUploads(self.store, self.dest, self.job_id, layouts=(self.layout,))
-                known = self.store.capabilities.get(self.dest.bucket)
-                uploads.abort(uploads.read_records(), list_uploads=known is None or known.lists_uploads)
-                delete_prefix(self.store, self.dest.bucket, f"{self.layout.job_dir}/")
+                raise
             self._abort_local_state()
         finally:
-            own.release()
             self.close()
-
-    def _journal_exists(self) -> bool:
-        try:
-            self.store.head_object(self.dest.bucket, self.layout.journal_key)
-        except NotFoundError:
-            return False
-        return True
-
-    def _finish_committed(self, err: S3CommitError) -> None:
-        """The job asked to abort has committed: leave its output, finish its clean-up, say so."""
-        from s3commit.recover import resume_commit
-
-        log.error("job %s cannot be aborted: %s. Its output is left in place; finishing its clean-up instead",
-                  self.job_id, err)
-        try:
-            resume_commit(self.store, self.dest, self.job_id, layout=self.layout, options=self.options,
-                          pendingsets=(), plan=OverwritePlan(), absolute_dirs=(), listed=True, check=False)
-        except S3CommitError as cleanup_error:
-            log.warning("job %s: the clean-up after its commit failed: %s", self.job_id, cleanup_error)
 
     def _abort_local_state(self) -> None:
         """Drop local state (staging directories)."""

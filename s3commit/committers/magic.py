@@ -4,7 +4,7 @@ Writing to a *magic path* (``dest/__magic_job-U/job-U/00/tasks/<attempt>/__base/
 upload for the *final* key (``dest/<relative>``), created in the background as the file opens; closing the
 file defers its completion to the job commit. Task commit gathers the attempt's pending uploads into
 ``<taskId>.pendingset`` (last attempt wins); task abort aborts every upload the attempt started. Job commit is
-:mod:`s3commit.jobcommit`.
+:mod:`s3commit.commit.job_commit`.
 
 By default (``track_commits_in_memory``, S3A's ``fs.s3a.committer.magic.track.commits.in.memory.enabled``)
 the pending uploads live only in the memory of the process that wrote them (:mod:`.tracking`): a file's close
@@ -21,25 +21,26 @@ from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from typing import IO, Any
 
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
-from s3commit.committers.base import Committer
-from s3commit.committers.tracking import REGISTRY, MagicTaskRegistry
-from s3commit.config import CommitterOptions, TrackUploads
-from s3commit.errors import CommitStateError, ConfigError
-from s3commit.job_uploads import upload_ref
-from s3commit.manifest import PendingSet, PendingUpload
-from s3commit.manifest_io import (
+from s3commit.commit.job_uploads import upload_ref
+from s3commit.commit.manifest_store import (
     AttemptListing,
     load_pending_upload,
     read_upload_marker,
     save_pending_upload,
     save_task_pendingset,
     scan_attempt_dir,
-    upload_marker,
 )
-from s3commit.objects import CreateWindow, UploadRef
-from s3commit.parallel import gather, window_for
-from s3commit.paths import (
+from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.base import Committer
+from s3commit.committers.tracking import REGISTRY, MagicTaskRegistry
+from s3commit.config.options import CommitterOptions, TrackUploads
+from s3commit.errors import CommitStateError, ConfigError
+from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.markers import UploadMarker
+from s3commit.model.object_info import CreateWindow, UploadRef
+from s3commit.model.paths import (
     ABSOLUTE,
     PENDING_SUFFIX,
     UPLOAD_MARKER_SUFFIX,
@@ -54,11 +55,10 @@ from s3commit.paths import (
     split_elements,
     task_attempt_id_of_magic_key,
 )
-from s3commit.prefixes import delete_prefix
-from s3commit.store import S3Store
-from s3commit.uploads import abort_upload_quietly
-from s3commit.uri import S3Uri
-from s3commit.writer import CompletionPolicy, MultipartWriter
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
+from s3commit.transfer.parallel import gather, window_for
+from s3commit.transfer.writer import CompletionPolicy, MultipartWriter
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class MagicCompletion(CompletionPolicy):
 
     def _record(self, ref: UploadRef) -> None:
         self.registry.recorded_durably(self.job_id, self.task_attempt_id)
-        self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, upload_marker(ref),
+        self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, UploadMarker.encode(ref),
                               content_type="application/json")
 
     def closing(self, held: int) -> None:

@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
+from s3commit.commit.prefixes import delete_prefix
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
 from s3commit.committers.base import Committer
-from s3commit.manifest import SuccessData
-from s3commit.parallel import run_each, window_for
-from s3commit.paths import relative_key
-from s3commit.prefixes import delete_prefix
-from s3commit.store import ObjectInfo
-from s3commit.writer import MultipartWriter
+from s3commit.model.manifests import SuccessData
+from s3commit.model.paths import relative_key
+from s3commit.store.s3store import ObjectInfo
+from s3commit.transfer.parallel import run_each, window_for
+from s3commit.transfer.writer import MultipartWriter
 
 log = logging.getLogger(__name__)
 

@@ -24,20 +24,19 @@ import shutil
 from collections.abc import Sequence
 from typing import IO
 
-from s3commit import checksums
-from s3commit.checksums import SentPart
+from s3commit.commit.job_uploads import abort_create_orphans
+from s3commit.commit.manifest_store import save_task_pendingset
+from s3commit.commit.overwrite import OverwritePlan
+from s3commit.commit.upload_actions import abort_upload_quietly
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage, local_staging_root
 from s3commit.committers.base import Committer
-from s3commit.config import MAX_PARTS, ConflictMode
+from s3commit.config.options import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
-from s3commit.job_uploads import abort_create_orphans
-from s3commit.manifest import PendingSet, PendingUpload, SuccessData, now_millis
-from s3commit.manifest_io import save_task_pendingset
-from s3commit.objects import CREATE_WINDOW_KEY, CreateWindow, UploadRef
-from s3commit.overwrite import OverwritePlan
-from s3commit.parallel import gather, run_each, window_for
-from s3commit.parts import file_parts, staged_part_size
-from s3commit.paths import (
+from s3commit.model import checksums
+from s3commit.model.checksums import SentPart
+from s3commit.model.manifests import PendingSet, PendingUpload, SuccessData, now_millis
+from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow, UploadRef
+from s3commit.model.paths import (
     STAGING_PATH_PREFIX,
     add_uuid,
     carries_job_id,
@@ -45,8 +44,9 @@ from s3commit.paths import (
     partition_of,
     relative_key,
 )
-from s3commit.uploads import abort_upload_quietly
-from s3commit.writer import TooManyPartsError
+from s3commit.transfer.parallel import gather, run_each, window_for
+from s3commit.transfer.parts import file_parts, staged_part_size
+from s3commit.transfer.writer import TooManyPartsError
 
 log = logging.getLogger(__name__)
 

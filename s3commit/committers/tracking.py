@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from s3commit.manifest import PendingUpload
+from s3commit.model.manifests import PendingUpload
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,11 @@ it is usable. With ``--bucket`` (and ``--endpoint-url`` for an S3 other than AWS
 instead, with credentials from boto3's chain; requests are then counted at the client.
 
 The package: this module parses the options and picks the engine; :mod:`~s3commit.demo.spark_engine` and
-:mod:`~s3commit.demo.python_engine` run the writes; :mod:`~s3commit.demo.report` prints the summary.
+:mod:`~s3commit.demo.python_engine` run the writes; :mod:`~s3commit.demo.measure` measures one write (time, requests,
+bytes copied); :mod:`~s3commit.demo.report` prints the summary.
+
+May import: everything of s3commit, the test API's server included (the embedded S3). Nothing imports the demo but
+the CLI, by name.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ import uuid
 from typing import Any
 
 from s3commit.committers import create_committer
-from s3commit.config import StoreOptions
+from s3commit.config.options import StoreOptions
+from s3commit.demo.measure import RunReport
 from s3commit.demo.report import print_report
-from s3commit.measured import RunReport
-from s3commit.store import S3Store
+from s3commit.store.s3store import S3Store
 
 PAYLOAD_BYTES = 48
 """Random (incompressible) bytes per row, so the files are as large as the data: renames copy real bytes."""

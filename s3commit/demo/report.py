@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from s3commit.measured import RunReport
+from s3commit.demo.measure import RunReport
 
 
 def print_report(reports: Sequence[RunReport], *, out: Any = None) -> None:

@@ -10,10 +10,10 @@ import argparse
 import contextlib
 import uuid
 
-from s3commit.config import StoreOptions
+from s3commit.config.options import StoreOptions
+from s3commit.demo.measure import ServerMeter, SidecarMeter, measured_write, use_protocol, warm_up
 from s3commit.demo.report import print_report
-from s3commit.measured import ServerMeter, SidecarMeter, measured_write, use_protocol, warm_up
-from s3commit.store import S3Store
+from s3commit.store.s3store import S3Store
 
 
 def run_spark_demo(args: argparse.Namespace) -> int:

@@ -1,18 +1,23 @@
 """S3 for tests, benchmarks and demos: moto on 127.0.0.1 behind a simulator of S3's latency and faults.
 
 - :class:`S3TestServer` (``server``): starts the server process; boto3 clients, env vars, control API.
-- :class:`SimulatorServer`, :class:`SimulatorConfig` (``simulator``): the proxy itself, usable in-process.
-- :class:`LatencyProfile`, :class:`ThrottleSpec` (``profiles``): S3's latency, bandwidth and rate limits.
-- :class:`FaultSpec`, :class:`FaultKind`, :class:`FaultInjector` (``faults``): seeded and scripted faults.
-- :class:`S3Operation`, :func:`classify_request` (``classify``): which S3 operation a request is.
-- :class:`StatsSnapshot` (``stats``): request/byte/fault/delay counters.
+- :class:`SimulatorServer`, :class:`SimulatorConfig`: the proxy itself, usable in-process.
+- :class:`LatencyProfile`, :class:`ThrottleSpec`: S3's latency, bandwidth and rate limits.
+- :class:`FaultSpec`, :class:`FaultKind`, :class:`FaultInjector`: seeded and scripted faults.
+- :class:`S3Operation`, :func:`classify_request`: which S3 operation a request is.
+- :class:`StatsSnapshot`: request/byte/fault/delay counters.
+  (The simulator's modules are private, under ``_sim``: import these names from here.)
 - :func:`assert_no_pending_uploads`, :func:`list_keys`, :func:`count_requests` (``assertions``).
-- pytest fixtures ``s3_server``, ``s3_sim``, ``s3_bucket``, ``s3_client``, ``s3_env`` (``fixtures``, registered
-  as the ``s3commit`` pytest plugin).
+- pytest fixtures ``s3commit_server``, ``s3commit_sim``, ``s3commit_bucket``, ``s3commit_client``,
+  ``s3commit_env`` (``fixtures``, registered as the ``s3commit`` pytest plugin; the unprefixed ``s3_*`` names
+  are kept as aliases).
 
-Nothing here depends on the rest of s3commit. Names are imported lazily, so importing this package (which
-pytest does for the plugin in every session) costs nothing, and ``python -m s3commit.testing.server`` does
-not import the module it runs twice.
+The public test API: the layer above every runtime package (which never imports it). SeaweedFS, rclone and the
+Spark standalone cluster the project's own tests use are repository tooling (``testbed/``), not shipped.
+May import: every runtime package (the simulator tells the store's capability cache what the test servers honour:
+:mod:`._sim.store_hints`); never the demo. No runtime package imports this one. Names are imported
+lazily, so importing this package (which pytest does for the plugin in every session) costs nothing, and ``python -m
+s3commit.testing.server`` does not import the module it runs twice.
 """
 
 from __future__ import annotations
@@ -21,6 +26,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from s3commit.testing._sim.classify import RequestTarget, S3Operation, classify_request
+    from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind, FaultSpec
+    from s3commit.testing._sim.profiles import (
+        PROFILES,
+        LatencyProfile,
+        ProfileName,
+        Throttle,
+        ThrottleSpec,
+        get_profile,
+    )
+    from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
+    from s3commit.testing._sim.stats import StatsSnapshot
     from s3commit.testing.assertions import (
         ListedUpload,
         RequestCounter,
@@ -29,19 +46,7 @@ if TYPE_CHECKING:
         list_keys,
         list_pending_uploads,
     )
-    from s3commit.testing.classify import RequestTarget, S3Operation, classify_request
-    from s3commit.testing.faults import Fault, FaultInjector, FaultKind, FaultSpec
-    from s3commit.testing.profiles import (
-        PROFILES,
-        LatencyProfile,
-        ProfileName,
-        Throttle,
-        ThrottleSpec,
-        get_profile,
-    )
     from s3commit.testing.server import S3TestServer, S3TestServerError
-    from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
-    from s3commit.testing.stats import StatsSnapshot
 
 _EXPORTS = {
     "RequestCounter": "assertions",
@@ -50,24 +55,24 @@ _EXPORTS = {
     "list_keys": "assertions",
     "list_pending_uploads": "assertions",
     "ListedUpload": "assertions",
-    "RequestTarget": "classify",
-    "S3Operation": "classify",
-    "classify_request": "classify",
-    "Fault": "faults",
-    "FaultInjector": "faults",
-    "FaultKind": "faults",
-    "FaultSpec": "faults",
-    "PROFILES": "profiles",
-    "LatencyProfile": "profiles",
-    "ProfileName": "profiles",
-    "Throttle": "profiles",
-    "ThrottleSpec": "profiles",
-    "get_profile": "profiles",
+    "RequestTarget": "_sim.classify",
+    "S3Operation": "_sim.classify",
+    "classify_request": "_sim.classify",
+    "Fault": "_sim.faults",
+    "FaultInjector": "_sim.faults",
+    "FaultKind": "_sim.faults",
+    "FaultSpec": "_sim.faults",
+    "PROFILES": "_sim.profiles",
+    "LatencyProfile": "_sim.profiles",
+    "ProfileName": "_sim.profiles",
+    "Throttle": "_sim.profiles",
+    "ThrottleSpec": "_sim.profiles",
+    "get_profile": "_sim.profiles",
     "S3TestServer": "server",
     "S3TestServerError": "server",
-    "SimulatorConfig": "simulator",
-    "SimulatorServer": "simulator",
-    "StatsSnapshot": "stats",
+    "SimulatorConfig": "_sim.simulator",
+    "SimulatorServer": "_sim.simulator",
+    "StatsSnapshot": "_sim.stats",
 }
 
 __all__ = [

@@ -3,7 +3,7 @@
 Tests assert behaviour *and* cost: "no pending uploads left", "exact object sets after
 commit", "request counts per operation". These helpers do the listing (paginated, so they work on real S3
 too) and produce failure messages that say what was found. They take a plain boto3 client, and for request
-counts anything with a ``stats()`` method returning a :class:`~s3commit.testing.stats.StatsSnapshot` (an
+counts anything with a ``stats()`` method returning a :class:`~s3commit.testing._sim.stats.StatsSnapshot` (an
 :class:`~s3commit.testing.server.S3TestServer`).
 """
 
@@ -15,7 +15,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from s3commit.errors import short_upload_id
-from s3commit.testing.stats import StatsSnapshot
+from s3commit.testing._sim.stats import StatsSnapshot
 
 _SHOWN = 20  # entries listed in a failure message before "... and N more"
 
@@ -63,7 +63,7 @@ def parquet_column(client: Any, bucket: str, prefix: str, column: str = "id") ->
 def visible_keys(client: Any, bucket: str, prefix: str = "") -> list[str]:
     """What a reader of ``prefix`` sees: every key but the committers' scratch (job directories, a probe's, the
     commit lease)."""
-    from s3commit.paths import is_scratch_key
+    from s3commit.model.paths import is_scratch_key
 
     return [k for k in list_keys(client, bucket, prefix) if not is_scratch_key(k)]
 
@@ -71,8 +71,8 @@ def visible_keys(client: Any, bucket: str, prefix: str = "") -> list[str]:
 def held_leases(client: Any, bucket: str, prefix: str = "") -> list[str]:
     """Commit leases under ``prefix`` that a holder still holds (a free lease object stays between commits: it
     records the jobs that committed there)."""
-    from s3commit.lease_state import LeaseState
-    from s3commit.paths import LEASE_NAME
+    from s3commit.model.lease_record import LeaseState
+    from s3commit.model.paths import LEASE_NAME
 
     held = []
     for key in list_keys(client, bucket, prefix):

@@ -1,8 +1,8 @@
 """An S3 test server in a child process: moto on 127.0.0.1 behind the simulator proxy.
 
 Run ``python -m s3commit.testing.server [--profile s3-standard] [--seed N] [--min-part-size BYTES] [--moto-costs]``
-(:mod:`s3commit.testing.server_process`): the process starts moto's ``ThreadedMotoServer`` and a
-:class:`~s3commit.testing.simulator.SimulatorServer` in front of it, both on loopback ports chosen by the OS,
+(:mod:`s3commit.testing._sim.server_process`): the process starts moto's ``ThreadedMotoServer`` and a
+:class:`~s3commit.testing._sim.simulator.SimulatorServer` in front of it, both on loopback ports chosen by the OS,
 prints one JSON line to stdout (``endpoint_url``, ``raw_endpoint_url``, ports, pid) and serves until it is
 killed, its stdin reaches end-of-file, or its parent process dies. So a test run that crashes leaves no server behind.
 
@@ -13,7 +13,7 @@ and threads never mix with the code under test, and so that other processes (Spa
 bridge sidecar) can reach the same server.
 
 moto's cost model is not S3's: a ranged GET reads the whole object and a Complete copies every part
-(:mod:`s3commit.testing.moto_patches`). By default the server changes both, so that a request costs what it
+(:mod:`s3commit.testing._sim.moto_patches`). By default the server changes both, so that a request costs what it
 costs on S3; ``--moto-costs`` (``S3TestServer(moto_costs=True)``) keeps moto's own, as a moto server a user starts
 has them. Conditional writes stay atomic either way: that is S3's semantics, not a cost.
 """
@@ -35,12 +35,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
-from s3commit.testing.classify import S3Operation
-from s3commit.testing.faults import FaultKind, FaultSpec
-from s3commit.testing.known import know_bucket, probe_server
-from s3commit.testing.profiles import LatencyProfile, ProfileName, ThrottleSpec
-from s3commit.testing.server_process import is_loopback, main
-from s3commit.testing.stats import StatsSnapshot
+from s3commit.testing._sim.classify import S3Operation
+from s3commit.testing._sim.faults import FaultKind, FaultSpec
+from s3commit.testing._sim.profiles import LatencyProfile, ProfileName, ThrottleSpec
+from s3commit.testing._sim.server_process import is_loopback, main
+from s3commit.testing._sim.stats import StatsSnapshot
+from s3commit.testing._sim.store_hints import know_bucket, probe_server
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

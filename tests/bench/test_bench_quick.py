@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from s3commit.bench import main
+from benchmarks import main
 
 COMMITTERS = {"magic", "magic-no-checksums", "directory", "partitioned", "rename-v1", "rename-v2"}
 
@@ -91,7 +91,7 @@ def test_quick_run_of_every_section(tmp_path):
 def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols(tmp_path):
     # In a child Python: the section starts (and stops) a SparkSession of its own, on its own S3 server.
     pytest.importorskip("pyspark")
-    code = ("import sys; from s3commit.bench import main; "
+    code = ("import sys; from benchmarks import main; "
             f"sys.exit(main(['--quick', '--sections', 'streaming', '--out', {str(tmp_path)!r}]))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from s3commit.bench.decommission_bench import stages_of
-from s3commit.bench.main import _decommission
-from s3commit.bench.report import _decommission_lines
+from benchmarks.decommission_bench import stages_of
+from benchmarks.main import _decommission
+from benchmarks.report import _decommission_lines
 
 
 def task_end(stage: int, attempt: int, *, written: int = 0, local: int = 0, remote: int = 0,

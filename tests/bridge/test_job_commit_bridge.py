@@ -16,7 +16,7 @@ from s3commit.bridge.client import BridgeClient
 from s3commit.bridge.handlers import BridgeHandlers
 from s3commit.bridge.protocol import FRAME_LIMIT, ndjson
 from s3commit.bridge.server import SidecarServer
-from s3commit.paths import is_scratch_key
+from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 

@@ -14,7 +14,7 @@ from s3commit.bridge.client import BridgeClient
 from s3commit.bridge.handlers import BridgeHandlers
 from s3commit.bridge.protocol import ndjson
 from s3commit.bridge.server import SidecarServer
-from s3commit.streaming import batch_job_id
+from s3commit.committers.sink_batches import batch_job_id
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, list_pending_uploads
 
 

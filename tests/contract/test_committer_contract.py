@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from s3commit import CommitStateError, SuccessData, create_committer
-from s3commit.paths import is_scratch_key
+from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import list_keys
 from tests.conftest import STAGING_AND_MAGIC
 

@@ -15,7 +15,7 @@ moto = pytest.importorskip("moto")
 import boto3  # noqa: E402
 
 from s3commit import S3Store, StoreOptions  # noqa: E402
-from s3commit.config import RetryPolicy  # noqa: E402
+from s3commit.config.options import RetryPolicy  # noqa: E402
 from tests.conftest import MAGIC_IN_DEFAULT_TIER  # noqa: E402
 from tests.contract.test_committer_contract import *  # noqa: E402,F403  (the cases and their fixtures)
 

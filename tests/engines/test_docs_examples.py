@@ -42,7 +42,7 @@ TESTING_EXAMPLES = re.findall(r"```python\n(.*?)```", TESTING, flags=re.S)
 
 def test_the_readme_shows_both_ways_of_testing_a_pipeline():
     assert len(TESTING_EXAMPLES) == 2
-    assert "@mock_aws" in TESTING_EXAMPLES[0] and "(s3_env, s3_bucket)" in TESTING_EXAMPLES[1]
+    assert "@mock_aws" in TESTING_EXAMPLES[0] and "(s3commit_env, s3commit_bucket)" in TESTING_EXAMPLES[1]
 
 
 def test_the_readme_mock_aws_example_passes(monkeypatch):

@@ -142,7 +142,7 @@ def test_the_sink_is_refused_inside_mock_aws_naming_the_fixtures(monkeypatch):
     # Ray's write tasks run in worker processes, which moto's in-process mock does not reach: the sink is
     # refused when it is made, before Ray starts or anything is written.
     moto = pytest.importorskip("moto")
-    from s3commit.inprocess import InProcessMockError
+    from s3commit.store.moto_inprocess import InProcessMockError
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with moto.mock_aws(), pytest.raises(InProcessMockError, match="Ray Data's write tasks") as caught:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from s3commit import ConfigError, JobCommitError, ManifestError, create_committer
-from s3commit.jobcommit import JobCommit, OverwritePlan
-from s3commit.manifest_io import load_pendingset
-from s3commit.recover import RecoveryAction, RecoveryError, recover
-from s3commit.store import S3Store
+from s3commit.commit.job_commit import JobCommit, OverwritePlan
+from s3commit.commit.manifest_store import load_pendingset
+from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
+from s3commit.commit.upload_actions import commit_upload
+from s3commit.store.s3store import S3Store
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.uploads import commit_upload
 from tests.conftest import store_options_for
 from tests.functional.test_job_commit import FailingStore, user_keys
 

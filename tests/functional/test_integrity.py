@@ -14,14 +14,14 @@ from dataclasses import replace
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.checksums import ALGORITHM_KEY, PARTS_KEY
-from s3commit.config import StoreOptions
+from s3commit.config.options import StoreOptions
 from s3commit.errors import ChecksumMismatchError, CommitStateError, ConfigError, JobCommitError, ManifestError
-from s3commit.known_stores import known
-from s3commit.manifest import PendingSet
+from s3commit.model.checksums import ALGORITHM_KEY, PARTS_KEY
+from s3commit.model.manifests import PendingSet
+from s3commit.store.capability_cache import known
+from s3commit.testing._sim.simulator import SimulatorServer
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import every_server_fixture
-from s3commit.testing.simulator import SimulatorServer
+from testbed.fixtures import every_server_fixture
 from tests.conftest import MAGIC_IN_DEFAULT_TIER, STAGING_AND_MAGIC, store_options_for
 
 s3_server = every_server_fixture()
@@ -235,6 +235,6 @@ def test_a_report_directory_that_cannot_be_written_does_not_fail_the_job(store, 
                                                                          staging_dir, tmp_path, caplog):
     blocked = tmp_path / "file"
     blocked.write_text("a file, not a directory")
-    with caplog.at_level("WARNING", logger="s3commit.reports"):
+    with caplog.at_level("WARNING", logger="s3commit.commit.summary_reports"):
         _, success = run_job(store, "magic", dest, staging_dir, b"z", summary_report_dir=os.fspath(blocked))
     assert success.success and "could not write its summary report" in caplog.text

@@ -7,7 +7,7 @@ import pytest
 
 from s3commit import JobCommitError, S3Store, create_committer
 from s3commit.errors import TransientError
-from s3commit.paths import MAGIC_PATH_PREFIX
+from s3commit.model.paths import MAGIC_PATH_PREFIX
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import STAGING_AND_MAGIC, store_options_for
 
@@ -78,8 +78,8 @@ def test_completing_an_already_completed_upload_counts_as_done(store, s3_client,
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     messages = run_tasks(committer, 1, 2)
     # Someone (a crashed earlier commit) completed one upload already.
-    from s3commit.manifest_io import load_pendingset
-    from s3commit.uploads import commit_upload
+    from s3commit.commit.manifest_store import load_pendingset
+    from s3commit.commit.upload_actions import commit_upload
 
     first = load_pendingset(store, s3_bucket, messages[0].pendingset_key).commits[0]
     commit_upload(store, first)

@@ -14,11 +14,11 @@ import time
 import pytest
 
 from s3commit import create_committer
+from s3commit.commit.manifest_store import load_pendingset
 from s3commit.errors import PreconditionFailedError
-from s3commit.manifest_io import load_pendingset
-from s3commit.objects import CREATE_WINDOW_KEY
+from s3commit.model.object_info import CREATE_WINDOW_KEY
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, list_pending_uploads
-from s3commit.writer import MultipartWriter
+from s3commit.transfer.writer import MultipartWriter
 from tests.conftest import store_options_for
 
 PART = 5 * 1024 * 1024

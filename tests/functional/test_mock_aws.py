@@ -21,18 +21,18 @@ moto = pytest.importorskip("moto")
 import boto3  # noqa: E402
 
 from s3commit import S3Store, StoreOptions, cli, create_committer  # noqa: E402
-from s3commit.config import MIB  # noqa: E402
-from s3commit.inprocess import InProcessMockError, answered_here  # noqa: E402
-from s3commit.jobcommit import JobCommit, OverwritePlan  # noqa: E402
-from s3commit.manifest_io import load_pendingset  # noqa: E402
-from s3commit.recover import RecoveryAction, recover  # noqa: E402
+from s3commit.commit.job_commit import JobCommit, OverwritePlan  # noqa: E402
+from s3commit.commit.manifest_store import load_pendingset  # noqa: E402
+from s3commit.commit.recovery import RecoveryAction, recover  # noqa: E402
+from s3commit.commit.upload_actions import commit_upload  # noqa: E402
+from s3commit.config.options import MIB  # noqa: E402
+from s3commit.store.moto_inprocess import InProcessMockError, answered_here  # noqa: E402
 from s3commit.testing.assertions import (  # noqa: E402
     assert_no_pending_uploads,
     list_keys,
     parquet_column,
     visible_keys,
 )
-from s3commit.uploads import commit_upload  # noqa: E402
 from tests.conftest import STAGING_AND_MAGIC, racing_conditional_puts, store_options_for  # noqa: E402
 
 BUCKET = "bkt1"
@@ -230,7 +230,7 @@ def test_spark_is_refused_inside_mock_aws_naming_the_fixtures(s3, monkeypatch):
     pytest.importorskip("pyspark")
     import s3commit.spark
 
-    monkeypatch.setattr(s3commit.spark, "jar_path", lambda: "bridge.jar")  # no jar is needed to check
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "bridge.jar")  # no jar is needed to check
     with pytest.raises(InProcessMockError, match="Spark's S3 work runs in its sidecars") as caught:
         s3commit.spark.spark_conf(committer="magic")
     assert all(name in str(caught.value) for name in ("mock_aws", "s3_env", "s3_bucket", "s3_server"))
@@ -240,7 +240,7 @@ def test_spark_on_a_server_endpoint_is_not_refused_while_a_mock_is_started(s3, s
     pytest.importorskip("pyspark")
     import s3commit.spark
 
-    monkeypatch.setattr(s3commit.spark, "jar_path", lambda: "bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "bridge.jar")
     conf = s3commit.spark.spark_conf(endpoint_url=s3_server.endpoint_url)
     assert conf["spark.hadoop.fs.s3a.endpoint"] == s3_server.endpoint_url
 
@@ -273,8 +273,8 @@ def test_a_distributed_cluster_is_refused_unless_its_workers_run_in_this_process
 
 
 def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
-    # The data path's ranged GETs (s3commit.ranges) leave botocore's events behind on a real connection; inside the
-    # mock no connection is made, so they go through get_object, which moto answers here.
+    # The data path's ranged GETs (s3commit.store.ranged_gets) leave botocore's events behind on a real connection;
+    # inside the mock no connection is made, so they go through get_object, which moto answers here.
     s3.put_object(Bucket=BUCKET, Key="r.bin", Body=BIG)
     store = S3Store(StoreOptions(region="us-east-1"))
     assert b"".join(store.stream_object(BUCKET, "r.bin", start=10, end=MIB + 5)) == BIG[10:MIB + 5]

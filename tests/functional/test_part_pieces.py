@@ -1,4 +1,4 @@
-"""Full parts sent as pieces (:func:`s3commit.parts.pieces_per_part`), end to end on every S3 server we test:
+"""Full parts sent as pieces (:func:`s3commit.transfer.parts.pieces_per_part`), end to end on every S3 server we test:
 a magic file of 16 MiB parts goes up in 8 MiB pieces, stays invisible until the job commits, arrives exact with
 its checksums, and leaves no upload behind (moto in the default tier; SeaweedFS and rclone in the slow tier)."""
 
@@ -8,9 +8,9 @@ import hashlib
 import os
 
 from s3commit import create_committer
-from s3commit.parts import PIECE_MIN
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import ALL_SERVERS, every_server_fixture
+from s3commit.transfer.parts import PIECE_MIN
+from testbed.fixtures import ALL_SERVERS, every_server_fixture
 
 s3_server = every_server_fixture(ALL_SERVERS)
 

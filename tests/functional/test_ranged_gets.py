@@ -1,6 +1,6 @@
-"""The data path's ranged GETs (s3commit.ranges): one presigned URL per object, each range sent through the client's
-HTTP session, the bytes exact, errors translated as botocore's would be, a stale URL signed afresh, and an answer
-that is not the range asked for never read as if it were."""
+"""The data path's ranged GETs (s3commit.store.ranged_gets): one presigned URL per object, each range sent through the
+client's HTTP session, the bytes exact, errors translated as botocore's would be, a stale URL signed afresh, and an
+answer that is not the range asked for never read as if it were."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 
 from s3commit import S3Store
 from s3commit.errors import NotFoundError, TransientError
-from s3commit.ranges import URL_SECONDS, RangedGets, _answer
+from s3commit.store.ranged_gets import URL_SECONDS, RangedGets, _answer
 from tests.conftest import store_options_for
 
 MIB = 1024 * 1024

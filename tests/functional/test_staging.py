@@ -7,7 +7,7 @@ import os
 import pytest
 
 from s3commit import CommitConflictError, S3Store, create_committer
-from s3commit.config import MIB
+from s3commit.config.options import MIB
 from s3commit.errors import TransientError
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import store_options_for

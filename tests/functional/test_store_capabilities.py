@@ -17,17 +17,18 @@ from datetime import timedelta
 
 import pytest
 
-from s3commit import S3Store, create_committer, known_stores
-from s3commit.capabilities import Capabilities, Finding, Outcome
+from s3commit import S3Store, create_committer
 from s3commit.cli import main as cli_main
-from s3commit.config import StoreOptions
+from s3commit.config.options import StoreOptions
 from s3commit.errors import AccessDeniedError, ConfigError
-from s3commit.paths import PROBE_PATH_PREFIX
-from s3commit.probe import CHECKERS, endpoint_of, probe
+from s3commit.model.paths import PROBE_PATH_PREFIX
+from s3commit.store import capability_cache as known_stores
+from s3commit.store.capabilities import Capabilities, Finding, Outcome
+from s3commit.store.probe import CHECKERS, endpoint_of, probe
+from s3commit.testing._sim.profiles import get_profile
+from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import ALL_SERVERS, every_server_fixture
-from s3commit.testing.profiles import get_profile
-from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
+from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.conftest import store_options_for
 
 s3_server = every_server_fixture(ALL_SERVERS)
@@ -134,7 +135,7 @@ def test_a_probe_sweeps_the_scratch_of_a_probe_killed_outright(s3_server, store,
     stale = f"t/{PROBE_PATH_PREFIX}0123/left-by-a-killed-probe"
     client.put_object(Bucket=s3_bucket, Key=stale, Body=b"x")
     upload = client.create_multipart_upload(Bucket=s3_bucket, Key=stale)["UploadId"]
-    monkeypatch.setattr("s3commit.probe.STALE_AFTER", timedelta(0))  # an hour, made a moment for the test
+    monkeypatch.setattr("s3commit.store.probe.STALE_AFTER", timedelta(0))  # an hour, made a moment for the test
     time.sleep(1.1)  # older than "now" (Last-Modified has whole seconds)
     probe(store, s3_bucket, "t")
     assert left_under(s3_server, s3_bucket, "t/") == ([], [])
@@ -325,18 +326,18 @@ def test_doctor_ends_on_sigterm_and_removes_what_it_made(s3_server, s3_bucket, t
 @pytest.mark.seaweedfs
 @pytest.mark.rclone
 def test_the_compatibility_table_in_the_docs_is_what_the_three_servers_answer_now():
-    from s3commit.testing import compat
+    from testbed import compat
 
     text = compat.DOCUMENT.read_text()
     now = compat.replaced(text, compat.render(compat.measure()))
     assert compat.measured_rows(now) == compat.measured_rows(text), (
-        "docs/operations.md's measured table is out of date: run python -m s3commit.testing.compat")
+        "docs/operations.md's measured table is out of date: run python -m testbed.compat")
 
 
 @pytest.mark.slow
 @pytest.mark.seaweedfs
 def test_a_role_that_may_only_read_is_told_denied_not_missing(seaweedfs_server):
-    from s3commit.testing.seaweed import READER_KEY, READER_SECRET
+    from testbed.seaweed import READER_KEY, READER_SECRET
 
     bucket = seaweedfs_server.create_bucket(f"readonly-{uuid.uuid4().hex[:8]}")
     reader = S3Store(replace(store_options_for(seaweedfs_server), access_key=READER_KEY, secret_key=READER_SECRET))

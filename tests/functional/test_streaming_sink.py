@@ -1,5 +1,5 @@
-"""The file sink's batch commits (s3commit.streaming) without Spark: a batch's files stay pending until its log
-entry exists, a lost batch is rolled back, and recovery settles left-over batch jobs by what the log holds.
+"""The file sink's batch commits (s3commit.committers.sink_batches) without Spark: a batch's files stay pending until
+its log entry exists, a lost batch is rolled back, and recovery settles left-over batch jobs by what the log holds.
 Against the moto server behind the simulator (profile none)."""
 
 from __future__ import annotations
@@ -9,20 +9,20 @@ import json
 import pytest
 
 from s3commit.committers.magic import MagicCommitter
-from s3commit.errors import ConfigError, ManifestError
-from s3commit.manifest import CommitJournal
-from s3commit.paths import MAGIC_PATH_PREFIX
-from s3commit.streaming import (
+from s3commit.committers.sink_batches import (
     BatchCommit,
-    BatchJournal,
     SinkLog,
     batch_job_id,
     batch_jobs,
     batch_of_job,
     recover_sink,
 )
+from s3commit.errors import ConfigError, ManifestError
+from s3commit.model.batch_journal import BatchJournal
+from s3commit.model.manifests import CommitJournal
+from s3commit.model.paths import MAGIC_PATH_PREFIX
+from s3commit.model.uri import S3Uri
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, list_pending_uploads
-from s3commit.uri import S3Uri
 
 
 @pytest.fixture
@@ -76,7 +76,7 @@ def test_a_batch_journal_is_not_a_job_commit_journal():
 
 
 def test_recover_refuses_a_batch_job_and_abort_job_rolls_it_back(store, s3_client, sink):
-    from s3commit.recover import RecoveryError, recover
+    from s3commit.commit.recovery import RecoveryError, recover
 
     job = batch_job_id(5)
     commit = BatchCommit(store, sink, job)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.config import RetryPolicy, StoreOptions
+from s3commit.config.options import RetryPolicy, StoreOptions
 
 MIB = 1024 * 1024
 

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from s3commit.bridge.client import BridgeClient, start_sidecar
+from s3commit.testing._sim.profiles import LatencyProfile
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.profiles import LatencyProfile
 
 pytestmark = pytest.mark.integration
 

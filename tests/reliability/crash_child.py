@@ -26,8 +26,8 @@ import threading
 from dataclasses import dataclass
 
 from s3commit import S3Store, StoreOptions, create_committer
-from s3commit.config import MIN_PART_SIZE, RetryPolicy
-from s3commit.paths import UPLOAD_MARKER_SUFFIX
+from s3commit.config.options import MIN_PART_SIZE, RetryPolicy
+from s3commit.model.paths import UPLOAD_MARKER_SUFFIX
 
 CRASH_ENV = "S3COMMIT_CRASH_AT"
 MESSAGES_PREFIX = "task commit messages: "

@@ -13,8 +13,8 @@ from typing import Any
 
 from s3commit import S3Store, StoreOptions
 from s3commit.committers import Committer, TaskCommitMessage
-from s3commit.config import RetryPolicy
-from s3commit.paths import add_uuid, is_scratch_key
+from s3commit.config.options import RetryPolicy
+from s3commit.model.paths import add_uuid, is_scratch_key
 from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads
 
 COMMITTERS = ["magic", "directory", "partitioned"]

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from s3commit import S3Store, StoreOptions, create_committer
-from s3commit.config import RetryPolicy
+from s3commit.config.options import RetryPolicy
 
 
 class DyingStore(S3Store):

@@ -30,9 +30,9 @@ from s3commit import (
     create_committer,
 )
 from s3commit.committers import TaskCommitMessage
-from s3commit.config import MIB, MIN_PART_SIZE, CommitterOptions, RetryPolicy, StoreOptions
+from s3commit.config.options import MIB, MIN_PART_SIZE, CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
-from s3commit.writer import TooManyPartsError
+from s3commit.transfer.writer import TooManyPartsError
 from tests.conftest import MAGIC_IN_DEFAULT_TIER
 from tests.reliability.helpers import (
     JobSpec,
@@ -579,7 +579,7 @@ def test_streamed_file_outgrowing_the_part_limit_is_aborted_before_it_is_publish
         s3_sim, bucket, raw, monkeypatch):
     # The writer's check runs on the part that crosses the limit; to reach it without streaming 50 GB, the
     # limit is lowered to 2 parts (the code path is the one a 10,001st part takes).
-    monkeypatch.setattr("s3commit.writer.MAX_PARTS", 2)
+    monkeypatch.setattr("s3commit.transfer.writer.MAX_PARTS", 2)
     committer = committer_for(s3_sim, bucket, part_size=MIN_PART_SIZE)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))

@@ -20,7 +20,7 @@ import pytest
 
 from s3commit import JobCommitError, create_committer
 from s3commit.errors import CommitStateError, TransientError
-from s3commit.store import S3Store
+from s3commit.store.s3store import S3Store
 from s3commit.testing.assertions import list_keys
 from tests.reliability.crash_child import file_body, file_name
 from tests.reliability.helpers import (

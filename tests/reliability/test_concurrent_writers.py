@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from s3commit import S3Store, create_committer
+from s3commit.commit.lease import lease_key
 from s3commit.errors import ConfigError, LeaseTimeoutError
-from s3commit.lease import lease_key
-from s3commit.lease_state import Holder, LeaseState
-from s3commit.paths import is_scratch_key, partition_of
+from s3commit.model.lease_record import Holder, LeaseState
+from s3commit.model.paths import is_scratch_key, partition_of
+from s3commit.model.uri import S3Uri
 from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
-from s3commit.testing.fixtures import ALL_SERVERS, every_server_fixture
-from s3commit.uri import S3Uri
+from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.conftest import store_options_for
 
 pytestmark = pytest.mark.integration

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from s3commit import JobCommitError, S3CommitError, create_committer
-from s3commit.config import RetryPolicy
+from s3commit.config.options import RetryPolicy
 from s3commit.testing import FaultSpec, ThrottleSpec
 from tests.reliability.helpers import (
     COMMITTERS,

@@ -1,4 +1,4 @@
-"""The uploads of job X (``s3commit.job_uploads``), as each user of that one home sees them: ``recover --abort``
+"""The uploads of job X (``s3commit.commit.job_uploads``), as each user of that one home sees them: ``recover --abort``
 with and without a journal, ``uploads list/abort --job``, the job abort and the job commit's clean-up. Custom
 partition locations outside the destination are found; another bucket's records and a concurrent job's
 uploads are never touched."""
@@ -10,8 +10,8 @@ import json
 import pytest
 
 from s3commit import create_committer
-from s3commit.job_uploads import JobUploads
-from s3commit.manifest_io import load_pendingset
+from s3commit.commit.job_uploads import JobUploads
+from s3commit.commit.manifest_store import load_pendingset
 from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads, visible_keys
 from tests.reliability.helpers import assert_clean, make_store, read, user_keys
 
@@ -60,8 +60,8 @@ def test_recover_abort_with_a_journal_rolls_back_the_custom_location_files(s3_si
     store = make_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     [message] = write_custom_location_job(committer, s3_bucket, commit_task=True)
-    from s3commit.jobcommit import JobCommit, OverwritePlan
-    from s3commit.uploads import commit_upload
+    from s3commit.commit.job_commit import JobCommit, OverwritePlan
+    from s3commit.commit.upload_actions import commit_upload
 
     engine = JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
                        committer="magic", options=committer.options, absolute_dirs=message.absolute_dirs)

@@ -1,5 +1,5 @@
 """Recovery edge cases, in process: the state an interrupted commit leaves is built directly (journal written,
-k of N uploads completed), then :func:`s3commit.recover.recover` runs. The crash matrix produces such states
+k of N uploads completed), then :func:`s3commit.commit.recovery.recover` runs. The crash matrix produces such states
 with real SIGKILLs; these tests cover what it cannot reach cheaply: a roll-back that was itself interrupted,
 a roll-back S3 refuses part of, recovery through a faulty network, and the report's counts.
 """
@@ -9,14 +9,14 @@ from __future__ import annotations
 import pytest
 
 from s3commit import JobCommitError, create_committer
+from s3commit.commit.job_commit import JobCommit, OverwritePlan
+from s3commit.commit.manifest_store import load_pendingset
+from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
+from s3commit.commit.upload_actions import commit_upload
 from s3commit.errors import AccessDeniedError
-from s3commit.jobcommit import JobCommit, OverwritePlan
-from s3commit.manifest_io import load_pendingset
-from s3commit.recover import RecoveryAction, RecoveryError, recover
-from s3commit.store import S3Store
+from s3commit.store.s3store import S3Store
 from s3commit.testing import FaultSpec
 from s3commit.testing.assertions import list_pending_uploads
-from s3commit.uploads import commit_upload
 from tests.reliability.helpers import (
     JobSpec,
     assert_all_or_nothing,

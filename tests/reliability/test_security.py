@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from s3commit import S3Store, StoreOptions, create_committer
-from s3commit.config import RetryPolicy
+from s3commit.config.options import RetryPolicy
 from s3commit.errors import ManifestError, S3CommitError
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from tests.reliability.helpers import (
@@ -168,7 +168,7 @@ def test_recover_validates_the_pendingsets_before_rolling_anything_back(s3_sim, 
     store = leaky_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     messages = run_tasks(committer, JobSpec(tasks=2, files=2, job_id_in_names=True))
-    from s3commit.jobcommit import JobCommit, OverwritePlan
+    from s3commit.commit.job_commit import JobCommit, OverwritePlan
 
     keys = [m.pendingset_key for m in messages]
     JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id, committer="magic",

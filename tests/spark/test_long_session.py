@@ -21,7 +21,7 @@ def test_a_thousand_writes_keep_both_processes_flat(s3_server, s3_bucket):
         import json, sys
         from pyspark.sql import SparkSession
         from s3commit.spark import configure
-        from s3commit.bench.session import long_session, snapshot
+        from benchmarks.session import long_session, snapshot
         endpoint, bucket = sys.argv[1:3]
         builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                    .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "1g"))

@@ -11,9 +11,9 @@ import uuid
 
 import pytest
 
-from s3commit.paths import is_scratch_key
+from s3commit.model.paths import is_scratch_key
+from s3commit.testing._sim.profiles import LatencyProfile
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.profiles import LatencyProfile
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from s3commit.paths import is_scratch_key
+from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import every_server_fixture
+from testbed.fixtures import every_server_fixture
 
 pytestmark = pytest.mark.spark
 s3_server = every_server_fixture()  # moto (default tier) and SeaweedFS (slow tier)
@@ -70,7 +70,7 @@ def test_parquet_reads_are_vectored_where_hadoop_has_them_and_exact(spark, commi
 
     import pyspark
 
-    from s3commit.jarbuild import _jars_have_class
+    from s3commit.spark.jarbuild import _jars_have_class
 
     df = spark.range(0, 300_000, numPartitions=2).selectExpr(
         "id", "sha2(cast(id as string), 256) as s", "cast(id % 7 as double) as d")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import list_keys
-from s3commit.testing.standalone import StandaloneCluster, spark_home, wait_gone
+from testbed.standalone import StandaloneCluster, spark_home, wait_gone
 
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
@@ -38,7 +38,7 @@ APP = """
     from pyspark import SparkFiles
     from pyspark.sql import SparkSession
 
-    from s3commit.testing.standalone import executor_pids, parent_pid, wait_gone
+    from testbed.standalone import executor_pids, parent_pid, wait_gone
 
     how, endpoint, bucket, prefix, master = sys.argv[1:6]
     builder = SparkSession.builder.appName("s3commit-decommission")

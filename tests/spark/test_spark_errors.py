@@ -13,7 +13,7 @@ import pytest
 from s3commit import ConfigError
 from s3commit.spark import hadoop_options, jar_path
 from s3commit.testing.assertions import list_keys
-from s3commit.testing.fixtures import every_server_fixture
+from testbed.fixtures import every_server_fixture
 
 pytestmark = pytest.mark.spark
 s3_server = every_server_fixture()

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from s3commit.paths import is_scratch_key
+from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import every_server_fixture
+from testbed.fixtures import every_server_fixture
 from tests.spark.conftest import DEFAULT_PROTOCOL
 from tests.spark.test_spark_clusters import run
 

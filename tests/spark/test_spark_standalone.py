@@ -202,7 +202,7 @@ def test_a_packed_virtualenv_shipped_with_archives_runs_the_executors_python_and
     # The executors' classpath names the archive's own jar, as conf derives it from a Python installed from the
     # wheel; Spark unpacks the archive after the executor started, so the plugin carries Spark's own threads.
     from s3commit import __version__
-    from s3commit.jarbuild import fingerprint, shipped_jar_name
+    from s3commit.spark.jarbuild import fingerprint, shipped_jar_name
 
     in_archive = next((tmp_path / "packed-env").rglob(shipped_jar_name(__version__, fingerprint(HOME / "jars"))))
     executor_jar = "environment/" + in_archive.relative_to(tmp_path / "packed-env").as_posix()

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
-from s3commit.testing.fixtures import every_server_fixture
+from testbed.fixtures import every_server_fixture
 from tests.spark.streaming_helpers import (
     CHILD_DRIVER,
     assert_exactly_once,
@@ -264,7 +264,7 @@ def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_batch_whose_sink_log_entry_another_run_wrote_first_is_rolled_back(streaming, s3_sim, s3_bucket,
                                                                              s3_client):
-    from s3commit.testing.profiles import LatencyProfile
+    from s3commit.testing._sim.profiles import LatencyProfile
 
     spark = streaming
     run_available_now(parquet_sink(rate(spark), s3_bucket, "lost"))  # batch 0

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
+from s3commit.testing._sim.profiles import LatencyProfile
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys, list_pending_uploads
-from s3commit.testing.profiles import LatencyProfile
 from tests.spark.streaming_helpers import (
     CHILD_DRIVER,
     assert_exactly_once,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from s3commit.testing._sim.classify import RequestTarget, S3Operation, classify_request, split_bucket_and_key
 from s3commit.testing.assertions import count_requests
-from s3commit.testing.classify import RequestTarget, S3Operation, classify_request, split_bucket_and_key
 
 COPY = {"x-amz-copy-source": "/src/key"}
 

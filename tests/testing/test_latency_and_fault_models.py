@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from s3commit.testing.classify import S3Operation
-from s3commit.testing.faults import Fault, FaultInjector, FaultKind, FaultSpec
-from s3commit.testing.profiles import (
+from s3commit.testing._sim.classify import S3Operation
+from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind, FaultSpec
+from s3commit.testing._sim.profiles import (
     PROFILES,
     S3_EXPRESS,
     S3_STANDARD,
@@ -18,8 +18,8 @@ from s3commit.testing.profiles import (
     get_profile,
     partition_prefix,
 )
-from s3commit.testing.simulator import SimulatorConfig
-from s3commit.testing.stats import StatsRecorder, StatsSnapshot
+from s3commit.testing._sim.simulator import SimulatorConfig
+from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
 
 PUT = S3Operation.PUT_OBJECT
 

@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.seaweedfs]
 
 @pytest.fixture(scope="module")
 def weed() -> Iterator[Any]:
-    from s3commit.testing.seaweed import SeaweedServer
+    from testbed.seaweed import SeaweedServer
 
     with SeaweedServer() as server:
         yield server
@@ -57,7 +57,7 @@ def test_list_multipart_uploads_is_unsorted_ignores_delimiter_and_filters_on_key
 
 def test_list_multipart_uploads_truncates_without_a_marker_and_s3commit_lists_everything_it_can(weed, bucket,
                                                                                                  caplog):
-    from s3commit.store import S3Store
+    from s3commit.store.s3store import S3Store
 
     client = weed.client(max_pool_connections=8)
     create_uploads(client, bucket, [f"p/k{i:05d}" for i in range(1100)])
@@ -71,7 +71,7 @@ def test_list_multipart_uploads_truncates_without_a_marker_and_s3commit_lists_ev
     assert len({u.upload_id for u in store.list_multipart_uploads(bucket, "p/")}) == 1100
     # A truncated page without a marker: the store says so by name instead of stopping silently.
     store.upload_page_size = 500
-    with caplog.at_level("WARNING", logger="s3commit.store"):
+    with caplog.at_level("WARNING", logger="s3commit.store.s3store"):
         listed = list(store.list_multipart_uploads(bucket, "p/"))
     assert len(listed) == 500
     assert "truncated without NextKeyMarker" in caplog.text
@@ -84,7 +84,7 @@ def test_object_listing_sorts_slash_before_dash(weed, bucket):
     listed = [o["Key"] for o in client.list_objects_v2(Bucket=bucket, Prefix="d/")["Contents"]]
     assert listed == ["d/a/b", "d/a-b", "d/a0"]  # AWS, by UTF-8 bytes: d/a-b, d/a/b, d/a0
     # s3commit's listings go through the store, which keeps the server's order; its users sort what they show.
-    from s3commit.store import S3Store
+    from s3commit.store.s3store import S3Store
 
     assert sorted(o.key for o in S3Store(client=client).list_objects(bucket, "d/")) == sorted(listed)
 

@@ -34,7 +34,7 @@ def listening_addresses(pid: int) -> set[str]:
 
 
 def test_seaweedfs_binds_loopback_only_checks_signatures_and_stops_completely():
-    from s3commit.testing.seaweed import SeaweedServer
+    from testbed.seaweed import SeaweedServer
 
     with SeaweedServer() as server:
         pid = server.pid

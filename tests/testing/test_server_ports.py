@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from s3commit.testing.ports import PORT_ATTEMPTS, port_was_taken, start_with_fresh_ports
+from testbed.ports import PORT_ATTEMPTS, port_was_taken, start_with_fresh_ports
 
 
 class Refused(RuntimeError):

@@ -16,9 +16,9 @@ import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
 
 from s3commit.testing import FaultSpec, LatencyProfile, S3TestServerError, ThrottleSpec
+from s3commit.testing._sim.profiles import S3_EXPRESS
+from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
-from s3commit.testing.profiles import S3_EXPRESS
-from s3commit.testing.simulator import SimulatorConfig, SimulatorServer
 
 MB = 1_000_000
 

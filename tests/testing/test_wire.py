@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from s3commit.testing import wire
+from s3commit.testing._sim import wire
 
 
 def test_read_body_reads_exactly_content_length_bytes() -> None:

@@ -2,7 +2,7 @@
 
 import pytest
 
-from s3commit.bench.main import paired_median
+from benchmarks.main import paired_median
 
 
 def test_paired_median_compares_each_run_with_its_own_baseline():
@@ -17,7 +17,7 @@ def test_paired_median_needs_one_baseline_per_run():
 
 
 def test_every_path_takes_every_place_in_the_data_path_rounds():
-    from s3commit.bench.datapath import round_order
+    from benchmarks.datapath import round_order
 
     entries = ("bare clients", "magic", "directory")
     orders = [round_order(entries, number) for number in range(1, 4)]

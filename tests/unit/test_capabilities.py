@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3commit.capabilities import CHECKS, Capabilities, Finding, Outcome
 from s3commit.errors import ManifestError
+from s3commit.store.capabilities import CHECKS, Capabilities, Finding, Outcome
 
 HONOURED = {name: Finding(Outcome.HONOURED) for name in (
     "put-if-none-match", "put-if-match", "delete-if-match", "put-if-none-match-race", "complete-if-none-match",

@@ -15,8 +15,8 @@ from s3commit import cli
 from s3commit.cli import args as cli_args
 from s3commit.cli.uploads import Progress
 from s3commit.errors import ConfigError
-from s3commit.manifest import CommitJournal
-from s3commit.store import UploadInfo
+from s3commit.model.manifests import CommitJournal
+from s3commit.store.s3store import UploadInfo
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -315,4 +315,4 @@ def test_a_missing_delegate_module_gets_a_clear_message(capsys, monkeypatch):
     monkeypatch.setattr(importlib, "import_module", missing)
     code, _, err = run(capsys, "bench")
     assert code == cli.EXIT_FAILED
-    assert "`s3commit bench` is not available in this installation (no module s3commit.bench)" in err
+    assert "`s3commit bench` is not available in this installation (no module benchmarks)" in err

@@ -2,7 +2,7 @@
 
 import pytest
 
-from s3commit.config import (
+from s3commit.config.options import (
     KEYS,
     MIB,
     CommitterName,
@@ -14,7 +14,7 @@ from s3commit.config import (
     resolve_threads,
 )
 from s3commit.errors import ConfigError
-from s3commit.uri import S3Uri
+from s3commit.model.uri import S3Uri
 
 
 def test_every_key_has_a_default_and_a_reason():
@@ -121,7 +121,7 @@ def test_uri_relative_and_containment():
 
 
 def test_stream_options_are_parsed_once_for_the_jvm():
-    from s3commit.stream_options import ReadPolicy, StreamOptions, UploadBuffer
+    from s3commit.config.jvm_streams import ReadPolicy, StreamOptions, UploadBuffer
 
     default = StreamOptions.from_hadoop_conf({})
     assert default.read_policy is ReadPolicy.NORMAL and default.upload_buffer is UploadBuffer.DISK
@@ -149,9 +149,9 @@ def test_stream_options_are_parsed_once_for_the_jvm():
 
 
 def test_the_etag_check_follows_what_the_store_was_seen_to_validate_unless_chosen():
-    from s3commit.capabilities import Capabilities, Finding, Outcome
-    from s3commit.config import StoreOptions
-    from s3commit.store import S3Store
+    from s3commit.config.options import StoreOptions
+    from s3commit.store.capabilities import Capabilities, Finding, Outcome
+    from s3commit.store.s3store import S3Store
 
     def seen(crc32: Outcome, etag_md5: Outcome = Outcome.YES) -> Capabilities:
         return Capabilities("http://store", "b", 0.0, {"checksum-crc32": Finding(crc32),

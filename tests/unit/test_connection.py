@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from s3commit.config import KEYS, StoreOptions
-from s3commit.connection import AssumedRole, CredentialChain, Proxy, duration_seconds
+from s3commit.config.connection import AssumedRole, CredentialChain, Proxy, duration_seconds
+from s3commit.config.options import KEYS, StoreOptions
 from s3commit.errors import ConfigError
 
 H = "org.apache.hadoop.fs.s3a."

@@ -2,10 +2,10 @@
 
 import pickle
 
-from s3commit import engines
 from s3commit.committers import create_committer
-from s3commit.config import StoreOptions
-from s3commit.store import S3Store
+from s3commit.config.options import StoreOptions
+from s3commit.engines import common as engines
+from s3commit.store.s3store import S3Store
 
 
 def job(**options):

@@ -1,6 +1,7 @@
-"""The package's layout keeps the architecture readable (docs/architecture.md): no import cycle between its
-modules (lazy imports inside functions included), no module over 500 lines, every top-level name defined in
-one module only, and every module named in docs/architecture.md."""
+"""The package's layout keeps the architecture readable (docs/architecture.md): one layer per package, imports
+pointing down only (lazy imports inside functions included), no runtime package importing the test API, the demo
+or the repository's tooling, no import cycle, no module over 500 lines, no class over 400, every top-level name
+defined in one module only, and every module named in docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import s3commit
 PACKAGE = Path(s3commit.__file__).parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
 MAX_LINES = 500
+MAX_CLASS_LINES = 400
 PROTOCOL_NAMES = {
     "__all__", "log",
     "main",  # the entry point of each runnable module (python -m ..., console scripts)
@@ -34,6 +36,17 @@ def owning_module(name: str) -> str | None:
     while name not in MODULES and "." in name:
         name = name.rsplit(".", 1)[0]
     return name if name in MODULES else None
+
+
+def imported_names(path: Path) -> set[str]:
+    """Every dotted name ``path`` imports, at the top or inside functions."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -126,3 +139,94 @@ def test_docs_architecture_names_every_module():
     text = ARCHITECTURE.read_text()
     missing = [name for name in MODULES if name != "s3commit" and f"`{name.removeprefix('s3commit.')}`" not in text]
     assert missing == []
+
+
+# --- layers ----------------------------------------------------------------------------------------------------
+
+LAYERS: list[tuple[str, ...]] = [
+    ("s3commit.errors", "s3commit._version"),
+    ("s3commit.model",),
+    ("s3commit.config",),
+    ("s3commit.store",),
+    ("s3commit.transfer",),
+    ("s3commit.commit",),
+    ("s3commit.committers",),
+    ("s3commit.engines", "s3commit.spark", "s3commit.bridge", "s3commit.cli"),
+    ("s3commit", "s3commit.arrow", "s3commit.dask", "s3commit.ray"),
+    ("s3commit.testing",),
+    ("s3commit.demo",),
+]
+"""Bottom-up. A module may import its own package, the packages of lower layers and the foundation (the first
+row); never a higher layer, nor another package of its own layer (the top runtime layer's packages are peers)."""
+RUNTIME = LAYERS[:-2]
+"""What a user's job runs: never imports the test API, the demo, or the repository's ``benchmarks`` and ``testbed``."""
+REPOSITORY_TOOLING = ("benchmarks", "testbed")
+
+
+def unit_of(module: str) -> tuple[int, str]:
+    """The layer of ``module`` and the unit (package, or a façade module) it belongs to."""
+    best: tuple[int, str] | None = None
+    for level, units in enumerate(LAYERS):
+        for unit in units:
+            if (module == unit or module.startswith(f"{unit}.")) and (best is None or len(unit) > len(best[1])):
+                best = (level, unit)
+    assert best is not None, f"{module} is in no layer: add its package to LAYERS"
+    return best
+
+
+def test_every_module_is_in_a_layer():
+    for name in MODULES:
+        unit_of(name)
+
+
+def test_imports_point_down_the_layers():
+    upward = []
+    for name, path in MODULES.items():
+        level, unit = unit_of(name)
+        for target in imported_modules(path):
+            target_level, target_unit = unit_of(target)
+            if target_unit == unit or target_level == 0:
+                continue
+            if target_level >= level:
+                upward.append(f"{name} -> {target}")
+    assert upward == []
+
+
+def test_no_runtime_package_imports_the_test_api_the_demo_or_the_repository_tooling():
+    runtime = {unit for units in RUNTIME for unit in units}
+    found = []
+    for name, path in MODULES.items():
+        for target in imported_names(path):
+            tooling = target.split(".")[0] in REPOSITORY_TOOLING
+            if tooling or (unit_of(name)[1] in runtime and target.startswith(("s3commit.testing", "s3commit.demo"))):
+                found.append(f"{name} -> {target}")
+    assert found == []
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert unit_of("s3commit.store.s3store") == (3, "s3commit.store")
+    assert unit_of("s3commit.commit.lease")[0] > unit_of("s3commit.store.s3store")[0]
+    assert unit_of("s3commit.arrow") == (8, "s3commit.arrow")
+
+
+def test_the_top_of_the_package_holds_the_facade_and_packages_only():
+    modules = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 10, modules
+
+
+def test_every_package_says_what_it_holds_and_what_it_may_import():
+    silent = []
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        if "May import" not in doc:
+            silent.append(init.parent.name)
+    assert silent == []
+
+
+def test_no_class_is_over_400_lines():
+    long = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and (n := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
+                long[f"{name}.{node.name}"] = n
+    assert long == {}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.errors import ManifestError
-from s3commit.manifest import (
+from s3commit.model.manifests import (
     SUCCESS_NAME,
     CommitJournal,
     PendingSet,

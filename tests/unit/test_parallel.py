@@ -1,4 +1,4 @@
-"""Bounded parallel work (``s3commit.parallel``): windows, order, failures collected, stopping early."""
+"""Bounded parallel work (``s3commit.transfer.parallel``): windows, order, failures collected, stopping early."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3commit.parallel import gather, map_ordered, run_each, window_for
+from s3commit.transfer.parallel import gather, map_ordered, run_each, window_for
 
 
 class Gauge:

@@ -3,7 +3,7 @@
 import pytest
 
 from s3commit.errors import ConfigError
-from s3commit.paths import (
+from s3commit.model.paths import (
     JobLayout,
     TaskAttemptId,
     absolute_relative,
@@ -163,6 +163,6 @@ def test_job_ids_must_be_safe_in_keys(bad):
     ("t/UUIDX.csv", "UUID", False),
 ])
 def test_a_job_id_is_carried_only_as_a_whole_component_of_the_file_name(key, job_id, carries):
-    from s3commit.paths import carries_job_id
+    from s3commit.model.paths import carries_job_id
 
     assert carries_job_id(key, job_id) is carries

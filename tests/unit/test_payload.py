@@ -1,5 +1,5 @@
-"""A part's body on its way to S3 (s3commit.payload, s3commit.parts, s3commit.signing): mapped from its file, never
-copied in Python, and its SHA-256 signed only where nothing else catches damage in transit."""
+"""A part's body on its way to S3 (s3commit.store.body_policy, s3commit.transfer.parts, s3commit.store.signing): mapped
+from its file, never copied in Python, and its SHA-256 signed only where nothing else catches damage in transit."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import os
 import botocore.auth
 import pytest
 
-from s3commit import payload
-from s3commit.capabilities import Capabilities, Finding, Outcome
-from s3commit.config import StoreOptions
+from s3commit.config.options import StoreOptions
 from s3commit.errors import ConfigError
-from s3commit.parts import BufferPart, FilePart, memory_buffer
-from s3commit.store import S3Store
+from s3commit.store import body_policy as payload
+from s3commit.store.capabilities import Capabilities, Finding, Outcome
+from s3commit.store.s3store import S3Store
+from s3commit.transfer.parts import BufferPart, FilePart, memory_buffer
 
 UNSIGNED = "UNSIGNED-PAYLOAD"
 

@@ -14,8 +14,8 @@ from s3commit.errors import (
     ThrottledError,
     TransientError,
 )
-from s3commit.objects import CreateWindow, ObjectInfo, is_completed_upload, multipart_etag
-from s3commit.retry import Retry, is_ambiguous
+from s3commit.model.object_info import CreateWindow, ObjectInfo, is_completed_upload, multipart_etag
+from s3commit.store.retry import Retry, is_ambiguous
 from tests.unit.test_store import ScriptedClient, client_error, store_with
 
 PART_ETAGS = ['"0cc175b9c0f1b6a831c399e269772661"', '"92eb5ffee6ae2fec3ad71c777531578f"']
@@ -136,7 +136,7 @@ def test_conditional_complete_refused_after_a_lost_answer_is_ours_if_the_object_
 def test_a_request_declared_verified_cannot_be_made_without_counting_its_attempts():
     store, _ = store_with(ScriptedClient())
     with pytest.raises(TypeError, match="needs an Attempts record"):
-        store._call("PutObject", lambda: None, retry=Retry.VERIFIED, bucket="b")
+        store.requests.call("PutObject", lambda: None, retry=Retry.VERIFIED, bucket="b")
 
 
 # --- the one "already complete?" rule -------------------------------------------------------------------

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from s3commit.config import KEYS
-from s3commit.s3akeys import S3A_KEYS, Treatment, lookup, markdown_table, unsupported, warning
+from s3commit.config.options import KEYS
+from s3commit.config.s3a_keys import S3A_KEYS, Treatment, lookup, markdown_table, unsupported, warning
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "spark.md"
 
@@ -41,8 +41,8 @@ def test_every_key_s3commit_reads_is_honoured():
 
 def test_docs_show_the_table():
     assert markdown_table() in DOCS.read_text(), (
-        "docs/spark.md's table of S3A's keys differs from s3commit.s3akeys: paste the output of "
-        "`python -c 'from s3commit.s3akeys import markdown_table; print(markdown_table())'`")
+        "docs/spark.md's table of S3A's keys differs from s3commit.config.s3a_keys: paste the output of "
+        "`python -c 'from s3commit.config.s3a_keys import markdown_table; print(markdown_table())'`")
 
 
 def test_one_warning_names_each_unsupported_unknown_or_differing_setting_and_nothing_else():

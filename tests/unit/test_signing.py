@@ -1,4 +1,4 @@
-"""The store's client signs with botocore's own SigV4 signer (s3commit.signing), with or without AWS's CRT."""
+"""The store's client signs with botocore's own SigV4 signer (s3commit.store.signing), with or without AWS's CRT."""
 
 import hashlib
 import os
@@ -7,9 +7,9 @@ import botocore.auth
 import pytest
 from botocore.compat import HAS_CRT
 
-from s3commit import signing
-from s3commit.config import StoreOptions
-from s3commit.store import S3Store
+from s3commit.config.options import StoreOptions
+from s3commit.store import signing
+from s3commit.store.s3store import S3Store
 
 
 class Sent(Exception):

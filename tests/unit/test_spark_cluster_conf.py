@@ -11,7 +11,7 @@ import pytest
 
 import s3commit.spark as spark_module
 from s3commit.errors import ConfigError
-from s3commit.spark_cluster import FALLBACK_PATH, PLUGIN_CLASS, fallback_storage_conf, jar_on_executors, merged
+from s3commit.spark.cluster_conf import FALLBACK_PATH, PLUGIN_CLASS, fallback_storage_conf, jar_on_executors, merged
 
 JAR = "/opt/jars/bridge.jar"
 
@@ -27,7 +27,7 @@ class FakeBuilder:
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch, tmp_path_factory):
-    monkeypatch.setattr(spark_module, "jar_path", lambda: JAR)
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: JAR)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path_factory.mktemp("no-spark-defaults")))
     monkeypatch.setenv("S3COMMIT_PYTHON", "/opt/env/bin/python")  # configure() sets it; restored after the test
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
@@ -117,7 +117,7 @@ def test_a_fallback_storage_that_is_not_s3a_is_refused_naming_it(capsys, path, m
 def test_the_sidecars_python_and_the_executors_jar_agree_for_an_archive(monkeypatch, tmp_path):
     # configure() with spark.pyspark.python set to the archive's Python: the executors' classpath follows it.
     jar = os.path.join(sys.prefix, "lib", "s3commit-test.jar")
-    monkeypatch.setattr(spark_module, "jar_path", lambda: jar)
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: jar)
     monkeypatch.delenv("S3COMMIT_PYTHON")
     builder = FakeBuilder(**{"spark.pyspark.python": "./environment/bin/python"})
     options = spark_module.configure(builder)._options

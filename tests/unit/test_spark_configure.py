@@ -94,7 +94,7 @@ class FakeBuilder:
 def test_configure_binds_hadoop_committers_for_rdd_writes_unless_told_not_to(clean_env, monkeypatch, rdd_writes):
     import s3commit.spark as spark_module
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/tmp/bridge.jar")
     monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)  # configure() sets it; restored after the test
     options = spark_module.configure(FakeBuilder(), rdd_writes=rdd_writes)._options
     assert options["spark.sql.sources.commitProtocolClass"] == "s3commit.spark.S3CommitProtocol"
@@ -122,7 +122,7 @@ def test_configure_sets_structured_streaming_up_unless_told_not_to(clean_env, mo
                                                                    abstract_fs):
     import s3commit.spark as spark_module
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/tmp/bridge.jar")
     monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)
     options = spark_module.configure(FakeBuilder(), **kwargs)._options
     assert {k: options.get(k) for k in STREAMING} == (STREAMING if streaming_keys else dict.fromkeys(STREAMING))
@@ -164,7 +164,7 @@ def test_one_streaming_source_serves_both_spark_layouts():
 def test_configure_applies_exactly_spark_conf(clean_env, monkeypatch):
     import s3commit.spark as spark_module
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/tmp/bridge.jar")
     monkeypatch.setenv("S3COMMIT_PYTHON", "/opt/env/bin/python")
     kwargs = {"committer": "directory", "endpoint_url": "http://127.0.0.1:9000", "region": "eu-west-1",
               "conflict_mode": "replace", "extra": {"fs.s3a.multipart.size": "64M"}}
@@ -183,7 +183,7 @@ def test_the_conf_command_prints_spark_conf_as_shell_arguments(clean_env, monkey
     import s3commit.spark as spark_module
     from s3commit.spark import main
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/opt/jars/s3commit bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/opt/jars/s3commit bridge.jar")
     assert main(["conf", "--committer", "partitioned", "--endpoint-url", "http://127.0.0.1:9000", "--region", "r",
                  "--python", "/opt/env/bin/python", "--conf", "fs.s3a.multipart.size=64M",
                  "--conf", "spark.sql.shuffle.partitions=4"]) == 0
@@ -202,10 +202,9 @@ def test_the_conf_command_prints_spark_conf_as_shell_arguments(clean_env, monkey
 
 def test_the_conf_commands_python_wins_over_this_environments(clean_env, monkeypatch, capsys):
     # A packed virtualenv's relative Python, printed from a shell where S3COMMIT_PYTHON names this one.
-    import s3commit.spark as spark_module
     from s3commit.spark import main
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/opt/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/opt/bridge.jar")
     monkeypatch.setenv("S3COMMIT_PYTHON", "/usr/bin/python3")
     assert main(["conf", "--python", "./environment/bin/python"]) == 0
     out = capsys.readouterr().out
@@ -220,10 +219,9 @@ def test_the_conf_commands_python_wins_over_this_environments(clean_env, monkeyp
     (["conf", "--committer", "rename-v1"], "Python-only baselines"),
 ])
 def test_the_conf_command_refuses_bad_options_with_exit_2(clean_env, monkeypatch, capsys, argv, message):
-    import s3commit.spark as spark_module
     from s3commit.spark import main
 
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/tmp/bridge.jar")
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
@@ -237,14 +235,14 @@ def test_the_conf_command_without_a_subcommand_is_a_usage_error(capsys):
 
 
 def test_a_shipped_jar_that_fits_this_spark_is_chosen_over_building(clean_env, monkeypatch, tmp_path):
-    import s3commit.spark as spark_module
-    from s3commit.jarbuild import fingerprint, shipped_jar_name
+    import s3commit.spark.jar as spark_module
+    from s3commit.spark.jarbuild import fingerprint, shipped_jar_name
 
     monkeypatch.delenv("S3COMMIT_JAR", raising=False)
     fp = fingerprint(spark_module._spark_jars())
     (tmp_path / shipped_jar_name(spark_module.__version__, fp)).write_bytes(b"jar")
-    monkeypatch.setattr(spark_module, "SHIPPED_JARS", tmp_path)
-    monkeypatch.setattr(spark_module.shutil, "which", lambda name: pytest.fail("no build when a shipped jar fits"))
+    monkeypatch.setattr("s3commit.spark.jar.SHIPPED_JARS", tmp_path)
+    monkeypatch.setattr("s3commit.spark.jar.shutil.which", lambda name: pytest.fail("no build when a shipped jar fits"))
     assert spark_module.jar_path() == str(tmp_path / shipped_jar_name(spark_module.__version__, fp))
 
 
@@ -252,14 +250,14 @@ def test_no_fitting_jar_and_no_javac_is_a_clear_error_naming_spark_the_jars_and_
                                                                                             tmp_path):
     import pyspark
 
-    import s3commit.spark as spark_module
-    from s3commit.jarbuild import Fingerprint, shipped_jar_name
+    import s3commit.spark.jar as spark_module
+    from s3commit.spark.jarbuild import Fingerprint, shipped_jar_name
 
     monkeypatch.delenv("S3COMMIT_JAR", raising=False)
     other = shipped_jar_name(spark_module.__version__, Fingerprint("2.11", "streaming-2", False))
     (tmp_path / other).write_bytes(b"jar")
-    monkeypatch.setattr(spark_module, "SHIPPED_JARS", tmp_path)
-    monkeypatch.setattr(spark_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr("s3commit.spark.jar.SHIPPED_JARS", tmp_path)
+    monkeypatch.setattr("s3commit.spark.jar.shutil.which", lambda name: None)
     with pytest.raises(BridgeBuildError) as failure:
         spark_module.jar_path()
     message = str(failure.value)

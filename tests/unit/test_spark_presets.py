@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-import s3commit.spark as spark_module
 from s3commit.errors import ConfigError
 from s3commit.spark import S3AKeyWarning, configure, main, spark_conf
 
@@ -34,7 +33,7 @@ class Builder:
 
 @pytest.fixture(autouse=True)
 def _jar(monkeypatch):
-    monkeypatch.setattr(spark_module, "jar_path", lambda: "/tmp/bridge.jar")
+    monkeypatch.setattr("s3commit.spark.conf.jar_path", lambda: "/tmp/bridge.jar")
     monkeypatch.setenv("S3COMMIT_PYTHON", sys.executable)
     monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
     monkeypatch.delenv("SPARK_HOME", raising=False)

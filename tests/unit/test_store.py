@@ -5,7 +5,7 @@ import pickle
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
-from s3commit.config import RetryPolicy, StoreOptions
+from s3commit.config.options import RetryPolicy, StoreOptions
 from s3commit.errors import (
     AccessDeniedError,
     EndpointUnreachableError,
@@ -15,7 +15,7 @@ from s3commit.errors import (
     ThrottledError,
     TransientError,
 )
-from s3commit.store import S3Store, multipart_etag
+from s3commit.store.s3store import S3Store, multipart_etag
 
 
 def client_error(code, status=400, message="boom", op="Op"):
@@ -172,7 +172,7 @@ def test_store_pickles_without_its_client_or_credentials_in_clear_repr():
     store = S3Store(StoreOptions(endpoint_url="http://127.0.0.1:1", access_key="AK", secret_key="SK"))
     clone = pickle.loads(pickle.dumps(store))
     assert clone.options == store.options
-    assert clone._client is None
+    assert clone.requests._client is None
 
 
 def test_encryption_and_storage_class_reach_create_and_put():

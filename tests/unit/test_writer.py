@@ -5,11 +5,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3commit.checksums import SentPart
-from s3commit.config import MIB, StoreOptions
+from s3commit.config.options import MIB, StoreOptions
 from s3commit.errors import ConfigError, TransientError
-from s3commit.parts import PIECE_MIN, BufferPart, FilePart, split_part, staged_part_size
-from s3commit.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
+from s3commit.model.checksums import SentPart
+from s3commit.transfer.parts import PIECE_MIN, BufferPart, FilePart, split_part, staged_part_size
+from s3commit.transfer.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
 
 PART = 5 * MIB
 
@@ -154,7 +154,7 @@ def test_in_flight_parts_are_bounded():
 
 
 def test_file_needing_more_than_10000_parts_fails_before_publishing(monkeypatch):
-    import s3commit.writer as writer_module
+    import s3commit.transfer.writer as writer_module
 
     monkeypatch.setattr(writer_module, "MAX_PARTS", 3)  # same rule, small numbers
     store = FakeStore()
@@ -207,7 +207,7 @@ def test_a_large_last_part_goes_up_in_pieces_side_by_side_and_the_file_is_exact(
 
 
 def test_full_parts_go_as_pieces_within_the_same_bytes_in_flight_then_whole_past_the_split_limit(monkeypatch):
-    import s3commit.writer as writer_module
+    import s3commit.transfer.writer as writer_module
 
     monkeypatch.setattr(writer_module, "SPLIT_PARTS", 4)
     gate = threading.Event()
@@ -247,13 +247,13 @@ def test_a_failed_piece_aborts_the_upload_and_releases_every_block_file_and_slot
 
 
 def test_parts_below_two_pieces_go_whole():
-    from s3commit.parts import pieces_per_part
+    from s3commit.transfer.parts import pieces_per_part
 
     assert [pieces_per_part(mib * 1024 * 1024) for mib in (5, 8, 15, 16, 32, 100, 1024)] == [1, 1, 1, 2, 4, 8, 8]
 
 
 def test_the_last_part_is_cut_in_no_more_pieces_than_parts_in_flight_nor_past_the_part_limit(monkeypatch):
-    import s3commit.writer as writer_module
+    import s3commit.transfer.writer as writer_module
 
     store, policy = FakeStore(), Deferring()
     writer = MultipartWriter(store, "b", "k", part_size=8 * PIECE_MIN, max_in_flight=2, policy=policy)

@@ -1,0 +1,113 @@
+"""The manifests and upload records in S3: load and save ``.pending`` files and pendingsets, write and read
+upload markers (``.upload``), and find them in a job's directories.
+
+The formats are :mod:`s3commit.model.manifests`'s (pure); this module moves them to and from the store. A task's
+pendingset is saved last-attempt-wins, as in Hadoop, and the uploads of the attempt it supersedes are
+aborted. What a job's records mean (which uploads are the job's) is :mod:`s3commit.commit.job_uploads`'s question.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from s3commit.commit.prefixes import keys_under
+from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.errors import NotFoundError, S3CommitError
+from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.markers import UploadMarker
+from s3commit.model.object_info import UploadRef
+from s3commit.model.paths import PENDING_SUFFIX, PENDINGSET_SUFFIX, UPLOAD_MARKER_SUFFIX
+from s3commit.store.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+
+def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
+    return PendingUpload.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+
+
+def save_pending_upload(store: S3Store, bucket: str, key: str, pending: PendingUpload) -> None:
+    store.put_object(bucket, key, pending.to_json(), content_type="application/json")
+
+
+def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
+    return PendingSet.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+
+
+def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:
+    """Save (overwrite: the last task attempt to commit wins, as in Hadoop)."""
+    store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
+
+
+def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet, *,
+                         first_attempt: bool = False) -> str | None:
+    """Save a task's pendingset; if an earlier attempt of the task had committed one, abort the uploads of
+    that superseded attempt (they would otherwise be orphans nobody can attribute). Costs one GET per task
+    commit (a 404 in the usual case), except for a ``first_attempt`` (attempt number 0 of its task: Spark
+    numbers stage re-attempts' tasks past it too), which no earlier attempt can have preceded.
+
+    A task that wrote nothing saves nothing (an earlier attempt's pendingset is deleted): returns ``None``,
+    and its commit message names no pendingset, so the job commit reads nothing for it. Otherwise returns
+    ``key``.
+    """
+    superseded = 0
+    try:
+        previous = None if first_attempt else load_pendingset(store, bucket, key)
+    except NotFoundError:
+        previous = None
+    except S3CommitError as err:  # a corrupt earlier pendingset is replaced; its uploads go to the sweep
+        log.warning("replacing unreadable pendingset s3://%s/%s: %s", bucket, key, err)
+        previous = None
+    if pendingset.commits:
+        save_pendingset(store, bucket, key, pendingset)
+    elif previous is not None:
+        store.delete_object(bucket, key)
+    if previous is not None:
+        keep = {c.upload_id for c in pendingset.commits}
+        for commit in previous.commits:
+            if (commit.upload_id not in keep and commit.bucket == bucket
+                    and abort_upload_quietly(store, bucket, commit.destination_key, commit.upload_id)):
+                superseded += 1
+        log.info("s3://%s/%s: aborted %d uploads of superseded task attempt %s", bucket, key, superseded,
+                 previous.task_attempt_id or "?")
+    return key if pendingset.commits else None
+
+
+def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:
+    """The upload recorded by a magic writer at start (``<magic path>.upload``), or None if unreadable."""
+    try:
+        return UploadMarker.decode(store.get_object(bucket, key))
+    except NotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as err:
+        log.warning("ignoring unreadable upload marker s3://%s/%s: %s", bucket, key, err)
+        return None
+
+
+@dataclass(frozen=True)
+class AttemptListing:
+    """Everything under a task attempt directory, by kind."""
+
+    keys: tuple[str, ...]
+
+    @property
+    def pending(self) -> list[str]:
+        return [k for k in self.keys if k.endswith(PENDING_SUFFIX)]
+
+    @property
+    def markers(self) -> list[str]:
+        return [k for k in self.keys if k.endswith(UPLOAD_MARKER_SUFFIX)]
+
+
+def scan_attempt_dir(store: S3Store, bucket: str, prefix: str) -> AttemptListing:
+    """List a task attempt directory (or all of them) once: its ``.pending`` files and upload markers."""
+    return AttemptListing(tuple(keys_under(store, bucket, prefix)))
+
+
+def pendingset_keys_under(store: S3Store, bucket: str, job_attempt_dir: str) -> list[str]:
+    """The ``.pendingset`` files directly in a job attempt directory (the fallback when the caller has
+    no task commit messages)."""
+    prefix = f"{job_attempt_dir}/"
+    return sorted(k for k in keys_under(store, bucket, prefix)
+                  if k.endswith(PENDINGSET_SUFFIX) and "/" not in k[len(prefix):])

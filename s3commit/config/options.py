@@ -1,0 +1,485 @@
+"""Configuration: every knob defined once, with its default and what it risks.
+
+Plain Python callers pass keyword-only options; Spark (through the JVM bridge) passes Hadoop-style string
+keys, parsed here by :meth:`CommitterOptions.from_hadoop_conf` and :meth:`StoreOptions.from_hadoop_conf`.
+Where S3A has a key with the same meaning we use it, so an existing S3A configuration works unchanged;
+new knobs use the ``s3commit.`` prefix. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from s3commit.config import connection
+from s3commit.config.connection import CredentialChain, Proxy
+from s3commit.errors import ConfigError
+from s3commit.model.checksums import normalise
+
+MIB = 1024 * 1024
+MIN_PART_SIZE = 5 * MIB
+"""S3's minimum size of every part but the last."""
+MAX_PART_SIZE = 5 * 1024 * MIB
+"""S3's maximum part size."""
+MAX_PARTS = 10_000
+"""S3's maximum number of parts in one upload (part numbers 1..10000)."""
+
+
+class ValuedEnum(enum.Enum):
+    @classmethod
+    def parse(cls, value: Any, *, what: str) -> Any:
+        if isinstance(value, cls):
+            return value
+        text = str(value).strip().lower()
+        for member in cls:
+            if member.value == text:
+                return member
+        valid = ", ".join(m.value for m in cls)
+        raise ConfigError(f"{value!r} is not a valid {what}. Valid values are: {valid}")
+
+
+class CommitterName(ValuedEnum):
+    """The committers ``create_committer`` knows."""
+
+    MAGIC = "magic"
+    DIRECTORY = "directory"
+    PARTITIONED = "partitioned"
+    RENAME_V1 = "rename-v1"
+    RENAME_V2 = "rename-v2"
+
+
+class ConflictMode(ValuedEnum):
+    """Staging committers' policy when the destination already has data (Hadoop's ``conflict-mode``)."""
+
+    FAIL = "fail"
+    APPEND = "append"
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True)
+class Key:
+    """One configuration key: its name, default, and why it exists / what it risks."""
+
+    name: str
+    default: str
+    why: str
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("fs.s3a.committer.name", "magic",
+            "Which committer: magic (stream to S3, complete at job commit), directory or partitioned "
+            "(stage on local disk, upload at task commit). Unknown names fail before any task runs."),
+        Key("fs.s3a.committer.threads", "32",
+            "Threads completing uploads at job commit and uploading at task commit. Negative means "
+            "×cores. More threads finish sooner but raise the request rate (S3 throttles at ~3,500 "
+            "writes/s per prefix)."),
+        Key("fs.s3a.committer.staging.conflict-mode", "append",
+            "Staging committers: fail, append or replace when output exists. replace deletes the old "
+            "objects after the new ones are complete; the new keys are kept."),
+        Key("fs.s3a.committer.staging.unique-filenames", "true",
+            "Staging committers: insert the job UUID into file names so appends never overwrite."),
+        Key("fs.s3a.endpoint", "", "S3 endpoint URL; empty uses boto3's resolution (AWS_ENDPOINT_URL...)."),
+        Key("fs.s3a.endpoint.region", "", "Region; empty uses boto3's resolution."),
+        Key("fs.s3a.path.style.access", "false", "Path-style addressing (needed by most S3 emulators)."),
+        Key("fs.s3a.access.key", "", "Access key; empty uses boto3's credential chain. Never logged."),
+        Key("fs.s3a.secret.key", "", "Secret key; never logged or written to any manifest."),
+        Key("fs.s3a.session.token", "", "Session token; never logged."),
+        Key("fs.s3a.multipart.size", "64M",
+            "Part size (>= 5M). Larger parts mean fewer requests but more memory per active block; "
+            "a file needs more than 10,000 parts fails before data is lost."),
+        Key("fs.s3a.fast.upload.active.blocks", "4",
+            "Parts of one file in flight at once; memory per open file is this × part size."),
+        Key("mapreduce.fileoutputcommitter.marksuccessfuljobs", "true",
+            "Write the _SUCCESS JSON summary at job commit."),
+        Key("mapreduce.outputcommitter.factory.scheme.s3a", "s3commit.hadoop.S3CommitterFactory",
+            "Set by configure(): Hadoop's new-API OutputFormats (RDD saveAsNewAPIHadoopFile/Dataset) commit "
+            "s3a:// output through s3commit. Hadoop's FileOutputCommitterFactory restores renames."),
+        Key("mapred.output.committer.class", "s3commit.hadoop.S3MapRedCommitter",
+            "Set by configure(): the old mapred API's committer (RDD saveAsTextFile, saveAsHadoopFile, "
+            "saveAsSequenceFile). One class for every destination: non-S3 output gets FileOutputCommitter."),
+        Key("fs.AbstractFileSystem.s3a.impl", "s3commit.hadoop.S3AbstractFileSystem",
+            "Set by configure() with s3commit's FileSystem: Hadoop's FileContext binding for s3a:// (a pip "
+            "PySpark has none). Spark's default checkpoint manager needs it; its renames are COPY + DELETE."),
+        Key("spark.sql.streaming.checkpointFileManagerClass", "s3commit.spark.S3CheckpointFileManager",
+            "A Spark SQL key, set by configure(streaming=True): checkpoint files on s3a:// written in place, "
+            "one PUT (or an upload completed) each, If-None-Match where Spark forbids overwriting; other file "
+            "systems get Spark's own manager. Unset, Spark renames (a COPY per checkpoint file on S3)."),
+        Key("spark.sql.streaming.commitProtocolClass", "s3commit.spark.S3StreamingCommitProtocol",
+            "A Spark SQL key, set by configure(streaming=True): the file sink's data files stay pending uploads "
+            "until the batch is in the sink's log (about 1.3 times the requests of Spark's protocol per batch). "
+            "Spark's ManifestFileCommitProtocol makes a failed batch's files visible to plain listers."),
+        Key("spark.executor.extraClassPath", "the bridge jar", "Spark keys, set by configure() (after the entries "
+            "given): Spark's own threads resolve fs.s3a.impl through the JVM's classpath, not spark.jars."),
+        Key("spark.driver.extraClassPath", "the bridge jar", "The same on the driver (effective as its JVM starts)."),
+        Key("spark.plugins", "s3commit.spark.S3CommitPlugin", "Set by configure(): registers the bridge's classes "
+            "for Spark's own threads where the jar is not on a JVM's classpath when it starts."),
+        Key("spark.storage.decommission.fallbackStorage.path", "", "Set by configure(fallback_storage=) with Spark's "
+            "decommissioning keys: a leaving executor's shuffle blocks go to S3; no map task runs again."),
+        Key("fs.s3a.committer.uuid", "",
+            "Hadoop committers only: the job id of this write (S3A's key). Empty: the Hadoop job's tracker "
+            "id, unique per Spark RDD write. Set it per write, never for a session: jobs sharing it collide."),
+        Key("fs.s3a.encryption.algorithm", "", "Server-side encryption: SSE-S3 (AES256) or SSE-KMS."),
+        Key("fs.s3a.encryption.key", "", "KMS key id for SSE-KMS."),
+        Key("fs.s3a.create.storage.class", "", "Storage class of every object written (e.g. STANDARD_IA)."),
+        Key("fs.s3a.acl.default", "", "Canned ACL of every object written (e.g. bucket-owner-full-control)."),
+        Key("fs.s3a.create.checksum.algorithm", "CRC32",
+            "Checksum sent with every part and single-PUT object, recorded in the .pending and passed at "
+            "Complete: CRC32, CRC32C or CRC64NVME (these two need s3commit[crt]), SHA256, or none."),
+        Key("s3commit.checksum.verify-etag", "auto",
+            "Compare each part's and single-PUT object's ETag with the MD5 of the bytes sent (not with SSE-KMS): "
+            "catches damage in transit on a server that validates no checksum. About 1.5 s of CPU per GiB. auto: "
+            "on exactly where the store was seen (s3commit doctor's probe) not to validate the checksum sent and "
+            "its part ETags are MD5s, or could not be probed; off where it validates (AWS S3, SeaweedFS); true or "
+            "false to choose."),
+        Key("s3commit.signing.payload", "auto",
+            "Whether SigV4 signs the SHA-256 of each part and single-PUT object body over plain http (about 0.7 s of "
+            "CPU per GiB). auto: sent UNSIGNED-PAYLOAD where damage in transit is caught otherwise (the store was "
+            "seen to validate the checksum sent, or to give MD5 part ETags that the ETag check compares), signed "
+            "elsewhere; https is botocore's rule (unsigned with a checksum). signed: always signed, also over https "
+            "(an attacker on a plain-http path can then not swap a body for one with the same CRC)."),
+        Key("s3commit.capabilities.cache", "86400",
+            "Seconds what a store was seen to honour (its probe: about 60 small requests in a scratch prefix, once "
+            "per endpoint and bucket) is kept on local disk for later processes; 0: probe once per process. "
+            "`s3commit doctor` always probes afresh."),
+        Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
+        Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
+        Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
+        Key("fs.s3a.committer.magic.track.commits.in.memory.enabled", "true",
+            "Magic committer: keep each task attempt's pending uploads in the memory of the process writing them "
+            "(a file's close returns while its last part uploads; the task commit is one PUT). False: a .pending "
+            "per file, listed, read and deleted at task commit (Hadoop's default). A process that dies loses "
+            "only its uncommitted attempts: their tasks fail and run again."),
+        Key("s3commit.committer.validate.output", "false",
+            "After completing, HEAD every committed object and check its size (and checksum where the server "
+            "returns one) against its manifest; a mismatch fails the job, which rolls back. One HEAD a file."),
+        Key("fs.s3a.committer.summary.report.directory", "",
+            "A directory (s3a://, s3:// or local) where every job commit also writes summary-<job id>.json: "
+            "the _SUCCESS data, after a success and after a failure (naming it)."),
+        Key("s3commit.commit.journal", "true",
+            "Record a journal before the first Complete so `s3commit recover` can finish or roll back an "
+            "interrupted job commit. Costs one PUT per job."),
+        Key("s3commit.commit.rate-limit", "0",
+            "Upper bound on Complete requests per second at job commit (0: unbounded). Use it to stay "
+            "under a prefix's throttle on very large jobs."),
+        Key("s3commit.magic.track-uploads", "auto",
+            "Record each upload's id in the job directory as soon as it starts (one extra PUT per file) "
+            "so a crashed task's uploads can be found and aborted. auto: only when the file name does not "
+            "carry the job UUID (Spark's names always do)."),
+        Key("s3commit.staging.dir", "", "Local directory for staging committers (default: the temp dir)."),
+        Key("s3commit.commit.lease", "auto",
+            "Serialize job commits to one destination with a lease object (__s3commit_lease, taken with "
+            "If-None-Match, renewed and released with If-Match): concurrent jobs never delete each other's files. "
+            "auto: on where the store honours conditional writes (its probe), else off with a warning; on: refuse "
+            "to commit without it; off."),
+        Key("s3commit.commit.lease.wait", "1200",
+            "Seconds a job commit waits for another job's lease on its destination before it fails cleanly (its "
+            "uploads aborted, nothing of it visible), naming the holder."),
+        Key("s3commit.commit.lease.duration", "120",
+            "Seconds a lease lives unless renewed (its holder renews it every quarter of this); a holder silent "
+            "longer is taken over, judged by the store's clock, and its interrupted commit settled first."),
+        Key("s3commit.abort.orphans", "true",
+            "At job commit/abort, abort uploads under the destination that provably belong to this job "
+            "(never another job's)."),
+        Key("fs.s3a.fast.upload.buffer", "disk",
+            "Where a part waits to be uploaded: disk (a block file in a private directory, handed to the "
+            "sidecar by name; bounded heap, needs local disk of active.blocks+1 parts per open file) or array / "
+            "bytebuffer (the JVM heap, sent over the socket; part size x (active.blocks+1) of heap per file)."),
+        Key("fs.s3a.buffer.dir", "",
+            "Comma-separated local directories for block files (the first usable one); empty: "
+            "S3COMMIT_BUFFER_DIR, else YARN's LOCAL_DIRS, else the temp directory. Each sidecar makes a private "
+            "0700 directory there."),
+        Key("fs.s3a.experimental.input.fadvise", "normal",
+            "Read policy: sequential (prefetch blocks ahead), random (fetch what is asked, rounded up to the "
+            "readahead range), normal (sequential until the first backward seek). openFile() may override it "
+            "per file (fs.option.openfile.read.policy)."),
+        Key("fs.s3a.readahead.range", "64K",
+            "Random reads fetch at least this much: larger saves requests on small reads, wastes bytes on seeks."),
+        Key("fs.s3a.prefetch.block.size", "8M",
+            "Sequential reads fetch blocks ahead of the reader, the first of this size (later ones grow up to "
+            "s3commit.prefetch.max-block-size while the stream reads in order)."),
+        Key("fs.s3a.prefetch.block.count", "4",
+            "Most blocks fetched ahead in parallel per sequential stream (within s3commit.prefetch.max-ahead)."),
+        Key("s3commit.prefetch.max-block-size", "32M",
+            "A sequential stream's blocks double from fs.s3a.prefetch.block.size up to this while it reads in "
+            "order (a 128 MiB file in 6 GETs instead of 16); a seek out of the blocks in hand starts again from "
+            "the block size. At or below fs.s3a.prefetch.block.size: blocks never grow."),
+        Key("s3commit.prefetch.max-ahead", "64M",
+            "Most bytes a sequential stream fetches ahead of its reader (always at least one block): memory per "
+            "open sequential stream is at most this plus one block (the one being read)."),
+        Key("fs.s3a.vectored.read.min.seek.size", "4K",
+            "Vectored reads merge ranges closer than this into one GET (Parquet on Hadoop 3.3.5+)."),
+        Key("fs.s3a.vectored.read.max.merged.size", "1M",
+            "Largest merged vectored read; larger ranges are fetched alone."),
+        Key("s3commit.bridge.idle-timeout", "3600",
+            "Seconds a write stream may go untouched before the sidecar aborts it (an abandoned stream must "
+            "not hold its parts for the life of a session)."),
+        *(Key(*spec) for spec in connection.CONNECTION_KEYS),  # credentials, assumed role, TLS, proxy, pool, timeouts
+    )
+}
+
+
+def parse_size(text: str | int, *, what: str) -> int:
+    """Parse ``64M``, ``5m``, ``1G``, ``1048576`` into bytes."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
+    if not match:
+        raise ConfigError(f"{what}: {text!r} is not a size (examples: 64M, 128m, 1G, 8388608)")
+    number, unit = int(match.group(1)), match.group(2).lower()
+    return number * {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB}[unit]
+
+
+def parse_bool(text: str | bool, *, what: str) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{what}: {text!r} is not a boolean. Valid values are: true, false")
+
+
+def parse_seconds(text: str | float, *, what: str) -> float:
+    """A non-negative number of seconds (``90``, ``0.5``)."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{what}: {text!r} is not a number of seconds") from None
+    if value < 0:
+        raise ConfigError(f"{what}: {text!r} is negative")
+    return value
+
+
+def resolve_threads(value: int) -> int:
+    """Hadoop's rule: negative means ×cores; 0 means run sequentially (1 thread)."""
+    if value < 0:
+        return max(1, -value * (os.cpu_count() or 1))
+    return max(1, value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """How the store retries throttling, 5xx, timeouts and dropped connections (jittered exponential)."""
+
+    max_attempts: int = 7
+    initial_delay: float = 0.1
+    max_delay: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        if self.initial_delay < 0 or self.max_delay < 0:
+            raise ConfigError("RetryPolicy delays must be >= 0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoreOptions:
+    """How to reach S3. ``None`` fields fall back to boto3's own resolution (env, profiles, config)."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    path_style: bool = False
+    access_key: str | None = field(default=None, repr=False)
+    secret_key: str | None = field(default=None, repr=False)
+    session_token: str | None = field(default=None, repr=False)
+    credentials: CredentialChain | None = None
+    """S3A's credential providers (``fs.s3a.aws.credentials.provider``); None: the keys above if set, else
+    boto3's chain."""
+    use_ssl: bool = True
+    proxy: Proxy | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    max_pool_connections: int = 64
+    connect_timeout: float = 10.0
+    read_timeout: float = 60.0
+    sse_algorithm: str | None = None
+    sse_kms_key_id: str | None = None
+    storage_class: str | None = None
+    acl: str | None = None
+    checksum_algorithm: str | None = "CRC32"
+    """Sent with every part and single-PUT object (:mod:`s3commit.model.checksums`); None or ``"none"``: off."""
+    verify_etag: bool | None = None
+    """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
+    store was not seen to validate the checksum sent (:meth:`S3Store.verifies_etags`)."""
+    payload_signing: str = "auto"
+    """``s3commit.signing.payload``: ``auto`` (sign a body only where nothing else catches its damage) or ``signed``
+    (:mod:`s3commit.store.body_policy`)."""
+    capabilities_max_age: float = 86400.0
+    """Seconds a probe's findings are kept on local disk (:mod:`s3commit.store.capability_cache`); 0: not kept."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
+        if self.sse_algorithm not in (None, "AES256", "aws:kms"):
+            raise ConfigError(
+                f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"
+            )
+        signing = str(self.payload_signing).strip().lower()
+        if signing not in ("auto", "signed"):
+            raise ConfigError(f"s3commit.signing.payload {self.payload_signing!r} is not valid. Valid values are: "
+                              "auto, signed")
+        object.__setattr__(self, "payload_signing", signing)
+        if self.sse_kms_key_id and self.sse_algorithm != "aws:kms":
+            raise ConfigError("sse_kms_key_id is set but sse_algorithm is not aws:kms")
+
+    def write_args(self) -> dict[str, str]:
+        """Extra arguments for every object-creating request (PUT, Create, Copy)."""
+        args: dict[str, str] = {}
+        if self.sse_algorithm:
+            args["ServerSideEncryption"] = self.sse_algorithm
+        if self.sse_kms_key_id:
+            args["SSEKMSKeyId"] = self.sse_kms_key_id
+        if self.storage_class:
+            args["StorageClass"] = self.storage_class
+        if self.acl:
+            args["ACL"] = self.acl
+        return args
+
+    @classmethod
+    def from_hadoop_conf(cls, conf: Mapping[str, str], *, bucket: str | None = None) -> StoreOptions:
+        """Build from ``fs.s3a.*`` keys (``spark.hadoop.`` prefixes already stripped), as S3A reads them for
+        ``bucket`` (its ``fs.s3a.bucket.<bucket>.*`` keys win) with S3A's older key names honoured."""
+        conf = connection.current_names(connection.resolve_bucket(conf, bucket))
+
+        def get(name: str) -> str:
+            return str(conf.get(name, KEYS[name].default)).strip()
+
+        algorithm = get("fs.s3a.encryption.algorithm").upper() or None
+        sse = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms"}
+        if algorithm and algorithm not in sse:
+            raise ConfigError(
+                f"fs.s3a.encryption.algorithm {algorithm!r} is not valid. Valid values are: SSE-S3, SSE-KMS"
+            )
+        return cls(
+            **connection.connection_fields(conf),
+            region=get("fs.s3a.endpoint.region") or None,
+            path_style=parse_bool(get("fs.s3a.path.style.access"), what="fs.s3a.path.style.access"),
+            access_key=get("fs.s3a.access.key") or None,
+            secret_key=get("fs.s3a.secret.key") or None,
+            session_token=get("fs.s3a.session.token") or None,
+            retry=RetryPolicy(
+                max_attempts=int(get("fs.s3a.attempts.maximum")),
+                initial_delay=float(get("s3commit.retry.initial-delay")),
+                max_delay=float(get("s3commit.retry.max-delay")),
+            ),
+            sse_algorithm=sse[algorithm] if algorithm else None,
+            sse_kms_key_id=get("fs.s3a.encryption.key") or None,
+            storage_class=get("fs.s3a.create.storage.class") or None,
+            acl=get("fs.s3a.acl.default") or None,
+            checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
+            verify_etag=None if get("s3commit.checksum.verify-etag").lower() == "auto" else parse_bool(
+                get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
+            payload_signing=get("s3commit.signing.payload"),
+            capabilities_max_age=parse_seconds(get("s3commit.capabilities.cache"), what="s3commit.capabilities.cache"),
+        )
+
+
+class LeaseMode(ValuedEnum):
+    """``s3commit.commit.lease``: whether job commits take the destination's commit lease."""
+
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+class TrackUploads(ValuedEnum):
+    """When the magic writer records an upload id in the job directory at upload start."""
+
+    AUTO = "auto"
+    ALWAYS = "always"
+    NEVER = "never"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitterOptions:
+    """Committer behaviour. Keyword-only; ``dataclasses.replace`` derives variants."""
+
+    threads: int = 32
+    part_size: int = 64 * MIB
+    max_in_flight: int = 4
+    conflict_mode: ConflictMode = ConflictMode.APPEND
+    unique_filenames: bool = True
+    success_marker: bool = True
+    staging_dir: str | None = None
+    journal: bool = True
+    rate_limit: float = 0.0
+    track_uploads: TrackUploads = TrackUploads.AUTO
+    abort_orphans: bool = True
+    validate_output: bool = False
+    summary_report_dir: str | None = None
+    track_commits_in_memory: bool = True
+    lease: LeaseMode = LeaseMode.AUTO
+    lease_wait: float = 1200.0
+    lease_duration: float = 120.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conflict_mode",
+                           ConflictMode.parse(self.conflict_mode, what="conflict mode"))
+        object.__setattr__(self, "track_uploads",
+                           TrackUploads.parse(self.track_uploads, what="s3commit.magic.track-uploads"))
+        object.__setattr__(self, "lease", LeaseMode.parse(self.lease, what="s3commit.commit.lease"))
+        if self.lease_wait < 0 or self.lease_duration < 1:
+            raise ConfigError(f"lease_wait must be >= 0 and lease_duration >= 1 s, got {self.lease_wait} and "
+                              f"{self.lease_duration}")
+        if self.part_size < MIN_PART_SIZE:
+            raise ConfigError(
+                f"part_size {self.part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes (5 MiB)"
+            )
+        if self.part_size > MAX_PART_SIZE:
+            raise ConfigError(f"part_size {self.part_size} is above S3's maximum part size (5 GiB)")
+        if self.max_in_flight < 1:
+            raise ConfigError(f"max_in_flight must be >= 1, got {self.max_in_flight}")
+        if self.rate_limit < 0:
+            raise ConfigError(f"rate_limit must be >= 0, got {self.rate_limit}")
+
+    @property
+    def pool_size(self) -> int:
+        return resolve_threads(self.threads)
+
+    @classmethod
+    def field_names(cls) -> set[str]:
+        return {f.name for f in fields(cls)}
+
+    @classmethod
+    def from_hadoop_conf(cls, conf: Mapping[str, str]) -> CommitterOptions:
+        """Build from Hadoop-style keys (``spark.hadoop.`` prefixes already stripped)."""
+        def get(name: str) -> str:
+            return str(conf.get(name, KEYS[name].default)).strip()
+
+        staging_dir = get("s3commit.staging.dir") or None
+        return cls(
+            threads=int(get("fs.s3a.committer.threads")),
+            part_size=parse_size(get("fs.s3a.multipart.size"), what="fs.s3a.multipart.size"),
+            max_in_flight=int(get("fs.s3a.fast.upload.active.blocks")),
+            conflict_mode=ConflictMode.parse(get("fs.s3a.committer.staging.conflict-mode"),
+                                             what="fs.s3a.committer.staging.conflict-mode"),
+            unique_filenames=parse_bool(get("fs.s3a.committer.staging.unique-filenames"),
+                                        what="fs.s3a.committer.staging.unique-filenames"),
+            success_marker=parse_bool(get("mapreduce.fileoutputcommitter.marksuccessfuljobs"),
+                                      what="mapreduce.fileoutputcommitter.marksuccessfuljobs"),
+            staging_dir=staging_dir,
+            journal=parse_bool(get("s3commit.commit.journal"), what="s3commit.commit.journal"),
+            rate_limit=float(get("s3commit.commit.rate-limit")),
+            track_uploads=TrackUploads.parse(get("s3commit.magic.track-uploads"),
+                                             what="s3commit.magic.track-uploads"),
+            abort_orphans=parse_bool(get("s3commit.abort.orphans"), what="s3commit.abort.orphans"),
+            validate_output=parse_bool(get("s3commit.committer.validate.output"),
+                                       what="s3commit.committer.validate.output"),
+            summary_report_dir=get("fs.s3a.committer.summary.report.directory") or None,
+            lease=LeaseMode.parse(get("s3commit.commit.lease"), what="s3commit.commit.lease"),
+            lease_wait=parse_seconds(get("s3commit.commit.lease.wait"), what="s3commit.commit.lease.wait"),
+            lease_duration=parse_seconds(get("s3commit.commit.lease.duration"), what="s3commit.commit.lease.duration"),
+            track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
+                                               what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
+        )
+
+
+def committer_name_from_conf(conf: Mapping[str, str]) -> CommitterName:
+    """The committer named by ``fs.s3a.committer.name`` (default magic)."""
+    value = str(conf.get("fs.s3a.committer.name", KEYS["fs.s3a.committer.name"].default))
+    return CommitterName.parse(value, what="committer name (fs.s3a.committer.name)")

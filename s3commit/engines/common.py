@@ -1,0 +1,101 @@
+"""What the Python engines' committed writes share (:mod:`s3commit.arrow`, :mod:`s3commit.dask`): the write
+modes, the options split between the committer and the engine, the check of ``mode="error"``, the job commit
+with the mode's overwrite plan, and a task attempt id unique to each execution of a task.
+
+Modes: ``append`` adds files; ``overwrite`` replaces the whole destination, whose old objects are deleted only
+after every new file is complete (a failed job keeps them); ``overwrite-partitions`` replaces only the
+partition directories the job wrote; ``error`` refuses a destination that holds any object, before anything
+is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from s3commit.committers import create_committer
+from s3commit.committers.attempt import TaskCommitMessage
+from s3commit.committers.base import Committer
+from s3commit.config.options import CommitterOptions
+from s3commit.errors import CommitConflictError, ConfigError
+from s3commit.model.paths import TaskAttemptId
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
+
+MODES = ("append", "overwrite", "overwrite-partitions", "error")
+
+
+def check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"mode {mode!r} is not valid. Valid values are: {', '.join(MODES)}")
+    return mode
+
+
+def split_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(committer options, engine options)``: the names of :class:`CommitterOptions` go to the committer."""
+    names = CommitterOptions.field_names()
+    return ({k: v for k, v in options.items() if k in names}, {k: v for k, v in options.items() if k not in names})
+
+
+def new_job(dest: str, *, committer: str, mode: str, store: S3Store | None, job_id: str | None,
+            options: Mapping[str, Any]) -> Committer:
+    """A committer for one write, its job set up; ``mode="error"`` checked first (nothing written if it fails).
+
+    Raises:
+        ConfigError: a bad mode, destination or option.
+        CommitConflictError: ``mode="error"`` and the destination holds an object.
+    """
+    check_mode(mode)
+    job = create_committer(committer, S3Uri.parse(dest), store=store, job_id=job_id, **options)
+    start(job, mode)
+    return job
+
+
+def start(job: Committer, mode: str) -> None:
+    """Set up ``job``'s job; ``mode="error"`` checked first (nothing written if it fails)."""
+    if mode == "error":
+        dest = job.dest
+        existing = next(iter(job.store.list_objects(dest.bucket, dest.prefix)), None)
+        if existing is not None:
+            raise CommitConflictError(f"{dest} already holds data (s3://{dest.bucket}/{existing.key}) and mode is "
+                                      "'error': nothing was written")
+    job.setup_job()
+
+
+def commit(job: Committer, messages: Sequence[TaskCommitMessage], mode: str) -> dict[str, Any]:
+    """Commit the job with the mode's overwrite plan; returns the ``_SUCCESS`` data as a dict."""
+    success = job.commit_job(list(messages), delete_paths=[""] if mode == "overwrite" else (),
+                             replace_partitions=mode == "overwrite-partitions", create_only=mode == "error")
+    return success.to_dict()
+
+
+def execution_attempt_id(task: int) -> str:
+    """A task attempt id for one *execution* of task ``task``: a retried or recomputed task (a lost worker,
+    a retried exception) is a new attempt, never the same one again."""
+    return str(TaskAttemptId.of(task, secrets.randbelow(1 << 30), job_tracker="s3commit"))
+
+
+WORKER_JOBS_KEPT = 8
+"""Jobs whose committer a worker process keeps for its next tasks (:func:`worker_job`)."""
+_worker_jobs: OrderedDict[bytes, Committer] = OrderedDict()
+_worker_jobs_lock = threading.Lock()
+
+
+def worker_job(job: Committer) -> Committer:
+    """The one copy of ``job`` this process's tasks use: a task gets the job pickled, and each unpickled copy
+    would make its own boto3 client (~0.1 s of CPU, most of a small task's own cost) and thread pools. The
+    copy of the first task is kept and handed to the job's later tasks in this process (the committer's task
+    side is thread-safe), for the :data:`WORKER_JOBS_KEPT` most recent jobs. Copies are the same job only if
+    they pickle the same: a job run again with its id and other options is another job here."""
+    key = hashlib.sha256(pickle.dumps(job)).digest()
+    with _worker_jobs_lock:
+        kept = _worker_jobs.setdefault(key, job)
+        _worker_jobs.move_to_end(key)
+        while len(_worker_jobs) > WORKER_JOBS_KEPT:  # an older job's tasks keep their own reference
+            _worker_jobs.popitem(last=False)
+    return kept

@@ -1,0 +1,399 @@
+"""The persistent formats: ``.pending``, ``.pendingset``, ``_SUCCESS`` and the commit journal.
+
+Field names and versions follow Hadoop S3A exactly (``SinglePendingCommit`` v2, ``PendingSet`` v3,
+``SuccessData`` ``org.apache.hadoop.fs.s3a.commit.files.SuccessData/1``), so Hadoop tools can read what we
+write and we can read theirs. These files are the wire format between processes (tasks, the driver, the
+JVM, the CLI): ``validate()`` runs on every load and before every save, unknown fields are ignored, and
+every error names the file and the rule it broke. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from s3commit.errors import ManifestError
+from s3commit.model import checksums
+
+PENDING_VERSION = 2
+PENDINGSET_VERSION = 3
+SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
+JOURNAL_FORMAT = "s3commit.CommitJournal/1"
+SUCCESS_FILENAME_LIMIT = 100
+"""``_SUCCESS`` lists at most this many file names (Hadoop's ``SUCCESS_MARKER_FILE_LIMIT``)."""
+
+
+def empty_iostatistics() -> dict[str, dict[str, Any]]:
+    """Hadoop's ``IOStatisticsSnapshot`` JSON shape, empty."""
+    return {"counters": {}, "gauges": {}, "minimums": {}, "maximums": {}, "meanstatistics": {}}
+
+
+def java_date(millis: int) -> str:
+    """``java.util.Date.toString()`` in UTC, as Hadoop writes it (no expectation of parseability)."""
+    return time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime(millis / 1000))
+
+
+def now_millis() -> int:
+    return int(time.time() * 1000)
+
+
+def _parse(data: bytes | str, source: str | None) -> dict[str, Any]:
+    if not data:
+        raise ManifestError("no data (empty file)", source=source)
+    try:
+        value = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ManifestError(f"not valid JSON ({err})", source=source) from err
+    if not isinstance(value, dict):
+        raise ManifestError(f"expected a JSON object, got {type(value).__name__}", source=source)
+    return value
+
+
+def _check(condition: bool, message: str, source: str | None) -> None:
+    if not condition:
+        raise ManifestError(message, source=source)
+
+
+def _str_map(value: Any, what: str, source: str | None) -> dict[str, str]:
+    if value is None:
+        return {}
+    _check(isinstance(value, dict), f"{what} is not a JSON object", source)
+    _check(all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()),
+           f"{what} keys and values must be strings", source)
+    return dict(value)
+
+
+def _field(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any,
+           source: str | None) -> Any:
+    value = obj.get(name, default)
+    if value is None:
+        return default
+    if kind is int and isinstance(value, bool):
+        raise ManifestError(f"field {name!r} must be an integer, got a boolean", source=source)
+    _check(isinstance(value, kind), f"field {name!r} has the wrong type ({type(value).__name__})", source)
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingUpload:
+    """One uncompleted multipart upload: Hadoop's ``SinglePendingCommit`` (``.pending``, version 2).
+
+    ``uri`` is the magic path for the magic committer and the final URI for staging; ``destination_key``
+    is what gets completed.
+    """
+
+    bucket: str
+    destination_key: str
+    upload_id: str
+    etags: tuple[str, ...]
+    length: int
+    uri: str
+    created: int = 0
+    saved: int = 0
+    job_id: str = ""
+    task_id: str = ""
+    text: str = ""
+    extra_data: Mapping[str, str] = field(default_factory=dict)
+    iostatistics: Mapping[str, Any] = field(default_factory=empty_iostatistics)
+    filename: str | None = None
+
+    @property
+    def part_count(self) -> int:
+        return len(self.etags)
+
+    @property
+    def dest_uri(self) -> str:
+        return f"s3://{self.bucket}/{self.destination_key}"
+
+    def validate(self, source: str | None = None) -> PendingUpload:
+        src = source or self.filename
+        _check(bool(self.bucket), "Empty bucket", src)
+        _check(bool(self.destination_key), "Empty destination", src)
+        _check(not self.destination_key.startswith("/"), "destinationKey must not start with '/'", src)
+        _check(bool(self.upload_id), "Empty uploadId", src)
+        _check(self.length >= 0, f"Invalid length: {self.length}", src)
+        _check(bool(self.uri), "Empty uri", src)
+        _check(len(self.etags) > 0, f"No upload parts for {self.dest_uri} (empty etag list)", src)
+        for i, etag in enumerate(self.etags):
+            _check(isinstance(etag, str) and bool(etag), f"Empty etag for part {i + 1} of {self.dest_uri}", src)
+        checksums.recorded(self.extra_data, len(self.etags), src or self.dest_uri)  # refuses a mismatch
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "version": PENDING_VERSION,
+            "filename": self.filename,
+            "uri": self.uri,
+            "uploadId": self.upload_id,
+            "bucket": self.bucket,
+            "destinationKey": self.destination_key,
+            "created": self.created,
+            "saved": self.saved,
+            "date": java_date(self.saved or self.created),
+            "jobId": self.job_id,
+            "taskId": self.task_id,
+            "text": self.text,
+            "etags": list(self.etags),
+            "extraData": dict(self.extra_data),
+            "iostatistics": dict(self.iostatistics),
+            "length": self.length,
+            "partCount": self.part_count,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], *, source: str | None = None) -> PendingUpload:
+        version = obj.get("version")
+        _check(version == PENDING_VERSION,
+               f"Wrong version: {version} (a .pending file must have version {PENDING_VERSION})", source)
+        etags = obj.get("etags")
+        _check(etags is not None, "No etag list", source)
+        _check(isinstance(etags, list), "etags is not a list", source)
+        upload = cls(
+            bucket=_field(obj, "bucket", str, "", source),
+            destination_key=_field(obj, "destinationKey", str, "", source),
+            upload_id=_field(obj, "uploadId", str, "", source),
+            etags=tuple(etags),  # type: ignore[arg-type]
+            length=_field(obj, "length", int, 0, source),
+            uri=_field(obj, "uri", str, "", source),
+            created=_field(obj, "created", int, 0, source),
+            saved=_field(obj, "saved", int, 0, source),
+            job_id=_field(obj, "jobId", str, "", source),
+            task_id=_field(obj, "taskId", str, "", source),
+            text=_field(obj, "text", str, "", source),
+            extra_data=_str_map(obj.get("extraData"), "extraData", source),
+            iostatistics=_field(obj, "iostatistics", dict, empty_iostatistics(), source),
+            filename=source,
+        )
+        return upload.validate(source)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, source: str | None = None) -> PendingUpload:
+        return cls.from_dict(_parse(data, source), source=source)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PendingSet:
+    """All pending uploads of one task attempt: Hadoop's ``PendingSet`` (``.pendingset``, version 3)."""
+
+    commits: tuple[PendingUpload, ...]
+    job_id: str = ""
+    extra_data: Mapping[str, str] = field(default_factory=dict)
+    iostatistics: Mapping[str, Any] = field(default_factory=empty_iostatistics)
+
+    @property
+    def task_attempt_id(self) -> str:
+        return self.extra_data.get("task.attempt.id", "")
+
+    @property
+    def total_length(self) -> int:
+        return sum(c.length for c in self.commits)
+
+    def validate(self, source: str | None = None) -> PendingSet:
+        seen: set[tuple[str, str]] = set()
+        for commit in self.commits:
+            _check(isinstance(commit, PendingUpload), "Collection element is not a PendingUpload", source)
+            commit.validate(source)
+            where = (commit.bucket, commit.destination_key)
+            _check(where not in seen,
+                   f"Destination {commit.dest_uri} is written to by more than one pending commit", source)
+            seen.add(where)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        self.validate()
+        commits = []
+        for c in self.commits:
+            entry = c.to_dict()
+            entry["filename"] = None  # set on load by readers; the persisted value is meaningless
+            commits.append(entry)
+        return {
+            "version": PENDINGSET_VERSION,
+            "jobId": self.job_id,
+            "commits": commits,
+            "extraData": dict(self.extra_data),
+            "iostatistics": dict(self.iostatistics),
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], *, source: str | None = None) -> PendingSet:
+        version = obj.get("version")
+        _check(version == PENDINGSET_VERSION,
+               f"Wrong version: {version} (a .pendingset file must have version {PENDINGSET_VERSION})", source)
+        commits = obj.get("commits")
+        if commits is None:
+            commits = []
+        _check(isinstance(commits, list), "commits is not a list", source)
+        parsed = []
+        for i, c in enumerate(commits):
+            _check(isinstance(c, dict), f"commit {i} is not a JSON object", source)
+            parsed.append(PendingUpload.from_dict(c, source=source))
+        return cls(
+            commits=tuple(parsed),
+            job_id=_field(obj, "jobId", str, "", source),
+            extra_data=_str_map(obj.get("extraData"), "extraData", source),
+            iostatistics=_field(obj, "iostatistics", dict, empty_iostatistics(), source),
+        ).validate(source)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, source: str | None = None) -> PendingSet:
+        return cls.from_dict(_parse(data, source), source=source)
+
+    def with_job(self, job_id: str, task_attempt_id: str) -> PendingSet:
+        """Stamp every commit with the job and task attempt, as Hadoop's magic task commit does."""
+        commits = tuple(replace(c, job_id=job_id, task_id=task_attempt_id) for c in self.commits)
+        extra = {**self.extra_data, "task.attempt.id": task_attempt_id}
+        return replace(self, commits=commits, job_id=job_id, extra_data=extra)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SuccessData:
+    """The ``_SUCCESS`` JSON summary (Hadoop ``SuccessData``; compatible with the manifest committer)."""
+
+    committer: str
+    job_id: str
+    job_id_source: str = "s3commit"
+    success: bool = True
+    timestamp: int = field(default_factory=now_millis)
+    hostname: str = field(default_factory=socket.gethostname)
+    description: str = ""
+    metrics: Mapping[str, int] = field(default_factory=dict)
+    diagnostics: Mapping[str, str] = field(default_factory=dict)
+    filenames: tuple[str, ...] = ()
+    iostatistics: Mapping[str, Any] = field(default_factory=empty_iostatistics)
+    state: str | None = None
+    stage: str | None = None
+
+    def validate(self, source: str | None = None) -> SuccessData:
+        _check(len(self.filenames) <= SUCCESS_FILENAME_LIMIT,
+               f"filenames lists {len(self.filenames)} entries; at most {SUCCESS_FILENAME_LIMIT}", source)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        self.validate()
+        return {
+            "name": SUCCESS_NAME,
+            "success": self.success,
+            "timestamp": self.timestamp,
+            "date": java_date(self.timestamp),
+            "hostname": self.hostname,
+            "committer": self.committer,
+            "description": self.description,
+            "jobId": self.job_id,
+            "jobIdSource": self.job_id_source,
+            "metrics": dict(self.metrics),
+            "diagnostics": dict(self.diagnostics),
+            "filenames": list(self.filenames),
+            "iostatistics": dict(self.iostatistics),
+            "state": self.state,
+            "stage": self.stage,
+        }
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any], *, source: str | None = None) -> SuccessData:
+        name = obj.get("name")
+        _check(name is not None, "Incompatible file format: no 'name' field", source)
+        _check(name == SUCCESS_NAME, f"Incompatible file format: {name}", source)
+        metrics = obj.get("metrics") or {}
+        _check(isinstance(metrics, dict), "metrics is not a JSON object", source)
+        filenames = obj.get("filenames") or []
+        _check(isinstance(filenames, list) and all(isinstance(f, str) for f in filenames),
+               "filenames must be a list of strings", source)
+        return cls(
+            committer=_field(obj, "committer", str, "", source),
+            job_id=_field(obj, "jobId", str, "", source),
+            job_id_source=_field(obj, "jobIdSource", str, "", source),
+            success=_field(obj, "success", bool, True, source),
+            timestamp=_field(obj, "timestamp", int, 0, source),
+            hostname=_field(obj, "hostname", str, "", source),
+            description=_field(obj, "description", str, "", source),
+            metrics={str(k): v for k, v in metrics.items()},
+            diagnostics=_str_map(obj.get("diagnostics"), "diagnostics", source),
+            filenames=tuple(filenames),
+            iostatistics=_field(obj, "iostatistics", dict, empty_iostatistics(), source),
+            state=obj.get("state"),
+            stage=obj.get("stage"),
+        ).validate(source)
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, source: str | None = None) -> SuccessData:
+        return cls.from_dict(_parse(data, source), source=source)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommitJournal:
+    """What a job commit is about to do, written (If-None-Match: *) before the first Complete.
+
+    With it, ``s3commit recover`` can finish an interrupted commit or roll it back: it names the pendingsets
+    to complete, the overwrite plan to apply after completion, and whether to write ``_SUCCESS``.
+    """
+
+    job_id: str
+    committer: str
+    bucket: str
+    dest_key: str
+    pendingsets: tuple[str, ...]
+    delete_paths: tuple[str, ...] = ()
+    replace_partitions: bool = False
+    success_marker: bool = True
+    created: int = field(default_factory=now_millis)
+    absolute_dirs: tuple[str, ...] = ()
+    """Directories outside the destination (same bucket) the job's tasks declared writing to."""
+    delete_outside: tuple[str, ...] = ()
+    """Directories outside the destination (same bucket) whose old objects the overwrite deletes."""
+
+    def validate(self, source: str | None = None) -> CommitJournal:
+        _check(bool(self.job_id), "Empty jobId", source)
+        _check(bool(self.bucket), "Empty bucket", source)
+        for key in self.pendingsets:
+            _check(isinstance(key, str) and key.endswith(".pendingset"),
+                   f"journal entry {key!r} is not a .pendingset key", source)
+        return self
+
+    def to_json(self) -> bytes:
+        self.validate()
+        return json.dumps({
+            "name": JOURNAL_FORMAT, "jobId": self.job_id, "committer": self.committer, "bucket": self.bucket,
+            "destKey": self.dest_key, "pendingsets": list(self.pendingsets),
+            "deletePaths": list(self.delete_paths), "replacePartitions": self.replace_partitions,
+            "successMarker": self.success_marker, "created": self.created,
+            "absoluteDirs": list(self.absolute_dirs), "deleteOutside": list(self.delete_outside),
+        }, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, source: str | None = None) -> CommitJournal:
+        obj = _parse(data, source)
+        _check(obj.get("name") == JOURNAL_FORMAT, f"not a commit journal (name={obj.get('name')!r})", source)
+        pendingsets = obj.get("pendingsets") or []
+        delete_paths = obj.get("deletePaths") or []
+        absolute_dirs = obj.get("absoluteDirs") or []
+        delete_outside = obj.get("deleteOutside") or []
+        _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside))
+               and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside)),
+               "pendingsets, deletePaths, absoluteDirs and deleteOutside must be lists of strings", source)
+        return cls(
+            job_id=_field(obj, "jobId", str, "", source),
+            committer=_field(obj, "committer", str, "", source),
+            bucket=_field(obj, "bucket", str, "", source),
+            dest_key=_field(obj, "destKey", str, "", source),
+            pendingsets=tuple(pendingsets),
+            delete_paths=tuple(delete_paths),
+            replace_partitions=_field(obj, "replacePartitions", bool, False, source),
+            success_marker=_field(obj, "successMarker", bool, True, source),
+            created=_field(obj, "created", int, 0, source),
+            absolute_dirs=tuple(absolute_dirs),
+            delete_outside=tuple(delete_outside),
+        ).validate(source)

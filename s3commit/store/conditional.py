@@ -1,0 +1,163 @@
+"""Requests that check before they act: the collaborator of :class:`~s3commit.store.s3store.S3Store` that asks S3 to
+act only if an object is still what the caller saw (``If-Match``), reads an object with the store's clock, and
+checks a bucket.
+
+It sends through the store's :class:`~s3commit.store.requests.Requests` (its client, counters and one retry
+owner) and asks the store's :class:`~s3commit.store.body_policy.PayloadPolicy` what to check of a body; the store
+delegates to it, so callers keep calling ``store.put_if_match(...)``. Same rules as the store: every request
+declares its :class:`~s3commit.store.retry.Retry`, errors are translated once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from s3commit.errors import (
+    NoSuchBucketError,
+    NotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    error_class_for_code,
+)
+from s3commit.model.checksums import Sending
+from s3commit.model.object_info import ObjectInfo
+from s3commit.store.body_policy import PayloadPolicy
+from s3commit.store.requests import Requests
+from s3commit.store.responses import answered_at
+from s3commit.store.retry import Attempts, Retry
+
+
+class ConditionalRequests:
+    """``If-Match`` writes and deletes, reads with the server's time, and the bucket check: a collaborator of
+    :class:`~s3commit.store.s3store.S3Store`, sending through its :class:`~s3commit.store.requests.Requests`."""
+
+    def __init__(self, requests: Requests, bodies: PayloadPolicy) -> None:
+        self.requests = requests
+        self.bodies = bodies
+        self.options = requests.options
+
+    @property
+    def client(self) -> Any:
+        return self.requests.client
+
+    def put_if_match(self, bucket: str, key: str, body: bytes, etag: str, *,
+                     content_type: str | None = None) -> str:
+        """Replace the object only if its ETag is still ``etag`` (``If-Match``); returns the new ETag.
+
+        ``Retry.VERIFIED``: a 412 after an attempt whose answer was lost is read back, and if the object holds
+        exactly ``body`` the replacement was ours. Otherwise :class:`PreconditionFailedError`: it changed (or is
+        gone: some stores answer 412, AWS 404 :class:`NotFoundError`, for a missing key).
+        """
+        args: dict[str, Any] = {**self.options.write_args(), "IfMatch": etag}
+        if content_type:
+            args["ContentType"] = content_type
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
+        args.update(sending.args())
+        attempts = Attempts()
+        try:
+            response = self.requests.call(
+                "PutObject",
+                lambda: sending.check(f"s3://{bucket}/{key}",
+                                      self.client.put_object(Bucket=bucket, Key=key, Body=body, **args)),
+                retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
+        except (PreconditionFailedError, NotFoundError) as err:
+            if not attempts.ambiguous:
+                raise
+            read = self.read_if_exists(bucket, key)
+            if read is None or read[0] != body:
+                raise
+            err.__suppress_context__ = True
+            return read[1].etag
+        self.requests.counters.add_bytes(uploaded=len(body))
+        return str(response.get("ETag", ""))
+
+    def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
+        """Delete the object only if its ETag is still ``etag`` (``If-Match`` on DeleteObject).
+
+        ``Retry.VERIFIED``: after an attempt whose answer was lost, a missing object (404, or a 412 for a key that
+        is gone) counts as deleted by us. Raises :class:`PreconditionFailedError` when the object changed, and
+        :class:`NotFoundError` when it was already gone before any attempt of ours.
+        """
+        attempts = Attempts()
+        try:
+            self.requests.call("DeleteObject",
+                       lambda: self.client.delete_object(Bucket=bucket, Key=key, IfMatch=etag),
+                       retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
+        except (PreconditionFailedError, NotFoundError):
+            if attempts.ambiguous and self.read_if_exists(bucket, key) is None:
+                return
+            raise
+
+    def delete_objects_if_match(self, bucket: str, objects: Iterable[tuple[str, str]]) -> tuple[int, list[str]]:
+        """Delete ``(key, etag)`` pairs in batches of 1,000 (DeleteObjects), each only if its ETag is still the
+        one given; returns how many were deleted and the keys kept because they changed (``PreconditionFailed``).
+        ``Retry.IDEMPOTENT``: a key already gone counts as deleted. Other per-key errors raise."""
+        deleted, kept = 0, []
+        batch: list[tuple[str, str]] = []
+        for item in objects:
+            batch.append(item)
+            if len(batch) == 1000:
+                done, changed = self._delete_batch_if_match(bucket, batch)
+                deleted, batch = deleted + done, []
+                kept.extend(changed)
+        if batch:
+            done, changed = self._delete_batch_if_match(bucket, batch)
+            deleted += done
+            kept.extend(changed)
+        return deleted, kept
+
+    def _delete_batch_if_match(self, bucket: str, batch: list[tuple[str, str]]) -> tuple[int, list[str]]:
+        request = {"Objects": [{"Key": key, "ETag": etag} for key, etag in batch], "Quiet": True}
+        response = self.requests.call("DeleteObjects",
+                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=batch[0][0])
+        errors = response.get("Errors") or []
+        changed = [e.get("Key", "") for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
+        others = [e for e in errors if e.get("Code") not in ("PreconditionFailed", "412", "NoSuchKey")]
+        if others:
+            first = others[0]
+            raise error_class_for_code(first.get("Code"))(
+                f"{len(others)} of {len(batch)} deletes failed; first: {first.get('Message', '')}",
+                operation="DeleteObjects", bucket=bucket, key=first.get("Key"), code=first.get("Code"))
+        return len(batch) - len(errors), changed
+
+    def read_object(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo, datetime]:
+        """The object's bytes, its metadata (ETag, ``Last-Modified``) and the store's clock when it answered (the
+        ``Date`` header): ages judged by the store's clock, never this host's. ``Retry.IDEMPOTENT``; raises
+        :class:`NotFoundError`."""
+        def read() -> tuple[bytes, ObjectInfo, datetime]:
+            response = self.client.get_object(Bucket=bucket, Key=key)
+            body = bytes(response["Body"].read())
+            info = ObjectInfo(key, len(body), str(response.get("ETag", "")), response.get("LastModified"))
+            return body, info, answered_at(response)
+
+        result: tuple[bytes, ObjectInfo, datetime] = self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT,
+                                                                bucket=bucket, key=key)
+        return result
+
+    def read_if_exists(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo] | None:
+        try:
+            body, info, _ = self.read_object(bucket, key)
+        except NotFoundError:
+            return None
+        return body, info
+
+    def delete_quietly(self, bucket: str, key: str) -> None:
+        """Delete an object, ignoring any failure (clean-up of scratch objects)."""
+        with contextlib.suppress(StoreError):
+            self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
+                       retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+
+    def head_bucket(self, bucket: str) -> None:
+        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
+        try:
+            self.requests.call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
+                       bucket=bucket)
+        except NotFoundError as err:
+            raise NoSuchBucketError(
+                f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
+                code="NoSuchBucket", attempts=err.attempts,
+            ) from err

@@ -1,0 +1,133 @@
+"""The store's one choke point: every S3 request runs here, under the retry policy its method declares
+(:class:`~s3commit.store.retry.Retry`; tenacity, the one retry owner: botocore's own retries are off), with its
+errors translated once (:func:`s3commit.errors.translate_client_error`, keeping the cause) and counted by
+operation. It also holds the boto3 client, built lazily in each process (:mod:`s3commit.store.client`).
+
+:class:`~s3commit.store.s3store.S3Store` and its collaborators (:mod:`s3commit.store.conditional`) send through
+one :class:`Requests`; nothing else calls boto3.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from s3commit.config.options import StoreOptions
+from s3commit.errors import ChecksumMismatchError, StoreError, translate_client_error
+from s3commit.store import body_policy as payload
+from s3commit.store import moto_inprocess as inprocess
+from s3commit.store.counters import StoreCounters
+from s3commit.store.retry import Attempts, Retry, build_retrying, is_ambiguous, is_retryable
+
+T = TypeVar("T")
+
+
+class Requests:
+    """The boto3 client, the retry policy and the counters of one store.
+
+    Args:
+        options: the store's options (endpoint, credentials, the retry policy).
+        client: an existing boto3 S3 client to use instead of building one (:func:`inprocess.adapt`).
+        sleep: injectable backoff sleep, for tests.
+    """
+
+    def __init__(self, options: StoreOptions, *, client: Any = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.options = options
+        self._client = payload.install_bodies(inprocess.adapt(client))
+        self.sleep = sleep
+        self._lock = threading.Lock()
+        self.counters = StoreCounters()
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._build_client()
+        return self._client
+
+    def _build_client(self) -> Any:
+        # Credentials (S3A's providers, an assumed role), proxy, TLS, pool and timeouts: s3commit.store.client.
+        # botocore's DEBUG logs print request headers and signed strings: clients keeps credentials out of them.
+        from s3commit.store.client import build_s3_client
+
+        return payload.install_bodies(inprocess.adapt(build_s3_client(self.options)))
+
+    def call(
+        self,
+        operation: str,
+        fn: Callable[[], T],
+        *,
+        retry: Retry,
+        bucket: str,
+        key: str | None = None,
+        upload_id: str | None = None,
+        attempts: Attempts | None = None,
+        recorded: bool = False,
+    ) -> T:
+        """Run one S3 request under the retry policy, as ``retry`` allows; translate its errors once.
+
+        ``attempts`` (required for ``VERIFIED`` and ``RECORDED``) learns how many attempts failed ambiguously;
+        ``recorded`` says the caller records what a ``RECORDED`` request may have left behind.
+        """
+        if retry is not Retry.IDEMPOTENT and attempts is None:
+            raise TypeError(f"{operation}: a {retry.value} request needs an Attempts record")
+        seen = attempts if attempts is not None else Attempts()
+
+        def attempt() -> T:
+            if not seen.made:
+                seen.first_sent = time.monotonic()
+            seen.made += 1
+            self.counters.add("requests", operation)
+            try:
+                return fn()
+            except Exception as err:  # botocore raises many unrelated types; translate all once
+                if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
+                    err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
+                error = err if isinstance(err, StoreError) else translate_client_error(
+                    err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
+                seen.failed(error)
+                if error is err:
+                    raise
+                raise error from err
+
+        retrying = build_retrying(
+            self.options.retry, sleep=self.sleep,
+            on_retry=lambda _state: self.counters.add("retries", operation),
+            retry_on=lambda exc: retry.may_retry(exc, recorded=recorded),
+        )
+        try:
+            return retrying(attempt)
+        except StoreError as err:
+            err.attempts = seen.made
+            self.counters.add("failures", operation)
+            raise
+
+    def send_once(self, operation: str, bucket: str, key: str | None = None, **params: Any) -> Any:
+        """Send one request for a capability probe, whose point is what the store answers it, and return the
+        answer; ``operation`` is boto3's name in CamelCase (``UploadPart``), ``params`` as boto3 names them.
+        Retried only after a failure that never reached the store's data (throttling, a refused connection); any
+        other answer, an error such as ``BadDigest`` included, is the finding (:class:`~s3commit.errors.StoreError`
+        translated once). A 500 or a timeout is raised too: the probe cannot tell what the store did."""
+        method = getattr(self.client, "".join(f"_{c.lower()}" if c.isupper() else c for c in operation).lstrip("_"))
+
+        def attempt() -> Any:
+            self.counters.add("requests", operation)
+            try:
+                return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **params)
+            except Exception as err:
+                raise translate_client_error(err, operation=operation, bucket=bucket, key=key,
+                                             upload_id=params.get("UploadId")) from err
+
+        def unapplied(exc: BaseException) -> bool:
+            return is_retryable(exc) and not is_ambiguous(exc) and not isinstance(exc, ChecksumMismatchError)
+
+        try:
+            return build_retrying(self.options.retry, sleep=self.sleep, retry_on=unapplied,
+                                  on_retry=lambda _state: self.counters.add("retries", operation))(attempt)
+        except StoreError:
+            self.counters.add("failures", operation)
+            raise

@@ -1,0 +1,500 @@
+"""A simulated S3: an HTTP proxy in front of a moto server that adds latency, throttling and faults.
+
+moto answers S3 requests correctly but instantly and never fails.
+:class:`SimulatorServer` sits between the client and moto on 127.0.0.1 and, for every request:
+
+1. classifies it into an S3 operation (:mod:`~s3commit.testing._sim.classify`) and counts it
+   (:mod:`~s3commit.testing._sim.stats`);
+2. refuses it with 503 SlowDown if the per-prefix throttle says so (:mod:`~s3commit.testing._sim.profiles`);
+3. injects the fault the :class:`~s3commit.testing._sim.faults.FaultInjector` decides, if any;
+4. sleeps the latency of the :class:`~s3commit.testing._sim.profiles.LatencyProfile` (first byte, body
+   transfer, and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
+5. forwards it to moto, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
+   dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
+
+Each client connection is served by its own thread (``ThreadingHTTPServer``), so one request's sleep never
+delays another. The client side speaks HTTP/1.1 keep-alive, so boto3's connection pool works; the upstream
+side opens a connection per request because werkzeug (moto's server) closes after every response.
+Request and response bodies are buffered in memory one request at a time.
+
+The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
+``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST reset``.
+Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, quote, unquote, urlsplit
+
+from s3commit.testing._sim import wire
+from s3commit.testing._sim.classify import COPY_OPERATIONS, RequestTarget, S3Operation, classify_request
+from s3commit.testing._sim.faults import NO_FAULTS, Fault, FaultInjector, FaultKind, FaultSpec
+from s3commit.testing._sim.initiated import InitiationDates
+from s3commit.testing._sim.profiles import NO_LATENCY, LatencyProfile, Throttle, ThrottleSpec, get_profile
+from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
+
+_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle")
+
+# moto indexes ``bucket.multiparts[upload_id]`` directly in these operations, so an unknown upload id
+# raises KeyError and the server answers HTTP 500, where AWS answers 404 NoSuchUpload.
+# That is exactly the answer a committer gets when another job aborted its upload, so we translate it.
+_NO_SUCH_UPLOAD_GAP = frozenset(
+    {S3Operation.UPLOAD_PART, S3Operation.UPLOAD_PART_COPY, S3Operation.COMPLETE_MULTIPART_UPLOAD}
+)
+
+_UPSTREAM_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatorConfig:
+    """What the simulator does to requests.
+
+    Attributes:
+        profile: the latency model.
+        faults: fault rates.
+        seed: seed of the fault streams (see :mod:`~s3commit.testing._sim.faults` for what is deterministic).
+        copy_bandwidth: server-side copy rate in bytes/s, overriding the profile's; ``None`` keeps it.
+        throttle: per-prefix request-rate limits, or ``None`` for no throttling.
+    """
+
+    profile: LatencyProfile = NO_LATENCY
+    faults: FaultSpec = NO_FAULTS
+    seed: int = 0
+    copy_bandwidth: float | None = None
+    throttle: ThrottleSpec | None = None
+
+    def __post_init__(self) -> None:
+        if self.copy_bandwidth is not None and self.copy_bandwidth <= 0:
+            raise ValueError(f"copy_bandwidth must be > 0 bytes/s or None, got {self.copy_bandwidth}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`updated` accepts it (or any subset of its keys)."""
+        return {
+            "profile": self.profile.to_dict(),
+            "faults": self.faults.to_dict(),
+            "seed": self.seed,
+            "copy_bandwidth": self.copy_bandwidth,
+            "throttle": self.throttle.to_dict() if self.throttle else None,
+        }
+
+    def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
+        """Return a copy with the JSON-style ``changes`` applied; keys absent from ``changes`` stay.
+
+        ``profile`` is a profile name or a :meth:`LatencyProfile.to_dict` dict; ``faults`` and ``throttle``
+        are ``to_dict`` dicts or ``None`` (none); ``seed`` an int; ``copy_bandwidth`` a number or ``None``.
+
+        Raises:
+            ValueError: an unknown key or an invalid value.
+        """
+        unknown = set(changes) - set(_CONFIG_KEYS)
+        if unknown:
+            raise ValueError(
+                f"unknown simulator config keys {sorted(unknown)}; valid keys are {', '.join(_CONFIG_KEYS)}"
+            )
+        values: dict[str, Any] = {}
+        if "profile" in changes:
+            profile = changes["profile"]
+            values["profile"] = get_profile(profile) if isinstance(profile, str) else LatencyProfile.from_dict(profile)
+        if "faults" in changes:
+            values["faults"] = FaultSpec.from_dict(changes["faults"]) if changes["faults"] else NO_FAULTS
+        if "seed" in changes:
+            values["seed"] = int(changes["seed"])
+        if "copy_bandwidth" in changes:
+            bandwidth = changes["copy_bandwidth"]
+            values["copy_bandwidth"] = float(bandwidth) if bandwidth is not None else None
+        if "throttle" in changes:
+            throttle = changes["throttle"]
+            values["throttle"] = ThrottleSpec.from_dict(throttle) if throttle else None
+        return dataclasses.replace(self, **values)
+
+
+class Simulator:
+    """The simulator's state: configuration, fault injector, throttle and stats. Thread-safe.
+
+    Handlers read :attr:`config` and :attr:`throttle` once per request, so a reconfiguration applies to
+    requests that start after it.
+    """
+
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        self.initial_config = config or SimulatorConfig()
+        self.stats = StatsRecorder()
+        self.initiated = InitiationDates()
+        self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
+        self._lock = threading.Lock()
+        self.config = self.initial_config
+        self.throttle = Throttle(self.config.throttle) if self.config.throttle else None
+
+    def configure(self, changes: Mapping[str, Any]) -> SimulatorConfig:
+        """Apply JSON-style ``changes`` (see :meth:`SimulatorConfig.updated`) and return the new config.
+
+        Setting ``faults`` or ``seed`` restarts the fault streams; setting ``throttle`` refills its buckets.
+        """
+        with self._lock:
+            config = self.config.updated(changes)
+            if "faults" in changes or "seed" in changes:
+                self.injector.configure(config.faults, seed=config.seed)
+            if "throttle" in changes:
+                self.throttle = Throttle(config.throttle) if config.throttle else None
+            self.config = config
+            return config
+
+    def reset(self) -> None:
+        """Back to the initial configuration, with no scripted faults and zeroed stats."""
+        with self._lock:
+            self.config = self.initial_config
+            self.injector.configure(self.config.faults, seed=self.config.seed)
+            self.injector.clear_script()
+            self.throttle = Throttle(self.config.throttle) if self.config.throttle else None
+            self.stats.reset()
+
+    def snapshot(self) -> StatsSnapshot:
+        """The current stats."""
+        return self.stats.snapshot()
+
+
+class SimulatorServer:
+    """The proxy server: serves the simulated S3 on ``host:port`` in front of ``upstream``.
+
+    Args:
+        upstream: base URL of the real (moto) server, e.g. ``"http://127.0.0.1:5000"``.
+        host: address to bind; keep the default loopback.
+        port: port to bind; 0 picks a free one (read :attr:`url` after :meth:`start`).
+        config: initial configuration (also what ``POST /__sim/reset`` returns to).
+    """
+
+    def __init__(
+        self, *, upstream: str, host: str = "127.0.0.1", port: int = 0, config: SimulatorConfig | None = None
+    ) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme != "http" or not parts.hostname or not parts.port:
+            raise ValueError(f"upstream must be an http://host:port URL, got {upstream!r}")
+        self.simulator = Simulator(config)
+        self._httpd = _ProxyHTTPServer((host, port), _ProxyHandler)
+        self._httpd.simulator = self.simulator
+        self._httpd.upstream = (parts.hostname, parts.port)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        """The simulator's base URL, ``http://host:port``."""
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> SimulatorServer:
+        """Start serving in a daemon thread; return ``self``."""
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="s3-simulator", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the listening socket."""
+        if self._thread is not None:
+            self._httpd.shutdown()
+            self._thread.join()
+            self._thread = None
+        self._httpd.server_close()
+
+    def __enter__(self) -> SimulatorServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class _ProxyHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # boto3 opens up to max_pool_connections at once; the default backlog of 5 would make bursts wait
+    # for SYN retransmits (a 1 s stall) and show up as fake latency.
+    request_queue_size = 256
+    simulator: Simulator
+    upstream: tuple[str, int]
+
+
+class _ProxyHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, and 100-continue handled by BaseHTTPRequestHandler
+    server_version = "s3commit-simulator"
+    timeout = 120.0  # an idle keep-alive connection frees its thread after this
+    # Headers and body go out in two writes: with Nagle on, the body would wait for the client's delayed ACK
+    # (40 ms on Linux), 40 ms on every answer with a body (GET, LIST, Complete) that S3 does not add.
+    disable_nagle_algorithm = True
+    server: _ProxyHTTPServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # one line per request would drown the server's stderr; stats say what happened
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
+
+    def _dispatch(self) -> None:
+        if self.path.startswith("/__sim/"):
+            self._control()
+        else:
+            _Exchange(self).run()
+
+    # -- control API -------------------------------------------------------------------------------
+
+    def _control(self) -> None:
+        simulator = self.server.simulator
+        action = urlsplit(self.path).path.removeprefix("/__sim/")
+        try:
+            payload = json.loads(wire.read_body(self.rfile, self.headers.items()) or b"{}")
+            if self.command == "GET" and action in ("stats", "requests"):
+                answer: Any = simulator.snapshot().to_dict() if action == "stats" else simulator.stats.log()
+            elif (self.command, action) == ("POST", "reset-stats"):
+                simulator.stats.reset()
+                answer = {}
+            elif action == "config" and self.command in ("GET", "POST"):
+                config = simulator.configure(payload) if self.command == "POST" else simulator.config
+                answer = {**config.to_dict(), "scripted": simulator.injector.pending_script()}
+            elif (self.command, action) == ("POST", "fail-next"):
+                simulator.injector.script(
+                    payload["operation"],
+                    payload["kind"],
+                    int(payload.get("count", 1)),
+                    after_forward=bool(payload.get("after_forward", False)),
+                )
+                answer = {"scripted": simulator.injector.pending_script()}
+            elif (self.command, action) == ("POST", "reset"):
+                simulator.reset()
+                answer = {}
+            else:
+                self._reply(404, _json_body({"error": f"no control endpoint {self.command} /__sim/{action}"}))
+                return
+        except (ValueError, KeyError, TypeError) as error:
+            self._reply(400, _json_body({"error": f"{type(error).__name__}: {error}"}))
+            return
+        self._reply(200, _json_body(answer))
+
+    def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
+        """Send a complete response; always framed, so the keep-alive connection stays usable."""
+        headers = headers or [("Content-Type", "application/json")]
+        has_body = status not in (204, 304) and self.command != "HEAD"
+        self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
+        if has_body:
+            self.send_header("Content-Length", str(len(body)))
+        elif self.command == "HEAD" and not any(name.lower() == "content-length" for name, _ in headers):
+            self.send_header("Content-Length", "0")
+        self.end_headers()
+        if has_body:
+            self.wfile.write(body)
+
+
+def _json_body(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True).encode()
+
+
+class _Exchange:
+    """One S3 request through the pipeline described in the module docstring."""
+
+    def __init__(self, handler: _ProxyHandler) -> None:
+        self.handler = handler
+        self.simulator = handler.server.simulator
+        self.config = self.simulator.config  # one consistent view for the whole request
+        self.throttle = self.simulator.throttle
+        self.split = urlsplit(handler.path)
+        self.target: RequestTarget = classify_request(
+            handler.command, self.split.path, self.split.query, dict(handler.headers.items())
+        )
+        self.operation = self.target.operation
+
+    def run(self) -> None:
+        stats = self.simulator.stats
+        stats.request(self.operation, self.target, self.handler.headers.get("Range"))
+        stats.begin(self.operation)
+        try:
+            self._run()
+        finally:
+            stats.end(self.operation)
+
+    def _run(self) -> None:
+        stats, operation, profile = self.simulator.stats, self.operation, self.config.profile
+        try:
+            body = wire.read_body(self.handler.rfile, self.handler.headers.items())
+        except wire.BadRequestBody:
+            self.handler.close_connection = True
+            self._drop()  # the stream is out of sync; nothing sensible can be answered on it
+            return
+        stats.body_in(operation, len(body))
+        if self.throttle is not None and not self.throttle.admit(operation, self.target.bucket, self.target.key):
+            stats.throttle(operation)
+            self._sleep(profile.first_byte(operation))
+            self._send_error("SlowDown")
+            return
+        fault = self.simulator.injector.decide(operation)
+        if fault is not None and fault.kind is FaultKind.CORRUPT:
+            stats.fault(operation, fault.kind)
+            body, fault = wire.flip_one_bit(body), None
+        if fault is not None and not fault.after_forward:
+            self._inject(fault)
+            return
+        delay = profile.first_byte(operation) + profile.transfer_seconds(len(body))
+        if operation in COPY_OPERATIONS:
+            size = self._copy_source_size()
+            copy_seconds = profile.copy_seconds(size, bandwidth=self.config.copy_bandwidth)
+            stats.copy(size, copy_seconds)
+            delay += copy_seconds
+        self._sleep(delay)
+        try:
+            status, headers, answer = self._forward(body)
+        except (OSError, http.client.HTTPException):
+            self._send_error("BadGateway")
+            return
+        if status == 500 and operation in _NO_SUCH_UPLOAD_GAP and self._upload_is_missing():
+            stats.translate("NoSuchUpload")
+            status, answer = wire.error_document(
+                "NoSuchUpload", resource=self.split.path, upload_id=self._query_value("uploadId")
+            )
+            headers = self._error_headers()
+        if status < 300:
+            answer = self._note_initiation(answer)
+        if fault is not None:  # a reset after forwarding: S3 applied the request, the answer is lost
+            stats.fault(operation, fault.kind, after_forward=True)
+            self._drop()
+            return
+        if self.handler.command != "HEAD":
+            self._sleep(profile.transfer_seconds(len(answer)))
+        self._respond(status, answer, headers)
+
+    # -- pipeline steps ----------------------------------------------------------------------------
+
+    def _note_initiation(self, answer: bytes) -> bytes:
+        dates, operation = self.simulator.initiated, self.operation
+        if operation is S3Operation.CREATE_MULTIPART_UPLOAD:
+            dates.created(answer)
+        elif operation in (S3Operation.COMPLETE_MULTIPART_UPLOAD, S3Operation.ABORT_MULTIPART_UPLOAD):
+            dates.ended(self._query_value("uploadId"))
+        elif operation is S3Operation.LIST_MULTIPART_UPLOADS:
+            return dates.rewrite_listing(answer)
+        return answer
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.simulator.stats.delay(self.operation, seconds)
+            time.sleep(seconds)
+
+    def _inject(self, fault: Fault) -> None:
+        self.simulator.stats.fault(self.operation, fault.kind)
+        self._sleep(self.config.profile.first_byte(self.operation))
+        if fault.kind is FaultKind.SLOW_DOWN:
+            self._send_error("SlowDown")
+        elif fault.kind is FaultKind.INTERNAL_ERROR:
+            self._send_error("InternalError")
+        elif fault.kind is FaultKind.ERROR_200:
+            # S3 may send 200 OK, then fail while assembling the object, and put the error in the body
+            #. Clients must parse the body to notice.
+            _, document = wire.error_document("InternalError", resource=self.split.path)
+            self._respond(200, document, self._error_headers())
+        else:
+            self._drop()
+
+    def _drop(self) -> None:
+        self.handler.close_connection = True
+        wire.reset_connection(self.handler.connection)
+
+    def _send_error(self, code: str) -> None:
+        status, document = wire.error_document(code, resource=self.split.path)
+        self._respond(status, document, self._error_headers())
+
+    def _respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        if self.handler.command != "HEAD":
+            self.simulator.stats.body_out(self.operation, len(body))
+        self.handler._reply(status, body, headers)
+
+    @staticmethod
+    def _error_headers() -> list[tuple[str, str]]:
+        return [("Content-Type", "application/xml"), ("x-amz-request-id", wire.request_id())]
+
+    def _upstream(self) -> http.client.HTTPConnection:
+        host, port = self.handler.server.upstream
+        return http.client.HTTPConnection(host, port, timeout=_UPSTREAM_TIMEOUT)
+
+    def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
+        connection = self._upstream()
+        try:
+            headers = dict(wire.forwardable(self.handler.headers.items()))
+            headers["Content-Length"] = str(len(body))
+            if self.handler.command in ("GET", "HEAD", "DELETE") and not body:
+                del headers["Content-Length"]
+            connection.request(self.handler.command, self.handler.path, body=body or None, headers=headers)
+            response = connection.getresponse()
+            answer = response.read()
+            # Our server writes its own Server and Date headers; moto's would be duplicates.
+            keep = [
+                (name, value)
+                for name, value in wire.forwardable(response.getheaders())
+                if name.lower() not in ("server", "date")
+            ]
+            if self.handler.command == "HEAD":
+                # A HEAD answer's Content-Length is the object's size; it must reach the client intact.
+                length = response.getheader("Content-Length")
+                keep += [("Content-Length", length)] if length is not None else []
+            return response.status, keep, answer
+        finally:
+            connection.close()
+
+    def _internal_headers(self) -> dict[str, str]:
+        """Credentials for our own side requests to moto: it reads the access key from the client's
+        Authorization header to pick the account (it does not verify signatures); without it, 403."""
+        names = ("authorization", "x-amz-security-token")
+        return {name: value for name, value in self.handler.headers.items() if name.lower() in names}
+
+    def _head_upstream(self, path: str) -> http.client.HTTPResponse:
+        connection = self._upstream()
+        try:
+            connection.request("HEAD", path, headers=self._internal_headers())
+            response = connection.getresponse()
+            response.read()
+            return response
+        finally:
+            connection.close()
+
+    def _copy_source_size(self) -> int:
+        """Bytes the copy will move: the source range, else the source object's size (a HEAD upstream)."""
+        ranged = wire.copy_range_length(self.handler.headers.get("x-amz-copy-source-range"))
+        if ranged is not None:
+            return ranged
+        source = (self.handler.headers.get("x-amz-copy-source") or "").lstrip("/")
+        path, _, query = source.partition("?")
+        version = parse_qs(query).get("versionId")
+        head_path = "/" + quote(unquote(path), safe="/~") + (f"?versionId={version[0]}" if version else "")
+        try:
+            response = self._head_upstream(head_path)
+        except OSError:
+            return 0
+        length = response.getheader("Content-Length")
+        return int(length) if response.status == 200 and length and length.isdigit() else 0
+
+    def _upload_is_missing(self) -> bool:
+        """Ask moto whether the request's upload id exists; ListParts answers NoSuchUpload correctly."""
+        upload_id = self._query_value("uploadId")
+        if not upload_id:
+            return False
+        path = f"/{quote(self.target.bucket)}/{quote(self.target.key, safe='/~')}"
+        connection = self._upstream()
+        try:
+            query = f"uploadId={quote(upload_id, safe='')}&max-parts=1"
+            connection.request("GET", f"{path}?{query}", headers=self._internal_headers())
+            response = connection.getresponse()
+            response.read()
+            return response.status == 404
+        except OSError:
+            return False
+        finally:
+            connection.close()
+
+    def _query_value(self, name: str) -> str | None:
+        values = parse_qs(self.split.query, keep_blank_values=True).get(name)
+        return values[0] if values else None
