@@ -1,4 +1,4 @@
-"""Entry point of ``python benchmarks/run.py`` (and ``s3commit bench`` in a clone): runs the sections, writes results."""
+"""Entry point of ``python benchmarks/run.py`` (``s3commit bench`` in a clone): runs the sections, writes results."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ from s3commit.spark.conf import (
     sidecar_python,
     spark_conf,
 )
-from s3commit.spark.jar import JAR_ENV, jar_path
+from s3commit.spark.jar import JAR_ENV, jar_path, spark_defaults
 from s3commit.spark.jarbuild import (
     SCALA_LINE_SOURCES,
     STREAMING_SOURCES,
@@ -73,6 +73,7 @@ __all__ = [
     "scala_version",
     "sidecar_python",
     "spark_conf",
+    "spark_defaults",
     "streaming_layout",
     "streaming_source",
 ]

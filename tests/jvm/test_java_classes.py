@@ -1,20 +1,16 @@
-"""The Java classes' own logic, tested in a JVM (each Java test method is one test here): range arithmetic,
-policies and buffer modes, framing and error mapping, configuration forwarding; and, against a real sidecar
-and the test server, restarts after a sidecar is killed, re-registration and 100,000 task messages."""
+"""The Java classes against a real sidecar and the test server, in a JVM (each JUnit test method is one test here):
+restarts after a sidecar is killed, re-registration, a metadata request's time limit and 100,000 task messages.
+
+The Java classes' own logic (range arithmetic, policies and buffer modes, framing and error mapping,
+configuration forwarding) is unit-tested by Maven: ``mvn -q -f jvm-bridge/pom.xml test``."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.jvm.conftest import java_test_classes, java_test_names, run_java_tests
+from tests.jvm.conftest import java_test_classes, java_test_names, run_junit
 
-UNIT = java_test_classes(integration=False)
 INTEGRATION = java_test_classes(integration=True)
-
-
-@pytest.fixture(scope="module")
-def unit_outcomes(java_classpath):
-    return run_java_tests(java_classpath, UNIT)
 
 
 @pytest.fixture(scope="module")
@@ -22,17 +18,11 @@ def integration_outcomes(java_classpath, s3_server, tmp_path_factory):
     bucket = s3_server.create_bucket("java-lifecycle-tests")
     # ckpt.exists stalls once (longer than the metadata timeout): the JVM's watchdog must give up on it.
     stall = tmp_path_factory.mktemp("stall")
-    outcomes = run_java_tests(java_classpath, INTEGRATION, env={
+    outcomes = run_junit(java_classpath, INTEGRATION, tmp_path_factory.mktemp("junit-reports"), env={
         "S3COMMIT_TEST_ENDPOINT": s3_server.endpoint_url, "S3COMMIT_TEST_BUCKET": bucket,
         "S3COMMIT_BRIDGE_METADATA_TIMEOUT": "8", "S3COMMIT_SIDECAR_CRASH": f"stall:ckpt.exists@{stall}"})
     print(outcomes.get("_info", ""))
     return outcomes
-
-
-@pytest.mark.parametrize("name", java_test_names(UNIT))
-def test_java_unit(unit_outcomes, name):
-    assert "_run" not in unit_outcomes, unit_outcomes["_run"]
-    assert unit_outcomes.get(name) == "PASS", unit_outcomes.get(name, "not run")
 
 
 @pytest.mark.integration

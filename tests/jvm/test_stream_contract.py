@@ -100,7 +100,7 @@ def md5(data: bytes) -> str:
 def vectored_supported() -> bool:
     import pyspark
 
-    from s3commit.jarbuild import _jars_have_class
+    from s3commit.spark.jarbuild import _jars_have_class
 
     jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
     from pathlib import Path

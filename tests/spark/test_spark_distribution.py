@@ -21,6 +21,7 @@ pytestmark = pytest.mark.spark
 PROBE = """
     import json, pyspark
     from s3commit import spark as s3spark
+    from s3commit.spark import jar as s3jar
 
     class Builder:
         def __init__(self):
@@ -32,7 +33,7 @@ PROBE = """
 
     conf = s3spark.spark_conf(region="eu-west-1")
     built = s3spark.configure(Builder(), region="eu-west-1")._options
-    print(json.dumps({"pyspark": pyspark.__file__, "jars": str(s3spark._spark_jars()), "jar": conf["spark.jars"],
+    print(json.dumps({"pyspark": pyspark.__file__, "jars": str(s3jar._spark_jars()), "jar": conf["spark.jars"],
                       "same": built == conf}))
 """
 

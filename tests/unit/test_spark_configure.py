@@ -61,7 +61,8 @@ def test_unsupported_or_missing_scala_is_named(tmp_path):
 @pytest.mark.parametrize("scala", ["2.12", "2.13"])
 def test_each_scala_build_has_one_commit_protocol_class_with_that_scalas_seq(scala):
     # The common sources plus exactly one S3CommitProtocol, one source whose commitJob takes that Scala's Seq.
-    from s3commit.spark import SCALA_LINE_SOURCES, _source_root, bridge_sources, scala_line_source
+    from s3commit.spark import SCALA_LINE_SOURCES, bridge_sources, scala_line_source
+    from s3commit.spark.jar import _source_root
 
     root = _source_root()
     files = [f.relative_to(root).as_posix() for f in bridge_sources(root, scala)]
@@ -75,7 +76,8 @@ def test_each_scala_build_has_one_commit_protocol_class_with_that_scalas_seq(sca
 
 
 def test_a_scala_the_bridge_has_no_sources_for_is_named():
-    from s3commit.spark import BridgeBuildError, _source_root, bridge_sources
+    from s3commit.spark import BridgeBuildError, bridge_sources
+    from s3commit.spark.jar import _source_root
 
     with pytest.raises(BridgeBuildError, match=r"no sources for Scala 3\.3 \(it supports Scala 2\.12 and 2\.13\)"):
         bridge_sources(_source_root(), "3.3")
@@ -134,7 +136,8 @@ def test_streaming_sources_follow_the_spark_package_layout(tmp_path):
     # Spark 4.x moved the checkpoint manager into ...streaming.checkpointing: the build picks the matching set.
     import zipfile
 
-    from s3commit.spark import _source_root, bridge_sources, streaming_layout
+    from s3commit.spark import bridge_sources, streaming_layout
+    from s3commit.spark.jar import _source_root
 
     with zipfile.ZipFile(tmp_path / "spark-sql_2.13-4.3.0.jar", "w") as jar:
         jar.writestr("org/apache/spark/sql/execution/streaming/checkpointing/CheckpointFileManager.class", b"")
@@ -149,7 +152,8 @@ def test_streaming_sources_follow_the_spark_package_layout(tmp_path):
 
 def test_one_streaming_source_serves_both_spark_layouts():
     # The streaming classes are written for Spark 4.x's packages; for 3.5 the build maps their imports.
-    from s3commit.spark import STREAMING_SOURCES, _source_root, streaming_source
+    from s3commit.spark import STREAMING_SOURCES, streaming_source
+    from s3commit.spark.jar import _source_root
 
     for file in sorted((_source_root() / STREAMING_SOURCES / "java").rglob("*.java")):
         text = file.read_text()

@@ -6,24 +6,11 @@ import org.slf4j.LoggerFactory;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
-import java.net.SocketTimeoutException;
-import java.net.StandardProtocolFamily;
-import java.net.UnixDomainSocketAddress;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedByInterruptException;
-import java.nio.channels.SocketChannel;
-import java.nio.file.Path;
 import java.util.HashMap;
-import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.Properties;
-import java.util.Set;
-import java.util.concurrent.ConcurrentLinkedDeque;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 
 /**
  * The JVM's handle on its Python sidecar ({@code python -m s3commit.bridge}): starts it lazily, once per
@@ -38,32 +25,26 @@ import java.util.concurrent.atomic.AtomicBoolean;
  * the sidecar answers {@code UnknownConfiguration}, and sends a request again on the new sidecar when
  * repeating it is safe (the operations the sidecar's table, {@code s3commit/bridge/operations.json}, marks
  * restartable: stateless reads and metadata, setups, aborts, and the job commit, which resumes from its
- * journal; the sidecar sends that table in its hello, so this class keeps no copy). A request that depended on the dead sidecar's state (writing a
- * file, committing a task) fails with a {@link SidecarDiedException} naming the operation and the exit
- * status, and Spark retries the task. Streams pin the sidecar that opened them ({@link #exchange}), so a
- * handle of a dead sidecar is never sent to its successor.
+ * journal; the sidecar sends that table in its hello, so this class keeps no copy). A request that depended on
+ * the dead sidecar's state (writing a file, committing a task) fails with a {@link SidecarDiedException} naming
+ * the operation and the exit status, and Spark retries the task. Streams pin the sidecar that opened them
+ * ({@link #exchange}), so a handle of a dead sidecar is never sent to its successor.
+ *
+ * <p>This class is the sidecar's lifecycle (start, restart, stop) and the calls the rest of the bridge makes;
+ * {@link SidecarProcess} starts one process, {@link SidecarConnections} speaks to it (the hello, the pooled
+ * connections, one request's exchange and its time limit) and {@link SidecarOperations} holds what the last hello
+ * said of the operations.
  */
 public final class Sidecar {
   private static final Logger LOG = LoggerFactory.getLogger(Sidecar.class);
-  /** Operations a new sidecar can serve again after the one they were sent to died (from the last hello). */
-  private static volatile Set<String> restartable = Set.of();
-  /** Seconds to wait for each operation's answer, 0 for as long as the sidecar lives (from the last hello). */
-  private static volatile Map<String, Double> timeouts = Map.of();
-  private static final ScheduledExecutorService WATCHDOG = Executors.newSingleThreadScheduledExecutor(r -> {
-    Thread thread = new Thread(r, "s3commit-sidecar-watchdog");
-    thread.setDaemon(true);
-    return thread;
-  });
   private static Sidecar instance;
   private static int generations;
 
   private final Process process;
-  private final Path socket;
-  private final String token;
   private final String pythonVersion;
   private final String blocksDir;
   private final int generation;
-  private final ConcurrentLinkedDeque<FrameChannel> idle = new ConcurrentLinkedDeque<>();
+  private final SidecarConnections connections;
 
   /** A response: the JSON header and the body bytes (empty if none). */
   public static final class Response {
@@ -108,14 +89,12 @@ public final class Sidecar {
     }
   }
 
-  private Sidecar(Process process, Path socket, String token, String pythonVersion, String blocksDir,
-      int generation) {
-    this.process = process;
-    this.socket = socket;
-    this.token = token;
-    this.pythonVersion = pythonVersion;
-    this.blocksDir = blocksDir;
+  private Sidecar(SidecarProcess launched, int generation) {
+    this.process = launched.process;
+    this.pythonVersion = launched.pythonVersion;
+    this.blocksDir = launched.blocksDir;
     this.generation = generation;
+    this.connections = new SidecarConnections(launched.process, launched.socket, launched.token);
   }
 
   /** The version of this jar (written into the jar when it is built). */
@@ -137,7 +116,7 @@ public final class Sidecar {
       if (instance != null) {
         LOG.warn("the s3commit sidecar (pid {}) is gone ({}); starting a new one", instance.pid(),
             SidecarProcess.exitDescription(instance.process));
-        instance.closeAll();
+        instance.connections.closeAll();
       }
       instance = start(++generations);
     }
@@ -150,9 +129,7 @@ public final class Sidecar {
   }
 
   private static Sidecar start(int generation) throws IOException {
-    SidecarProcess launched = SidecarProcess.launch();
-    Sidecar sidecar = new Sidecar(launched.process, launched.socket, launched.token, launched.pythonVersion,
-        launched.blocksDir, generation);
+    Sidecar sidecar = new Sidecar(SidecarProcess.launch(), generation);
     if (generation == 1) {
       try {
         Runtime.getRuntime().addShutdownHook(new Thread(Sidecar::stopCurrent, "s3commit-sidecar-stop"));
@@ -163,7 +140,7 @@ public final class Sidecar {
       }
     }
     // Fail now, with both versions named, rather than on the first task.
-    sidecar.release(sidecar.connect());
+    sidecar.connections.handshake();
     return sidecar;
   }
 
@@ -235,7 +212,7 @@ public final class Sidecar {
         }
         reregistered = true;
       } catch (SidecarDiedException e) {
-        if (restarted || !restartable.contains(op)) {
+        if (restarted || !SidecarOperations.isRestartable(op)) {
           throw e;
         }
         restarted = true;
@@ -338,120 +315,11 @@ public final class Sidecar {
    */
   public <T> T exchange(String op, Map<String, Object> args, RequestBody body, ResponseHandler<T> handler)
       throws IOException {
-    Map<String, Object> header = new LinkedHashMap<>(args);
-    header.put("op", op);
-    FrameChannel.encode(header);  // an oversized header fails here, before any connection is touched
-    FrameChannel channel = idle.pollFirst();
-    if (channel == null) {
-      channel = connectOrDied(op);
-    }
-    Map<String, Object> reply;
-    T result;
-    double seconds = timeouts.getOrDefault(op, 0.0);
-    AtomicBoolean timedOut = new AtomicBoolean();
-    FrameChannel watched = channel;
-    ScheduledFuture<?> alarm = seconds <= 0 ? null : WATCHDOG.schedule(() -> {
-      timedOut.set(true);
-      watched.close();  // the blocked read fails; this connection is never used again
-    }, (long) (seconds * 1000), TimeUnit.MILLISECONDS);
-    try {
-      if (body == null) {
-        channel.writeHeader(header);
-      } else {
-        channel.writeBodyHeader(header);
-        body.write(channel);
-      }
-      reply = channel.readHeader();
-      FrameChannel.Body replyBody = Boolean.TRUE.equals(reply.get("body")) ? channel.body(Sidecar::toException)
-          : null;
-      if (!Boolean.TRUE.equals(reply.get("ok"))) {
-        if (replyBody != null) {
-          replyBody.drain();
-        }
-        throw toException(reply);
-      }
-      try {
-        result = handler.handle(reply, replyBody);
-      } finally {
-        if (replyBody != null && !replyBody.isDone()) {
-          replyBody.drain();
-        }
-      }
-    } catch (FrameChannel.FrameTooLargeException e) {
-      discard(channel);
-      throw e;
-    } catch (SidecarException e) {
-      // An error the sidecar reported (in a header or a cut-short body): the connection is in step.
-      release(channel);
-      throw e.unwrap();
-    } catch (IOException e) {
-      discard(channel);
-      if (timedOut.get()) {
-        throw new SocketTimeoutException("s3commit sidecar request " + op + " got no answer within " + seconds
-            + " s (the sidecar's limit for metadata operations, S3COMMIT_BRIDGE_METADATA_TIMEOUT)");
-      }
-      throw failure(op, e);
-    } finally {
-      if (alarm != null) {
-        alarm.cancel(false);
-      }
-    }
-    if (timedOut.get()) {
-      discard(channel);
-    } else {
-      release(channel);
-    }
-    return result;
-  }
-
-  private IOException failure(String op, IOException e) {
-    if (e instanceof ClosedByInterruptException) {
-      return new IOException("s3commit sidecar request " + op + " failed: the calling thread was interrupted "
-          + "(Spark cancelled the task)", e);
-    }
-    if (!aliveAfter(200)) {
-      return new SidecarDiedException("the s3commit sidecar (pid " + pid() + ") died during " + op + " ("
-          + SidecarProcess.exitDescription(process) + "); what it held for this request is lost", e);
-    }
-    String cause = e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName();
-    return new IOException("s3commit sidecar request " + op + " failed: " + cause, e);
-  }
-
-  private boolean aliveAfter(long millis) {
-    try {
-      return !process.waitFor(millis, TimeUnit.MILLISECONDS);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return process.isAlive();
-    }
-  }
-
-  private FrameChannel connectOrDied(String op) throws IOException {
-    try {
-      return connect();
-    } catch (IOException e) {
-      throw failure(op, e);
-    }
-  }
-
-  private void release(FrameChannel channel) {
-    idle.offerFirst(channel);
-  }
-
-  private void discard(FrameChannel channel) {
-    // The connection may be mid-message: never reuse it.
-    channel.close();
-  }
-
-  private void closeAll() {
-    FrameChannel channel;
-    while ((channel = idle.pollFirst()) != null) {
-      channel.close();
-    }
+    return connections.exchange(op, args, body, handler);
   }
 
   /** An error response, carried through the handler as an unchecked exception so the channel is kept. */
-  private static final class SidecarException extends IOException {
+  static final class SidecarException extends IOException {
     private static final long serialVersionUID = 1L;
     private final IOException mapped;
 
@@ -471,59 +339,9 @@ public final class Sidecar {
     return new SidecarException(SidecarErrors.of(error));
   }
 
-  private FrameChannel connect() throws IOException {
-    SocketChannel socketChannel = SocketChannel.open(StandardProtocolFamily.UNIX);
-    try {
-      socketChannel.connect(UnixDomainSocketAddress.of(socket));
-      FrameChannel channel = new FrameChannel(socketChannel);
-      Map<String, Object> hello = new LinkedHashMap<>();
-      hello.put("op", "hello");
-      hello.put("token", token);
-      hello.put("version", jarVersion());
-      channel.writeHeader(hello);
-      Map<String, Object> response = channel.readHeader();
-      if (!Boolean.TRUE.equals(response.get("ok"))) {
-        channel.close();
-        throw ((SidecarException) toException(response)).unwrap();
-      }
-      learn(response.get("operations"));
-      return channel;
-    } catch (IOException | RuntimeException e) {
-      socketChannel.close();
-      throw e;
-    }
-  }
-
-  /** Take the restartable operations and the timeouts from the sidecar's operation table (its hello). */
-  @SuppressWarnings("unchecked")
-  static void learn(Object operations) {
-    if (!(operations instanceof Map)) {
-      return;
-    }
-    Map<String, Object> table = (Map<String, Object>) operations;
-    Object names = table.get("restartable");
-    if (names instanceof java.util.Collection) {
-      Set<String> set = new java.util.HashSet<>();
-      for (Object name : (java.util.Collection<Object>) names) {
-        set.add(String.valueOf(name));
-      }
-      restartable = Set.copyOf(set);
-    }
-    Object limits = table.get("timeouts");
-    if (limits instanceof Map) {
-      Map<String, Double> map = new HashMap<>();
-      for (Map.Entry<String, Object> e : ((Map<String, Object>) limits).entrySet()) {
-        if (e.getValue() instanceof Number) {
-          map.put(e.getKey(), ((Number) e.getValue()).doubleValue());
-        }
-      }
-      timeouts = Map.copyOf(map);
-    }
-  }
-
   /** Whether a new sidecar may be sent {@code op} again (as the last hello's table says). */
   public static boolean isRestartable(String op) {
-    return restartable.contains(op);
+    return SidecarOperations.isRestartable(op);
   }
 
   /** Helper for callers that stream a request body from an output stream. */

@@ -1,8 +1,11 @@
 package s3commit.bridge;
 
-import static s3commit.testing.JavaTests.check;
-import static s3commit.testing.JavaTests.equal;
-import static s3commit.testing.JavaTests.raises;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -15,10 +18,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /** The framing as the JVM writes and reads it; error mapping; oversized frames refused on both sides. */
-public final class FrameChannelTest {
-  private FrameChannelTest() {
-  }
-
+final class FrameChannelTest {
   /** An in-memory channel: what is written can be read back. */
   static final class Loop implements ByteChannel {
     final ByteBuffer data = ByteBuffer.allocate(64 * 1024 * 1024);
@@ -55,7 +55,8 @@ public final class FrameChannelTest {
     }
   }
 
-  public static void testAHeaderAndABodyRoundTrip() throws IOException {
+  @Test
+  void testAHeaderAndABodyRoundTrip() throws IOException {
     Loop loop = new Loop();
     FrameChannel channel = new FrameChannel(loop);
     Map<String, Object> header = new LinkedHashMap<>();
@@ -67,16 +68,17 @@ public final class FrameChannelTest {
     channel.writeData(ByteBuffer.wrap(part));
     channel.endBody();
     Map<String, Object> read = channel.readHeader();
-    equal("fs.write_block", read.get("op"), "op");
-    equal(true, read.get("body"), "body announced");
+    assertEquals("fs.write_block", read.get("op"), "op");
+    assertEquals(Boolean.TRUE, read.get("body"), "body announced");
     FrameChannel.Body body = channel.body(Sidecar::toException);
     ByteBuffer target = ByteBuffer.allocate(part.length);
     body.readFully(target);
-    check(Arrays.equals(part, target.array()), "the body arrives whole");
-    equal(-1, body.read(ByteBuffer.allocate(1)), "then the end");
+    assertTrue(Arrays.equals(part, target.array()), "the body arrives whole");
+    assertEquals(-1, body.read(ByteBuffer.allocate(1)), "then the end");
   }
 
-  public static void testNoDataFrameIsLargerThanAChunk() throws IOException {
+  @Test
+  void testNoDataFrameIsLargerThanAChunk() throws IOException {
     Loop loop = new Loop();
     FrameChannel channel = new FrameChannel(loop);
     channel.writeData(ByteBuffer.allocate(FrameChannel.CHUNK * 3 + 1));
@@ -84,14 +86,15 @@ public final class FrameChannelTest {
     int frames = 0;
     while (raw.hasRemaining()) {
       int length = raw.getInt();
-      check(length <= FrameChannel.CHUNK, "frame of " + length);
+      assertTrue(length <= FrameChannel.CHUNK, "frame of " + length);
       raw.position(raw.position() + length);
       frames++;
     }
-    equal(4, frames, "frames");
+    assertEquals(4, frames, "frames");
   }
 
-  public static void testAnOversizedHeaderIsRefusedBeforeAnythingIsSent() {
+  @Test
+  void testAnOversizedHeaderIsRefusedBeforeAnythingIsSent() {
     Loop loop = new Loop();
     FrameChannel channel = new FrameChannel(loop);
     Map<String, Object> header = new HashMap<>();
@@ -99,23 +102,26 @@ public final class FrameChannelTest {
     char[] big = new char[FrameChannel.FRAME_LIMIT];
     Arrays.fill(big, 'x');
     header.put("messages", new String(big));
-    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class,
+    FrameChannel.FrameTooLargeException e = assertThrows(FrameChannel.FrameTooLargeException.class,
         () -> channel.writeHeader(header), "too large");
-    check(e.getMessage().contains("job.commit") && e.getMessage().contains(String.valueOf(FrameChannel.FRAME_LIMIT)),
-        "names the op and the limit: " + e.getMessage());
-    equal(0, loop.data.position(), "nothing sent");
+    assertTrue(e.getMessage().contains("job.commit")
+        && e.getMessage().contains(String.valueOf(FrameChannel.FRAME_LIMIT)), "names the op and the limit: "
+        + e.getMessage());
+    assertEquals(0, loop.data.position(), "nothing sent");
   }
 
-  public static void testAnOversizedFrameFromTheSidecarIsRefused() {
+  @Test
+  void testAnOversizedFrameFromTheSidecarIsRefused() {
     Loop loop = new Loop();
     loop.data.putInt(FrameChannel.FRAME_LIMIT + 1);
     FrameChannel channel = new FrameChannel(loop);
-    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class, channel::readHeader,
-        "too large");
-    check(e.getMessage().contains("frame limit"), e.getMessage());
+    FrameChannel.FrameTooLargeException e = assertThrows(FrameChannel.FrameTooLargeException.class,
+        channel::readHeader, "too large");
+    assertTrue(e.getMessage().contains("frame limit"), e.getMessage());
   }
 
-  public static void testABodyCutShortRaisesTheSidecarsError() throws IOException {
+  @Test
+  void testABodyCutShortRaisesTheSidecarsError() throws IOException {
     Loop loop = new Loop();
     FrameChannel channel = new FrameChannel(loop);
     channel.writeData(ByteBuffer.wrap("abc".getBytes(StandardCharsets.UTF_8)));
@@ -130,26 +136,30 @@ public final class FrameChannelTest {
     FrameChannel.Body body = channel.body(Sidecar::toException);
     ByteBuffer got = ByteBuffer.allocate(3);
     body.readFully(got);
-    IOException e = raises(IOException.class, () -> body.read(ByteBuffer.allocate(10)), "cut short");
-    check(e.getMessage().contains("gone"), e.getMessage());
-    check(body.isDone(), "the body is over; the connection is in step");
+    IOException e = assertThrows(IOException.class, () -> body.read(ByteBuffer.allocate(10)), "cut short");
+    assertTrue(e.getMessage().contains("gone"), e.getMessage());
+    assertTrue(body.isDone(), "the body is over; the connection is in step");
   }
 
-  public static void testErrorTypesBecomeJavaExceptions() {
-    check(mapped("FileNotFound") instanceof FileNotFoundException, "FileNotFound");
-    check(mapped("FileAlreadyExists") instanceof org.apache.hadoop.fs.FileAlreadyExistsException, "FileAlreadyExists");
-    check(mapped("AccessDenied") instanceof java.nio.file.AccessDeniedException, "AccessDenied");
-    equal(Sidecar.UnknownConfigurationException.class, mapped("UnknownConfiguration").getClass(), "unknown conf");
-    equal(FrameChannel.FrameTooLargeException.class, mapped("FrameTooLarge").getClass(), "frame");
-    check(mapped("IllegalArgument").getCause() instanceof IllegalArgumentException, "illegal argument");
+  @Test
+  void testErrorTypesBecomeJavaExceptions() {
+    assertInstanceOf(FileNotFoundException.class, mapped("FileNotFound"), "FileNotFound");
+    assertInstanceOf(org.apache.hadoop.fs.FileAlreadyExistsException.class, mapped("FileAlreadyExists"),
+        "FileAlreadyExists");
+    assertInstanceOf(java.nio.file.AccessDeniedException.class, mapped("AccessDenied"), "AccessDenied");
+    assertEquals(Sidecar.UnknownConfigurationException.class, mapped("UnknownConfiguration").getClass(),
+        "unknown conf");
+    assertEquals(FrameChannel.FrameTooLargeException.class, mapped("FrameTooLarge").getClass(), "frame");
+    assertInstanceOf(IllegalArgumentException.class, mapped("IllegalArgument").getCause(), "illegal argument");
     for (String family : new String[] {"Transient", "Unreachable", "IllegalState", "IO", "Security"}) {
       Throwable e = mapped(family);
-      equal(SidecarErrors.SidecarIOException.class, e.getClass(), family);
-      equal(family, ((SidecarErrors.SidecarIOException) e).family(), family);
+      assertEquals(SidecarErrors.SidecarIOException.class, e.getClass(), family);
+      assertEquals(family, ((SidecarErrors.SidecarIOException) e).family(), family);
     }
   }
 
-  public static void testAnErrorCarriesTheS3CodeTheObjectAndTheUpload() {
+  @Test
+  void testAnErrorCarriesTheS3CodeTheObjectAndTheUpload() {
     Map<String, Object> error = new HashMap<>();
     error.put("type", "FileNotFound");
     error.put("message", "CompleteMultipartUpload failed for s3://b/k: NoSuchUpload");
@@ -159,18 +169,18 @@ public final class FrameChannelTest {
     error.put("key", "out/part-0");
     error.put("upload_id", "u-1");
     Throwable e = mapped(error);
-    check(e instanceof FileNotFoundException, e.getClass().getName());
+    assertInstanceOf(FileNotFoundException.class, e, e.getClass().getName());
     SidecarErrors.Details details = (SidecarErrors.Details) e;
-    equal("NoSuchUpload", details.code(), "code");
-    equal("b", details.bucket(), "bucket");
-    equal("out/part-0", details.key(), "key");
-    equal("u-1", details.uploadId(), "upload");
-    equal("NoSuchUploadError", details.errorClass(), "python class");
+    assertEquals("NoSuchUpload", details.code(), "code");
+    assertEquals("b", details.bucket(), "bucket");
+    assertEquals("out/part-0", details.key(), "key");
+    assertEquals("u-1", details.uploadId(), "upload");
+    assertEquals("NoSuchUploadError", details.errorClass(), "python class");
     error.put("type", "AccessDenied");
     error.put("code", "AccessDenied");
     java.nio.file.AccessDeniedException denied = (java.nio.file.AccessDeniedException) mapped(error);
-    equal("b/out/part-0", denied.getFile(), "the object denied");
-    equal("AccessDenied", ((SidecarErrors.Details) denied).code(), "code");
+    assertEquals("b/out/part-0", denied.getFile(), "the object denied");
+    assertEquals("AccessDenied", ((SidecarErrors.Details) denied).code(), "code");
   }
 
   private static Throwable mapped(String type) {

@@ -1,8 +1,15 @@
 package s3commit.bridge;
 
-import static s3commit.testing.JavaTests.check;
-import static s3commit.testing.JavaTests.equal;
-import static s3commit.testing.JavaTests.raises;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -17,11 +24,15 @@ import java.util.concurrent.TimeUnit;
  * {@code S3COMMIT_TEST_ENDPOINT} and {@code S3COMMIT_TEST_BUCKET}): a killed sidecar is replaced and the
  * configuration registered again; a request that needed the dead sidecar's state fails by name; 100,000
  * task messages cross in bounded frames.
+ *
+ * <p>Tagged {@code integration}: {@code mvn test} leaves it out (and skips it without the server's environment), and
+ * {@code tests/jvm/test_java_classes.py} runs it with the JUnit Platform Console Launcher, the server started and
+ * the environment set. Its methods run in name order, in one JVM, with one sidecar after another.
  */
-public final class SidecarLifecycleTest {
-  private SidecarLifecycleTest() {
-  }
-
+@Tag("integration")
+@EnabledIfEnvironmentVariable(named = "S3COMMIT_TEST_ENDPOINT", matches = ".+")
+@TestMethodOrder(MethodOrderer.MethodName.class)
+final class SidecarLifecycleTest {
   private static Map<String, String> conf() {
     Map<String, String> keys = new HashMap<>();
     keys.put("fs.s3a.endpoint", System.getenv("S3COMMIT_TEST_ENDPOINT"));
@@ -45,21 +56,23 @@ public final class SidecarLifecycleTest {
     sidecar.process().waitFor(10, TimeUnit.SECONDS);
   }
 
-  public static void testAKilledSidecarIsReplacedAndTheConfigurationRegisteredAgain() throws Exception {
+  @Test
+  void testAKilledSidecarIsReplacedAndTheConfigurationRegisteredAgain() throws Exception {
     String confId = BridgeConf.register(conf());
     Sidecar first = Sidecar.get();
-    raises(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "before");
+    assertThrows(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "before");
     kill(first);
     // The next request finds the sidecar gone, starts a new one, is told the configuration is unknown,
     // registers it again and goes through: the caller sees the answer it would have seen anyway.
-    raises(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "after");
+    assertThrows(FileNotFoundException.class, () -> Sidecar.run("fs.stat", stat(confId, "missing")), "after");
     Sidecar second = Sidecar.get();
-    check(second != first && second.isAlive(), "a new sidecar");
-    equal(first.generation() + 1, second.generation(), "one more generation");
-    check(second.pid() != first.pid(), "another process");
+    assertTrue(second != first && second.isAlive(), "a new sidecar");
+    assertEquals(first.generation() + 1, second.generation(), "one more generation");
+    assertTrue(second.pid() != first.pid(), "another process");
   }
 
-  public static void testAWriteOnADeadSidecarFailsByNameAndAnAbortStillReturns() throws Exception {
+  @Test
+  void testAWriteOnADeadSidecarFailsByNameAndAnAbortStillReturns() throws Exception {
     String confId = BridgeConf.register(conf());
     Sidecar sidecar = Sidecar.get();
     Map<String, Object> open = stat(confId, "written-" + UUID.randomUUID());
@@ -68,50 +81,54 @@ public final class SidecarLifecycleTest {
     handle.put("handle", opened.get("handle"));
     handle.put("length", 5);
     kill(sidecar);
-    IOException e = raises(Sidecar.SidecarDiedException.class,
+    IOException e = assertThrows(Sidecar.SidecarDiedException.class,
         () -> sidecar.exchange("fs.write_block", handle, channel -> {
           channel.writeData(java.nio.ByteBuffer.wrap("hello".getBytes(StandardCharsets.UTF_8)));
           channel.endBody();
         }, Sidecar::collect), "write on the dead sidecar");
-    check(e.getMessage().contains("died during fs.write_block"), e.getMessage());
-    check(e.getMessage().contains("signal 9") || e.getMessage().contains("exit code"), e.getMessage());
+    assertTrue(e.getMessage().contains("died during fs.write_block"), e.getMessage());
+    assertTrue(e.getMessage().contains("signal 9") || e.getMessage().contains("exit code"), e.getMessage());
     // The stream's next request is not sent to the new sidecar, whose handles mean other files.
-    raises(Sidecar.SidecarDiedException.class,
+    assertThrows(Sidecar.SidecarDiedException.class,
         () -> sidecar.exchange("fs.abort_write", handle, null, Sidecar::collect), "abort on the dead one");
-    check(Sidecar.get().isAlive(), "the JVM's current sidecar is a new one");
+    assertTrue(Sidecar.get().isAlive(), "the JVM's current sidecar is a new one");
   }
 
   /** The integration run sets S3COMMIT_BRIDGE_METADATA_TIMEOUT and a one-shot stall of ckpt.exists. */
-  public static void testAMetadataRequestWithoutAnAnswerTimesOutNamingIt() throws Exception {
+  @Test
+  void testAMetadataRequestWithoutAnAnswerTimesOutNamingIt() throws Exception {
     String confId = BridgeConf.register(conf());
     Map<String, Object> args = stat(confId, "no-such-checkpoint");
-    java.net.SocketTimeoutException e = raises(java.net.SocketTimeoutException.class,
+    java.net.SocketTimeoutException e = assertThrows(java.net.SocketTimeoutException.class,
         () -> Sidecar.run("ckpt.exists", args), "a stalled metadata request");
-    check(e.getMessage().contains("ckpt.exists") && e.getMessage().contains("S3COMMIT_BRIDGE_METADATA_TIMEOUT"),
+    assertTrue(e.getMessage().contains("ckpt.exists") && e.getMessage().contains("S3COMMIT_BRIDGE_METADATA_TIMEOUT"),
         e.getMessage());
     // The stall fires once; the connection it held was dropped, and the next request is answered.
-    equal(Boolean.FALSE, Sidecar.run("ckpt.exists", args).header.get("exists"), "answered afterwards");
+    assertEquals(Boolean.FALSE, Sidecar.run("ckpt.exists", args).header.get("exists"), "answered afterwards");
   }
 
-  public static void testNonRestartableRequestsAreNotSentAgain() throws Exception {
+  @Test
+  void testNonRestartableRequestsAreNotSentAgain() throws Exception {
     Sidecar.get();  // its hello carries the operation table
-    check(!Sidecar.isRestartable("task.commit"), "task.commit depends on nothing, but is not idempotent");
-    check(!Sidecar.isRestartable("fs.write_block"), "a write handle dies with its sidecar");
-    check(!Sidecar.isRestartable("fs.close_write"), "a write handle dies with its sidecar");
-    check(Sidecar.isRestartable("job.commit"), "the job commit resumes from its journal");
-    check(Sidecar.isRestartable("fs.read"), "reads are stateless");
+    assertFalse(Sidecar.isRestartable("task.commit"), "task.commit depends on nothing, but is not idempotent");
+    assertFalse(Sidecar.isRestartable("fs.write_block"), "a write handle dies with its sidecar");
+    assertFalse(Sidecar.isRestartable("fs.close_write"), "a write handle dies with its sidecar");
+    assertTrue(Sidecar.isRestartable("job.commit"), "the job commit resumes from its journal");
+    assertTrue(Sidecar.isRestartable("fs.read"), "reads are stateless");
   }
 
-  public static void testAnOversizedHeaderIsRefusedInTheJvmWithTheLimitNamed() throws Exception {
+  @Test
+  void testAnOversizedHeaderIsRefusedInTheJvmWithTheLimitNamed() throws Exception {
     Map<String, Object> args = new HashMap<>();
     args.put("conf", Map.of("s3commit.huge", "x".repeat(FrameChannel.FRAME_LIMIT)));
-    FrameChannel.FrameTooLargeException e = raises(FrameChannel.FrameTooLargeException.class,
+    FrameChannel.FrameTooLargeException e = assertThrows(FrameChannel.FrameTooLargeException.class,
         () -> Sidecar.run("conf.register", args), "too large");
-    check(e.getMessage().contains("conf.register") && e.getMessage().contains("frame limit"), e.getMessage());
-    check(Sidecar.get().isAlive(), "nothing broke");
+    assertTrue(e.getMessage().contains("conf.register") && e.getMessage().contains("frame limit"), e.getMessage());
+    assertTrue(Sidecar.get().isAlive(), "nothing broke");
   }
 
-  public static void testAHundredThousandTaskMessagesCrossInBoundedFrames() throws Exception {
+  @Test
+  void testAHundredThousandTaskMessagesCrossInBoundedFrames() throws Exception {
     String confId = BridgeConf.register(conf());
     String jobId = UUID.randomUUID().toString();
     Map<String, Object> job = new HashMap<>();
@@ -128,7 +145,7 @@ public final class SidecarLifecycleTest {
         out.write(message.getBytes(StandardCharsets.UTF_8));
       }
     }), Sidecar::collect).header;
-    equal(100000, ((Number) reply.get("messages")).intValue(), "messages received");
+    assertEquals(100000, ((Number) reply.get("messages")).intValue(), "messages received");
     System.out.println("INFO 100,000 task messages committed through the JVM bridge in "
         + (System.nanoTime() - started) / 1_000_000 + " ms");
   }
