@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "region_name": "us-east-1"}
@@ -182,7 +183,11 @@ def in_child(name: str, *args: Any, without_crt: bool = False) -> dict[str, floa
     that process cannot import awscrt (boto3 as a user without it has it)."""
     code = ("import json, sys; from benchmarks import clients; "
             f"print(json.dumps(clients.{name}(*json.loads(sys.argv[1]))))")
-    env = {**os.environ, "S3COMMIT_BENCH_NO_CRT": "1"} if without_crt else None
+    # The checkout's root on the child's path: ``benchmarks`` is a package of the clone, not of the wheel.
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    if without_crt:
+        env["S3COMMIT_BENCH_NO_CRT"] = "1"
     result = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True,
                             check=False, timeout=3600, env=env)
     if result.returncode != 0:

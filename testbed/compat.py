@@ -22,7 +22,7 @@ from s3commit.store.capabilities import CHECK_BY_NAME
 
 TABLE_BEGIN = "<!-- compat:measured begin (python -m testbed.compat) -->"
 TABLE_END = "<!-- compat:measured end -->"
-DOCUMENT = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+DOCUMENT = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 
 
 def _version(command: list[str]) -> str:

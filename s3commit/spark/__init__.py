@@ -37,7 +37,9 @@ May import: :mod:`s3commit.committers` and every layer below it; the only packag
 
 
 from s3commit.spark.conf import (
+    CHECKPOINT_MANAGER_CLASS,
     PROTOCOL_CLASS,
+    STREAMING_PROTOCOL_CLASS,
     S3AKeyWarning,
     configure,
     hadoop_options,
@@ -58,9 +60,11 @@ from s3commit.spark.jarbuild import (
 )
 
 __all__ = [
+    "CHECKPOINT_MANAGER_CLASS",
     "JAR_ENV",
     "PROTOCOL_CLASS",
     "SCALA_LINE_SOURCES",
+    "STREAMING_PROTOCOL_CLASS",
     "STREAMING_SOURCES",
     "BridgeBuildError",
     "S3AKeyWarning",

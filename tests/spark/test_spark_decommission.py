@@ -25,6 +25,8 @@ import pytest
 from s3commit.testing.assertions import list_keys
 from testbed.standalone import StandaloneCluster, spark_home, wait_gone
 
+REPO = Path(__file__).resolve().parents[2]
+
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
 
@@ -112,6 +114,13 @@ def cluster(tmp_path_factory):
         yield started
 
 
+def driver_env(cluster, **extra: str) -> dict[str, str]:
+    """The driver's environment: the cluster's, and the checkout's root on ``PYTHONPATH`` for the application's
+    ``testbed`` helpers (repo-only, not in the wheel); executors never import them."""
+    path = os.pathsep.join(p for p in (str(REPO), cluster.env.get("PYTHONPATH", "")) if p)
+    return {**cluster.env, "PYTHONPATH": path, **extra}
+
+
 def result_of(run: subprocess.CompletedProcess) -> dict:
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
     assert run.returncode == 0 and lines, run.stdout[-3000:] + run.stderr[-8000:]
@@ -155,8 +164,8 @@ def test_a_decommissioned_executor_hands_its_shuffle_to_s3_and_no_map_task_runs_
                "executor", s3_server.endpoint_url, s3_bucket, prefix, cluster.url]
     # spark-submit fetches s3a:// resources before it hands the driver its settings (spark.s3commit.python): the
     # driver's sidecar then finds its Python in the environment, as for a packed virtualenv (docs/spark.md).
-    out = result_of(subprocess.run(command, capture_output=True, text=True, env=dict(cluster.env,
-                                   S3COMMIT_PYTHON=sys.executable), cwd=tmp_path, timeout=420, check=False))
+    out = result_of(subprocess.run(command, capture_output=True, text=True, env=driver_env(
+                                   cluster, S3COMMIT_PYTHON=sys.executable), cwd=tmp_path, timeout=420, check=False))
     assert out["lookup"] == "fetched by the executor at start"
     assert_decommissioned_to_s3(out, s3_client, s3_bucket, prefix)
     log = [r for r in s3_server.request_log() if r["key"].startswith(out["app"])]
@@ -182,7 +191,7 @@ def test_a_decommissioned_worker_hands_its_executors_shuffle_to_s3_through_the_p
     app = tmp_path / "app.py"
     app.write_text(app_source())
     command = [sys.executable, str(app), "worker", s3_server.endpoint_url, s3_bucket, prefix, cluster.url]
-    out = result_of(subprocess.run(command, capture_output=True, text=True, env=cluster.env,
+    out = result_of(subprocess.run(command, capture_output=True, text=True, env=driver_env(cluster),
                                    cwd=tmp_path, timeout=420, check=False))
     # The application ended without stopping its context: the driver JVM's shutdown hook did, emptying the storage.
     assert wait_gone([out["driver_pid"]], 120)
