@@ -282,6 +282,7 @@ class S3TestServer:
         seed: int = _UNSET,
         copy_bandwidth: float | None = _UNSET,
         throttle: ThrottleSpec | None = _UNSET,
+        clock_offset: float = _UNSET,
     ) -> dict[str, Any]:
         """Change what the simulator does; options left out keep their current value.
 
@@ -291,6 +292,8 @@ class S3TestServer:
             seed: fault seed. Setting ``faults`` or ``seed`` restarts the fault streams.
             copy_bandwidth: server-side copy rate in bytes/s overriding the profile's; ``None`` restores it.
             throttle: per-prefix rate limits; ``None`` turns throttling off.
+            clock_offset: seconds the store's clock runs ahead of this host's (negative: behind): its ``Date``,
+                ``Last-Modified`` and listed dates are moved by it (clock skew between client and store).
 
         Returns:
             The simulator's whole configuration after the change, as JSON data.
@@ -306,6 +309,8 @@ class S3TestServer:
             changes["copy_bandwidth"] = copy_bandwidth
         if throttle is not _UNSET:
             changes["throttle"] = throttle.to_dict() if throttle is not None else None
+        if clock_offset is not _UNSET:
+            changes["clock_offset"] = clock_offset
         return dict(self._control("POST", "config", changes))
 
     def simulator_config(self) -> dict[str, Any]:

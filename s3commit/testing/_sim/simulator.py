@@ -12,9 +12,8 @@ moto answers S3 requests correctly but instantly and never fails.
 5. forwards it to moto, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
    dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
 
-Each client connection is served by its own thread (``ThreadingHTTPServer``), so one request's sleep never
-delays another. The client side speaks HTTP/1.1 keep-alive, so boto3's connection pool works; the upstream
-side opens a connection per request because werkzeug (moto's server) closes after every response.
+Each client connection has its own thread, so one request's sleep never delays another; the client side speaks
+HTTP/1.1 keep-alive, the upstream side opens a connection per request (werkzeug closes after every response).
 Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
@@ -42,7 +41,7 @@ from s3commit.testing._sim.initiated import InitiationDates
 from s3commit.testing._sim.profiles import NO_LATENCY, LatencyProfile, Throttle, ThrottleSpec, get_profile
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
 
-_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle")
+_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle", "clock_offset")
 
 # moto indexes ``bucket.multiparts[upload_id]`` directly in these operations, so an unknown upload id
 # raises KeyError and the server answers HTTP 500, where AWS answers 404 NoSuchUpload.
@@ -64,6 +63,7 @@ class SimulatorConfig:
         seed: seed of the fault streams (see :mod:`~s3commit.testing._sim.faults` for what is deterministic).
         copy_bandwidth: server-side copy rate in bytes/s, overriding the profile's; ``None`` keeps it.
         throttle: per-prefix request-rate limits, or ``None`` for no throttling.
+        clock_offset: seconds the store's clock is ahead of ours (its Date, Last-Modified and listed dates).
     """
 
     profile: LatencyProfile = NO_LATENCY
@@ -71,6 +71,7 @@ class SimulatorConfig:
     seed: int = 0
     copy_bandwidth: float | None = None
     throttle: ThrottleSpec | None = None
+    clock_offset: float = 0.0
 
     def __post_init__(self) -> None:
         if self.copy_bandwidth is not None and self.copy_bandwidth <= 0:
@@ -83,8 +84,7 @@ class SimulatorConfig:
             "faults": self.faults.to_dict(),
             "seed": self.seed,
             "copy_bandwidth": self.copy_bandwidth,
-            "throttle": self.throttle.to_dict() if self.throttle else None,
-        }
+            "throttle": self.throttle.to_dict() if self.throttle else None, "clock_offset": self.clock_offset}
 
     def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
         """Return a copy with the JSON-style ``changes`` applied; keys absent from ``changes`` stay.
@@ -114,6 +114,7 @@ class SimulatorConfig:
         if "throttle" in changes:
             throttle = changes["throttle"]
             values["throttle"] = ThrottleSpec.from_dict(throttle) if throttle else None
+        values.update({"clock_offset": float(changes["clock_offset"])} if "clock_offset" in changes else {})
         return dataclasses.replace(self, **values)
 
 
@@ -231,6 +232,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the server's stderr; stats say what happened
 
+    def date_time_string(self, timestamp: float | None = None) -> str:  # the store's clock, clock_offset off ours
+        return super().date_time_string((timestamp or time.time()) + self.server.simulator.config.clock_offset)
+
     def do_GET(self) -> None:
         self._dispatch()
 
@@ -269,12 +273,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 simulator.reset()
                 answer = {}
             else:
-                self._reply(404, _json_body({"error": f"no control endpoint {self.command} /__sim/{action}"}))
+                self._reply(404, wire.json_body({"error": f"no control endpoint {self.command} /__sim/{action}"}))
                 return
         except (ValueError, KeyError, TypeError) as error:
-            self._reply(400, _json_body({"error": f"{type(error).__name__}: {error}"}))
+            self._reply(400, wire.json_body({"error": f"{type(error).__name__}: {error}"}))
             return
-        self._reply(200, _json_body(answer))
+        self._reply(200, wire.json_body(answer))
 
     def _reply(self, status: int, body: bytes, headers: list[tuple[str, str]] | None = None) -> None:
         """Send a complete response; always framed, so the keep-alive connection stays usable."""
@@ -290,10 +294,6 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         self.end_headers()
         if has_body:
             self.wfile.write(body)
-
-
-def _json_body(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True).encode()
 
 
 class _Exchange:
@@ -432,11 +432,11 @@ class _Exchange:
             response = connection.getresponse()
             answer = response.read()
             # Our server writes its own Server and Date headers; moto's would be duplicates.
-            keep = [
-                (name, value)
-                for name, value in wire.forwardable(response.getheaders())
-                if name.lower() not in ("server", "date")
-            ]
+            offset = self.config.clock_offset
+            keep = [(name, wire.shifted_http_date(value, offset) if offset and name.lower() == "last-modified"
+                     else value) for name, value in wire.forwardable(response.getheaders())
+                    if name.lower() not in ("server", "date")]
+            answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
             if self.handler.command == "HEAD":
                 # A HEAD answer's Content-Length is the object's size; it must reach the client intact.
                 length = response.getheader("Content-Length")

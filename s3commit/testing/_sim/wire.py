@@ -8,7 +8,9 @@ reading a request body whatever its framing, choosing which headers cross a prox
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import io
+import json
 import re
 import secrets
 import socket
@@ -157,3 +159,29 @@ def reset_connection(sock: socket.socket) -> None:
     with contextlib.suppress(OSError):  # already gone: the client sees the connection drop either way
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
+
+
+_LISTED_DATE = re.compile(rb"<(LastModified|Initiated)>([^<]+)</(?:LastModified|Initiated)>")
+
+
+def shifted_http_date(value: str, offset: float) -> str:
+    """An HTTP date (``Last-Modified``) moved by ``offset`` seconds (a store whose clock is off)."""
+    when = email.utils.parsedate_to_datetime(value)
+    return email.utils.format_datetime(when.fromtimestamp(when.timestamp() + offset, when.tzinfo), usegmt=True)
+
+
+def shifted_listing(body: bytes, offset: float) -> bytes:
+    """A listing's ``LastModified``/``Initiated`` dates (ISO 8601) moved by ``offset`` seconds."""
+    from datetime import datetime, timedelta
+
+    def shift(match: re.Match[bytes]) -> bytes:
+        when = datetime.fromisoformat(match.group(2).decode().replace("Z", "+00:00")) + timedelta(seconds=offset)
+        text = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+        return b"<%s>%s</%s>" % (match.group(1), text.encode(), match.group(1))
+
+    return _LISTED_DATE.sub(shift, body)
+
+
+def json_body(value: object) -> bytes:
+    """The control endpoint's answers."""
+    return json.dumps(value, sort_keys=True).encode()
