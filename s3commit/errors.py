@@ -157,6 +157,11 @@ class CommitStateError(S3CommitError):
     """A lifecycle call out of order: task attempt not set up, job already committed, ..."""
 
 
+class JobSweptError(CommitStateError):
+    """This job was judged dead (its liveness record silent longer than ``s3commit.job.liveness``) and swept by
+    another job or ``s3commit uploads sweep``: its uploads were aborted, so it cannot commit."""
+
+
 class JournalExistsError(CommitStateError):
     """The job already has a commit journal: another commit of it is running, or one was interrupted."""
 

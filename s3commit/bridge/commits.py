@@ -1,10 +1,11 @@
 """The sidecar's committer calls: job and task setup, commit and abort, for the JVM's commit protocols.
 
-Every call builds its committer from the request (configuration id, destination, job id; the committer
-from ``fs.s3a.committer.name``) and releases its threads when it returns: the sidecar keeps no committer or
-task attempt between calls. A task attempt is rebuilt from its id (a magic attempt has no local state; a
-staging attempt's files are in its local directory on this host), so a sidecar started after another died
-serves the next call of the same job as if nothing had happened.
+Every call builds its committer from the request (configuration id, destination, job id; the committer from
+``fs.s3a.committer.name``) and releases its threads when it returns: the sidecar keeps no committer or task attempt
+between calls. What it keeps from ``job.setup`` to ``job.commit``/``job.abort`` is the job's liveness
+(:mod:`s3commit.commit.liveness`): the driver's sidecar renews the job's record while the job runs. A task attempt
+is rebuilt from its id (a magic attempt has no local state; a staging attempt's files are in its local directory on
+this host), so a sidecar started after another died serves the next call of the same job as if nothing had happened.
 
 ``job.commit`` takes the committed tasks' messages as its request body, one JSON record per line, read as a
 stream: a job of 100,000 tasks is no larger a message than one of ten. Messages of tasks that wrote nothing
@@ -83,6 +84,9 @@ class CommitOps:
         # RDD write's claim on its destination (``exclusive``, on job requests) goes with its commit or abort.
         committer.run_token = JVM_RUN
         committer.exclusive = job_op and bool(req.get("exclusive"))
+        # The job's liveness record is renewed by this process from job.setup to job.commit/job.abort (the
+        # committer object lives for one call).
+        committer.liveness_with_object = False
         return committer
 
     # --- job ---------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ def java_families() -> tuple[tuple[type[BaseException], str], ...]:
         (BadRequest, "IllegalArgument"),
         (errors.ManifestError, "IllegalArgument"),
         (errors.ConfigError, "IllegalArgument"),
+        (errors.JobSweptError, "IllegalState"),
         (errors.JournalExistsError, "IllegalState"),
         (errors.PendingsetMissingError, "IllegalState"),
         (errors.CommitStateError, "IllegalState"),

@@ -36,8 +36,9 @@ May import: :mod:`s3commit.committers` and every layer below it (the recovery en
 """
 
 from s3commit.cli.app import build_parser, main
-from s3commit.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOTHING, EXIT_OK, EXIT_USAGE, parse_duration
+from s3commit.cli.args import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_NOTHING, EXIT_OK, EXIT_USAGE
 from s3commit.cli.output import format_age
+from s3commit.config.values import parse_duration
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_NOTHING", "EXIT_OK", "EXIT_USAGE", "build_parser",
            "format_age", "main", "parse_duration"]

@@ -4,9 +4,9 @@ the store they build, and the two errors that are not failures of S3."""
 from __future__ import annotations
 
 import argparse
-import re
 
 from s3commit.config.options import RetryPolicy, StoreOptions
+from s3commit.config.values import parse_duration
 from s3commit.errors import ConfigError, S3CommitError
 from s3commit.model.paths import check_job_id
 from s3commit.model.uri import S3Uri
@@ -18,9 +18,6 @@ EXIT_USAGE = 2
 EXIT_NOTHING = 3
 EXIT_INTERRUPTED = 130
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 class UsageError(S3CommitError):
     """A command line that cannot be run as given (exit code 2)."""
@@ -28,24 +25,6 @@ class UsageError(S3CommitError):
 
 class NothingToDo(S3CommitError):
     """Nothing matched or nothing needed doing (exit code 3)."""
-
-
-def parse_duration(text: str) -> float:
-    """``90s``, ``30m``, ``12h``, ``2d``, ``1w``, ``1d12h`` -> seconds.
-
-    Raises:
-        ConfigError: not a duration.
-    """
-    value = str(text).strip().lower()
-    pos, total = 0, 0.0
-    for match in _DURATION.finditer(value):
-        if value[pos:match.start()].strip():
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-        pos = match.end()
-    if not value or pos == 0 or value[pos:].strip():
-        raise ConfigError(f"{text!r} is not a duration (examples: 90s, 30m, 12h, 2d, 1w, 1d12h)")
-    return total
 
 
 def duration_arg(text: str) -> float:

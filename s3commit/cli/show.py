@@ -32,19 +32,35 @@ from s3commit.model.uri import S3Uri
 
 def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     parser = commands.add_parser(
-        "show", parents=[common], help="show a _SUCCESS, .pendingset, .pending, commit journal or commit lease",
-        description="Show a manifest: s3://bucket/key or a local file. Human summary by default.")
-    parser.add_argument("target", help="s3://bucket/key of the manifest, or a local file path")
+        "show", parents=[common], help="show a _SUCCESS, .pendingset, .pending, commit journal or commit lease, "
+                                       "or the jobs writing to a destination",
+        description="Show a manifest: s3://bucket/key or a local file. Human summary by default. A destination "
+                    "ending in / (s3://bucket/table/): the jobs writing there (alive, dead, committing) and the "
+                    "recent commits.")
+    parser.add_argument("target", help="s3://bucket/key of the manifest, a local file path, or s3://bucket/dest/")
     parser.add_argument("--json", action="store_true", help="print the parsed manifest as JSON")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     target: str = args.target
+    if "://" in target and target.endswith("/"):
+        # A destination: the jobs writing there, alive, dead or committing, and the recent commits.
+        from s3commit.cli import jobs
+        from s3commit.commit.sweep import job_statuses
+
+        uri, store = S3Uri.parse(target), cli_args.store_from_args(args)
+        found = job_statuses(store, uri, liveness=jobs.DEFAULT_LIVENESS)
+        if args.json:
+            print(json_text({"kind": "jobs", "source": str(uri), **jobs.jobs_json(store, uri, found)}))
+        else:
+            print("\n".join(jobs.jobs_lines(store, uri, found)))
+        return EXIT_OK
     if "://" in target:
         uri = S3Uri.parse(target)
         if not uri.key:
-            raise UsageError(f"{target} names a bucket, not a manifest object")
+            raise UsageError(f"{target} names a bucket, not a manifest object (end a destination with / to see "
+                             "the jobs writing there)")
         source, data = str(uri), cli_args.store_from_args(args).get_object(uri.bucket, uri.key)
     else:
         with open(target, "rb") as f:

@@ -1,5 +1,7 @@
-"""``s3commit uploads list|abort``: the pending multipart uploads under a prefix, optionally only one job's
-(:class:`~s3commit.commit.job_uploads.JobUploads`) or only old ones, listed or aborted in parallel with progress."""
+"""``s3commit uploads list|abort|sweep``: the pending multipart uploads under a prefix, optionally only one job's
+(:class:`~s3commit.commit.job_uploads.JobUploads`) or only old ones, listed or aborted in parallel with progress;
+``list`` of a destination also says which jobs write there, alive or dead; ``sweep`` (:mod:`s3commit.cli.jobs`)
+sweeps the dead ones."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from s3commit.cli import args as cli_args
+from s3commit.cli import jobs
 from s3commit.cli.args import (
     EXIT_FAILED,
     EXIT_NOTHING,
@@ -25,6 +28,7 @@ from s3commit.cli.args import (
     uri_arg,
 )
 from s3commit.cli.output import error, format_age, print_json, say
+from s3commit.commit.sweep import job_statuses
 from s3commit.errors import S3CommitError, short_upload_id
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store, UploadInfo
@@ -57,6 +61,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
             sub.add_argument("--dry-run", action="store_true", help="show what would be aborted; change nothing")
             sub.add_argument("--threads", type=int, default=16, help="parallel aborts (default %(default)s)")
         sub.set_defaults(handler=run_list if name == "list" else run_abort)
+    jobs.add_sweep_parser(actions, common)
 
 
 
@@ -119,17 +124,22 @@ def _print_uploads(selection: _Selection) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    selection = _select(cli_args.store_from_args(args), args)
+    store = cli_args.store_from_args(args)
+    selection = _select(store, args)
+    # A destination (not a whole bucket): which jobs write there, alive or dead, for the uploads listed.
+    found = job_statuses(store, args.uri, liveness=jobs.DEFAULT_LIVENESS) if args.uri.key else []
     if args.json:
-        print_json(selection.to_json())
+        print_json(selection.to_json(**(jobs.jobs_json(store, args.uri, found) if found else {})))
         return EXIT_OK
     if not selection.uploads:
         say(f"no pending uploads {selection.describe(args)}")
-        return EXIT_OK
-    _print_uploads(selection)
-    ages = [a for u in selection.uploads if (a := selection.age(u)) is not None]
-    oldest = f" (oldest started {format_age(max(ages))} ago)" if ages else ""
-    say(f"{len(selection.uploads)} pending uploads {selection.describe(args)}{oldest}", quiet=args.quiet)
+    else:
+        _print_uploads(selection)
+        ages = [a for u in selection.uploads if (a := selection.age(u)) is not None]
+        oldest = f" (oldest started {format_age(max(ages))} ago)" if ages else ""
+        say(f"{len(selection.uploads)} pending uploads {selection.describe(args)}{oldest}", quiet=args.quiet)
+    if found:
+        say("\n".join(jobs.jobs_lines(store, args.uri, found)), quiet=args.quiet)
     return EXIT_OK
 
 

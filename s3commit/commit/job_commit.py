@@ -72,6 +72,8 @@ class CommitStats:
     undo_failed: int = 0
     validated: int = 0
     checksums_verified: int = 0
+    dead_jobs_swept: int = 0
+    dead_job_uploads_aborted: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
 
 
@@ -313,6 +315,8 @@ class JobCommit:
             "committer_objects_kept_changed_since_listing": self.stats.kept_changed,
             "committer_lease_wait_ms": int(self.lease.waited * 1000),
             "committer_lease_requests": self.lease.requests,
+            "committer_dead_jobs_swept": self.stats.dead_jobs_swept,
+            "committer_dead_job_uploads_aborted": self.stats.dead_job_uploads_aborted,
             **({"committer_objects_validated": self.stats.validated,
                 "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
                else {}),

@@ -59,22 +59,33 @@ def owner_key(layout: JobLayout) -> str:
 
 
 def claim(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str, token: str, *,
-          conditional: bool) -> None:
-    """Record this job run (``token``) as the owner of job ``job_id`` at ``dest``.
+          conditional: bool, liveness: float = 0.0) -> tuple[OwnerRecord, str]:
+    """Record this job run (``token``) as the owner of job ``job_id`` at ``dest``: its owner record, which is also
+    its liveness record (``liveness``: the window it declares, :mod:`s3commit.commit.liveness`). Returns the record
+    and its ETag (the one a renewal names in ``If-Match``).
 
     Raises:
         ConfigError: another live (or interrupted) job with the same id has claimed it (nothing was written).
     """
     key = owner_key(layout)
-    body = OwnerRecord(job_id, token).to_json()
+    record = OwnerRecord(job_id, token, liveness=liveness)
     # A store that ignores If-None-Match: a read first narrows the window, it cannot close it.
     if not conditional and _owner_token(store, dest, key) not in (None, token):
         raise _taken(dest, job_id, key)
     try:
-        store.put_object(dest.bucket, key, body, if_none_match=True, content_type="application/json")
+        etag = store.put_object(dest.bucket, key, record.to_json(), if_none_match=True,
+                                content_type="application/json")
     except PreconditionFailedError:
-        if _owner_token(store, dest, key) != token:
+        # This run set the job up already (a re-sent setup): its record stands, with the ETag it has now.
+        try:
+            body, info, _ = store.read_object(dest.bucket, key)
+            mine = OwnerRecord.from_json(body)
+        except (NotFoundError, ValueError):
             raise _taken(dest, job_id, key) from None
+        if mine.token != token or mine.swept_by:
+            raise _taken(dest, job_id, key) from None
+        return mine, info.etag
+    return record, etag
 
 
 def _owner_token(store: S3Store, dest: S3Uri, key: str) -> str | None:

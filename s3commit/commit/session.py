@@ -9,7 +9,9 @@ A committer decides *when* a job commits or aborts; the session owns everything 
   (:func:`~s3commit.commit.recovery.resume_commit`), and a job that committed already returns its ``_SUCCESS``;
 - the roll-back: a failed commit aborts every upload of the job (or, where S3 refused part of the roll-back, keeps
   the journal for ``s3commit recover``); an abort rolls back an interrupted commit as ``recover --abort`` does;
-- the summary report (``summary_report_dir``), after a success or a failure.
+- the summary report (``summary_report_dir``), after a success or a failure;
+- the sweep of dead jobs under the destination (:mod:`s3commit.commit.sweep`) before the commit, counted in its
+  ``_SUCCESS``.
 
 The session makes no decision about task attempts or local files: the committer settles its attempts before it
 opens a session and drops its local state after it (the ``on_abort`` it passes).
@@ -35,6 +37,7 @@ from s3commit.commit.prefixes import delete_prefix
 from s3commit.commit.recovery import resume_commit, roll_back_commit, settle_interrupted
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.summary_reports import failed, write_report
+from s3commit.commit.sweep import sweep_dead_jobs
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import (
     CommitStateError,
@@ -52,6 +55,15 @@ from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 
 log = logging.getLogger(__name__)
+
+_said: set[tuple[str, ...]] = set()
+
+
+def _say_once(what: tuple[str, ...], level: int, message: str, *args: object) -> None:
+    """Log ``message`` once per process for ``what``."""
+    if what not in _said:
+        _said.add(what)
+        log.log(level, message, *args)
 
 
 @dataclass(frozen=True)
@@ -116,6 +128,7 @@ class CommitSession:
                            options=job.options, job_id_source=job.job_id_source, absolute_dirs=request.absolute_dirs,
                            lease=lease, create_only=request.create_only)
         self.stats = engine.stats
+        self._sweep_dead_jobs(engine)
         committed = False
         try:
             done = self._committed_already(engine, request) if request.listed and not request.pendingsets else None
@@ -144,6 +157,33 @@ class CommitSession:
             lease.release(committed=committed, files=engine.stats.files)
         self.job.report(success)
         return success
+
+    def _sweep_dead_jobs(self, engine: JobCommit) -> None:
+        """Sweep the dead jobs under the destination (:mod:`s3commit.commit.sweep`), counted in ``_SUCCESS``. Best
+        effort: never fails the commit. Not on a store that ignores conditional writes (said once)."""
+        job = self.job
+        if not job.options.sweep_dead_jobs:
+            return
+        known = job.store.capabilities.get(job.dest.bucket)
+        if known is None:
+            return
+        if not known.conditional_writes:
+            _say_once(("no-sweep", known.endpoint, job.dest.bucket), logging.WARNING,
+                      "the store at %s does not honour conditional writes: dead jobs under s3://%s are never swept "
+                      "automatically (no record can be taken safely). Sweep them at your word: s3commit uploads "
+                      "sweep s3://%s/<destination> --older-than AGE", known.endpoint, job.dest.bucket,
+                      job.dest.bucket)
+            return
+        try:
+            result = sweep_dead_jobs(job.store, job.dest, liveness=job.options.job_liveness, conditional=True,
+                           lists_uploads=known.lists_uploads, exclude=(job.job_id,),
+                           sweeper=f"job {job.job_id} (its commit)")
+        except S3CommitError as err:
+            log.warning("job %s: the sweep of dead jobs under %s failed (the commit goes on): %s", job.job_id,
+                        job.dest, err)
+            return
+        engine.stats.dead_jobs_swept = len(result.swept)
+        engine.stats.dead_job_uploads_aborted = result.uploads_aborted
 
     def _resume_under(self, lease: CommitLease | NoLease, engine: JobCommit, err: CommitStateError,
                       request: CommitRequest) -> SuccessData:

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from s3commit.commit import liveness
 from s3commit.commit.lease import CommitLease, NoLease
+from s3commit.commit.liveness import JobLiveness, keep
 from s3commit.commit.manifest_store import pendingset_keys_under
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.ownership import claim, claim_output, one_operation, release_output
@@ -24,7 +26,7 @@ from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
 from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
 from s3commit.config.options import CommitterOptions, LeaseMode
-from s3commit.errors import CommitStateError, ConfigError
+from s3commit.errors import CommitStateError, ConfigError, JobSweptError
 from s3commit.model.manifests import SuccessData
 from s3commit.model.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.model.uri import S3Uri
@@ -60,6 +62,9 @@ class Committer(ABC):
         self.run_token = uuid.uuid4().hex
         #: The job claimed its destination as new (an RDD write): the claim goes with the job's end.
         self.exclusive = False
+        #: The job's liveness record is renewed while this object lives (the Python API); False: until the job's
+        #: commit or abort in this process, whatever object runs it (a sidecar builds one committer per call).
+        self.liveness_with_object = True
         self._state = "new"
         self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}
@@ -131,7 +136,11 @@ class Committer(ABC):
         if exclusive:
             claim_output(self.store, self.dest, self.job_id, conditional=conditional)
             self.exclusive = True
-        claim(self.store, self.dest, self.layout, self.job_id, self.run_token, conditional=conditional)
+        record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
+                             conditional=conditional, liveness=self.options.job_liveness)
+        # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
+        keep(JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional),
+             owner=self if self.liveness_with_object else None)
         self._state = "setup"
 
     def know_store(self) -> Capabilities | None:
@@ -150,8 +159,9 @@ class Committer(ABC):
                 "check. Set it to auto (the store's checksum validation decides) or false")
         if self.options.lease is LeaseMode.ON:
             self.commit_lease("commit")  # refused now, before any task runs, where the store cannot hold one
-        # The lease is named at commit time (lease_for), where it is taken or not.
-        lost = [f for f in found.lost_features(self.store.options.checksum_algorithm) if "commit lease" not in f]
+        # The lease is named at commit time (lease_for), where it is taken or not; so is the sweep (once).
+        lost = [f for f in found.lost_features(self.store.options.checksum_algorithm)
+                if "commit lease" not in f and "dead jobs" not in f]
         if lost:
             log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "
                         "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
@@ -185,11 +195,28 @@ class Committer(ABC):
         """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``
         (:meth:`_commit_job`), one operation of the job at a time (:func:`s3commit.commit.ownership.one_operation`)."""
         with one_operation(self.dest, self.job_id, "its commit"):
-            success = self._commit_job(messages, delete_paths=delete_paths, replace_partitions=replace_partitions,
-                                       create_only=create_only)
+            try:
+                self._confirm_alive()
+                success = self._commit_job(messages, delete_paths=delete_paths,
+                                           replace_partitions=replace_partitions, create_only=create_only)
+            finally:
+                liveness.release(self.dest, self.job_id)
             if self.exclusive:
                 release_output(self.store, self.dest, self.job_id)
             return success
+
+    def _confirm_alive(self) -> None:
+        """Before the commit: the job's liveness record is still its own (it was not judged dead and swept). A swept
+        job aborts what is left of it (uploads its tasks started after the sweep) and fails, naming why."""
+        try:
+            liveness.confirm_alive(self.store, self.dest, self.layout, self.job_id)
+        except JobSweptError:
+            self._state = "aborted"
+            try:
+                self._abort_job(quiet=True)
+            except Exception as err:  # never hide why the job cannot commit
+                log.warning("job %s: cleaning up after its sweep failed: %s", self.job_id, err)
+            raise
 
     def _commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
                     delete_paths: Sequence[str] = (), replace_partitions: bool = False,
@@ -277,6 +304,7 @@ class Committer(ABC):
         reported = self._state == "aborted"  # a failed commit reported already
         try:
             with one_operation(self.dest, self.job_id, "its abort"):  # a commit running here ends first
+                liveness.release(self.dest, self.job_id)
                 self._abort_job(quiet=False)
                 if self.exclusive:
                     release_output(self.store, self.dest, self.job_id)
@@ -309,9 +337,24 @@ class Committer(ABC):
 
     # --- task side ------------------------------------------------------------------------------
 
-    @abstractmethod
     def setup_task(self, task_attempt_id: str) -> TaskAttempt:
-        """Prepare a task attempt (``attempt_<jt>_<job>_m_<task>_<n>``)."""
+        """Prepare a task attempt (``attempt_<jt>_<job>_m_<task>_<n>``).
+
+        Raises:
+            CommitStateError: this committer generated its job id and :meth:`setup_job` never ran on it (or on the
+                object it was copied from): its tasks would write for a job no driver will commit (Hadoop's
+                ``E_SELF_GENERATED_JOB_UUID``). Nothing was written.
+        """
+        if self.job_id_source == "generated" and self._state == "new":
+            raise CommitStateError(
+                f"task attempt {task_attempt_id}: this committer generated its own job id ({self.job_id}) and its job "
+                "was never set up, so no driver would commit what the task writes. Call setup_job() first (and give "
+                "the tasks that committer, or a copy of it), or pass the job's id as job_id=")
+        return self._setup_task(task_attempt_id)
+
+    @abstractmethod
+    def _setup_task(self, task_attempt_id: str) -> TaskAttempt:
+        """The committer's own task setup (:meth:`setup_task` checked the job first)."""
 
     def attach_task(self, task_attempt_id: str) -> TaskAttempt:
         """The attempt :meth:`setup_task` prepared, possibly in another process on this host, rebuilt

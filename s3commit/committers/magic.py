@@ -214,7 +214,7 @@ class MagicCommitter(Committer):
 
     name = "magic"
 
-    def setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
+    def _setup_task(self, task_attempt_id: str) -> MagicTaskAttempt:
         self._check_job_open()
         self.know_store()  # the attempt's parts are checked as the store requires
         attempt = MagicTaskAttempt(self, task_attempt_id)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
+from s3commit.commit import liveness
 from s3commit.commit.prefixes import delete_prefix
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
 from s3commit.committers.base import Committer
@@ -65,7 +66,7 @@ class RenameCommitter(Committer):
     def committed_tasks_key(self) -> str:
         return self.dest.child(f"{TEMPORARY}/0").key
 
-    def setup_task(self, task_attempt_id: str) -> RenameTaskAttempt:
+    def _setup_task(self, task_attempt_id: str) -> RenameTaskAttempt:
         self._check_job_open()
         return RenameTaskAttempt(self, task_attempt_id)
 
@@ -148,6 +149,7 @@ class RenameCommitter(Committer):
             if self.options.success_marker:
                 self.store.put_object(bucket, self.layout.success_key, b"")
         finally:
+            liveness.release(self.dest, self.job_id)
             self.close()
         self._state = "committed"
         requests = self.store.counters.snapshot()["requests"]

@@ -107,7 +107,7 @@ class StagingCommitter(Committer):
         rel = add_uuid(relative, self.job_id) if self.options.unique_filenames else relative
         return self.dest.child(rel).key
 
-    def setup_task(self, task_attempt_id: str) -> StagingTaskAttempt:
+    def _setup_task(self, task_attempt_id: str) -> StagingTaskAttempt:
         self._check_job_open()
         return StagingTaskAttempt(self, task_attempt_id)
 

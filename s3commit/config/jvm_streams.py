@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from s3commit.config.options import KEYS, MIB, ValuedEnum, parse_size
+from s3commit.config.options import KEYS, ValuedEnum
+from s3commit.config.values import MIB, parse_size
 from s3commit.errors import ConfigError
 
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from s3commit.config import connection
 from s3commit.config.connection import CredentialChain, Proxy
+from s3commit.config.values import MIB, parse_bool, parse_seconds, parse_size
 from s3commit.errors import ConfigError
 from s3commit.model.checksums import normalise
 
-MIB = 1024 * 1024
 MIN_PART_SIZE = 5 * MIB
 """S3's minimum size of every part but the last."""
 MAX_PART_SIZE = 5 * 1024 * MIB
@@ -183,6 +182,16 @@ KEYS: dict[str, Key] = {
         Key("s3commit.commit.lease.duration", "120",
             "Seconds a lease lives unless renewed (its holder renews it every quarter of this); a holder silent "
             "longer is taken over, judged by the store's clock, and its interrupted commit settled first."),
+        Key("s3commit.job.liveness", "10m",
+            "How long a job may stay silent before others judge it dead. From job setup until it commits or aborts, "
+            "a job's driver renews its liveness record (its owner record, _owner.json in its job directory) every "
+            "quarter of this, with If-Match; a job silent longer (judged by the store's clock) is swept by the next "
+            "job commit on its destination, or by `s3commit uploads sweep`: its uploads aborted, its directory "
+            "deleted. A number of seconds or a duration (90s, 10m, 1h)."),
+        Key("s3commit.job.sweep", "true",
+            "At job commit, sweep the dead jobs under the destination (see s3commit.job.liveness) where the store "
+            "honours conditional writes; never on a store that does not (use `s3commit uploads sweep DEST "
+            "--older-than AGE` there)."),
         Key("s3commit.abort.orphans", "true",
             "At job commit/abort, abort uploads under the destination that provably belong to this job "
             "(never another job's)."),
@@ -222,39 +231,6 @@ KEYS: dict[str, Key] = {
         *(Key(*spec) for spec in connection.CONNECTION_KEYS),  # credentials, assumed role, TLS, proxy, pool, timeouts
     )
 }
-
-
-def parse_size(text: str | int, *, what: str) -> int:
-    """Parse ``64M``, ``5m``, ``1G``, ``1048576`` into bytes."""
-    if isinstance(text, int):
-        return text
-    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgGtT]?)[bB]?\s*", str(text))
-    if not match:
-        raise ConfigError(f"{what}: {text!r} is not a size (examples: 64M, 128m, 1G, 8388608)")
-    number, unit = int(match.group(1)), match.group(2).lower()
-    return number * {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB}[unit]
-
-
-def parse_bool(text: str | bool, *, what: str) -> bool:
-    if isinstance(text, bool):
-        return text
-    value = str(text).strip().lower()
-    if value in ("true", "1", "yes"):
-        return True
-    if value in ("false", "0", "no"):
-        return False
-    raise ConfigError(f"{what}: {text!r} is not a boolean. Valid values are: true, false")
-
-
-def parse_seconds(text: str | float, *, what: str) -> float:
-    """A non-negative number of seconds (``90``, ``0.5``)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{what}: {text!r} is not a number of seconds") from None
-    if value < 0:
-        raise ConfigError(f"{what}: {text!r} is negative")
-    return value
 
 
 def resolve_threads(value: int) -> int:
@@ -416,6 +392,8 @@ class CommitterOptions:
     lease: LeaseMode = LeaseMode.AUTO
     lease_wait: float = 1200.0
     lease_duration: float = 120.0
+    job_liveness: float = 600.0
+    sweep_dead_jobs: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conflict_mode",
@@ -426,6 +404,8 @@ class CommitterOptions:
         if self.lease_wait < 0 or self.lease_duration < 1:
             raise ConfigError(f"lease_wait must be >= 0 and lease_duration >= 1 s, got {self.lease_wait} and "
                               f"{self.lease_duration}")
+        if self.job_liveness < 1:
+            raise ConfigError(f"s3commit.job.liveness must be at least 1 s, got {self.job_liveness}")
         if self.part_size < MIN_PART_SIZE:
             raise ConfigError(
                 f"part_size {self.part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes (5 MiB)"
@@ -474,6 +454,8 @@ class CommitterOptions:
             lease=LeaseMode.parse(get("s3commit.commit.lease"), what="s3commit.commit.lease"),
             lease_wait=parse_seconds(get("s3commit.commit.lease.wait"), what="s3commit.commit.lease.wait"),
             lease_duration=parse_seconds(get("s3commit.commit.lease.duration"), what="s3commit.commit.lease.duration"),
+            job_liveness=parse_seconds(get("s3commit.job.liveness"), what="s3commit.job.liveness"),
+            sweep_dead_jobs=parse_bool(get("s3commit.job.sweep"), what="s3commit.job.sweep"),
             track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
                                                what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
         )

@@ -8,7 +8,9 @@ s3commit decides from what a store was *seen* to do (:mod:`s3commit.store.probe`
   seen not to validate the checksum s3commit sends, and its part ETags are MD5s (:meth:`Capabilities.needs_etag_check`);
 - the commit lease (``s3commit.commit.lease=auto``) is on where conditional PUT and DELETE are honoured and one of
   racing ``If-None-Match`` PUTs wins (:attr:`Capabilities.conditional_writes`);
-- the orphan sweep needs ``ListMultipartUploads`` by prefix (:attr:`Capabilities.lists_uploads`).
+- the orphan sweep needs ``ListMultipartUploads`` by prefix (:attr:`Capabilities.lists_uploads`);
+- the sweep of dead jobs at job commit (:mod:`s3commit.commit.sweep`) takes a dead job's liveness record with
+  ``If-Match``: only where conditional writes are honoured.
 
 A finding the probe could not make (``denied``: the credentials may not; ``failed``: another error) decides as an
 unknown store would: the safe way (ETag check on where ETags can say; lease and sweep treated as unavailable).
@@ -79,7 +81,9 @@ CHECKS: tuple[Check, ...] = (
           "commit lease taken with it; _SUCCESS and checkpoint files never replace another writer's",
           "commit lease off; If-None-Match writes may replace an object that exists"),
     Check("put-if-match", "PUT with If-Match: a wrong ETag refused, the right one accepted", Outcome.HONOURED,
-          "commit lease renewed with it", "commit lease off (it cannot be renewed safely)"),
+          "commit lease renewed with it; a dead job's liveness record taken with it, so job commits sweep dead jobs",
+          "commit lease off (it cannot be renewed safely); dead jobs are never swept automatically (s3commit uploads "
+          "sweep DEST --older-than AGE)"),
     Check("delete-if-match", "DELETE with If-Match: a wrong ETag refused, the right one deletes", Outcome.HONOURED,
           "commit lease released and broken with it; overwrite deletions keep objects replaced since the listing",
           "commit lease off; overwrite deletions are unconditional"),
@@ -197,6 +201,8 @@ class Capabilities:
         lost = []
         if not self.conditional_writes:
             lost.append("the commit lease (concurrent commits to one destination are not serialized)")
+            lost.append("the sweep of dead jobs at job commit (their uploads stay until `s3commit uploads sweep DEST "
+                        "--older-than AGE`)")
         if not self.conditional_complete:
             lost.append("fail-if-exists without a window (conflict-mode=fail, mode=error)")
         if not self.integrity_verified(algorithm):

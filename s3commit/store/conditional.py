@@ -151,6 +151,13 @@ class ConditionalRequests:
             self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
                        retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
+    def store_time(self, bucket: str) -> datetime:
+        """The store's clock now (the ``Date`` of a HEAD of the bucket): ages judged without this host's clock.
+        ``Retry.IDEMPOTENT``."""
+        response = self.requests.call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket)
+        return answered_at(response)
+
     def head_bucket(self, bucket: str) -> None:
         """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
         try:

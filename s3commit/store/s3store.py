@@ -279,9 +279,12 @@ class S3Store:
                 args["KeyMarker"] = key_marker
                 if upload_marker:
                     args["UploadIdMarker"] = upload_marker
-            page = self.requests.call("ListMultipartUploads",
-                              lambda a=args: self.client.list_multipart_uploads(**a),  # type: ignore[misc]
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
+            try:
+                page = self.requests.call("ListMultipartUploads",
+                                          lambda a=args: self.client.list_multipart_uploads(**a),  # type: ignore[misc]
+                                          retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
+            except NoSuchUploadError:
+                return  # rclone's answer while its bucket has no upload at all (docs/test-servers.md)
             for upload in page.get("Uploads", []) or []:
                 yield UploadInfo(upload["Key"], upload["UploadId"], upload.get("Initiated"))
             if not page.get("IsTruncated"):

@@ -204,6 +204,7 @@ def test_recovery_leaves_the_callers_own_job_and_other_jobs_alone(store, s3_clie
     write_batch_files(store, sink, mine)
     # A batch (non-streaming) magic job writing into the same directory is not a batch job: never touched.
     batch_write = MagicCommitter(sink, store=store)
+    batch_write.setup_job()
     attempt = batch_write.setup_task(batch_write.new_task_attempt_id(0))
     with attempt.open("x.parquet") as out:
         out.write(b"x")
