@@ -25,8 +25,8 @@ DATASET_ROOT = "dataset"
 """The root the dataset writer sees; the attempt's files are its paths below it."""
 
 
+
 def _handler_class() -> type:
-    import pyarrow as pa
     import pyarrow.fs as pafs
 
     class AttemptFileSystem(pafs.FileSystemHandler):
@@ -42,7 +42,7 @@ def _handler_class() -> type:
             if not relative:
                 raise ConfigError(f"pyarrow asked to write the dataset's root {path!r} as a file")
             self.opened.append(relative)
-            return pa.PythonFile(self.attempt.open(relative), mode="w")
+            return engines.native_stream(self.attempt.open(relative))
 
         def get_type_name(self) -> str:
             return "s3commit-attempt"

@@ -28,6 +28,20 @@ from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 
 MODES = ("append", "overwrite", "overwrite-partitions", "error")
+WRITE_BUFFER = 1024 * 1024
+"""Bytes pyarrow's output to one file gathers in C++ before one call into the attempt's Python file. pyarrow's
+writers call their stream once per page and footer piece (12,000 calls of 8 B to 128 KiB for 1,000,000 rows in 16
+Parquet files): behind this buffer, one call per MiB. Per open file (a dataset of 200 partitions open at once holds
+200 MiB). Measured on issue 48's table (4,000,000 rows, 16 partition files): the writing process's CPU went from
+1.53x pyarrow's own S3 writer's to 1.35x."""
+
+
+def native_stream(out: Any) -> Any:
+    """A pyarrow output stream over the attempt's file ``out`` that calls it once per :data:`WRITE_BUFFER` bytes
+    (closing the stream flushes and closes ``out``)."""
+    import pyarrow as pa
+
+    return pa.BufferedOutputStream(pa.PythonFile(out, mode="w"), buffer_size=WRITE_BUFFER)
 
 
 def check_mode(mode: str) -> str:

@@ -118,8 +118,9 @@ def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Seque
             values = values if isinstance(values, tuple) else (values,)
             directory = "/".join(f"{col}={val}" for col, val in zip(partition_on, values, strict=True))
             table = pa.Table.from_pandas(group.drop(columns=list(partition_on)), preserve_index=False)
-            with attempt.open(f"{directory}/{name}" if directory else name) as out:
-                pq.write_table(table, out, **writer_options)
+            with attempt.open(f"{directory}/{name}" if directory else name) as out, \
+                    engines.native_stream(out) as stream:
+                pq.write_table(table, stream, **writer_options)
         with fence.lock():
             if fence.aborted():
                 raise CommitStateError(f"job {job.job_id} was aborted while partition {index} was written")

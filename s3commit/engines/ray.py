@@ -88,8 +88,9 @@ class CommitDatasink(Datasink):
                     values = values if isinstance(values, tuple) else (values,)
                     directory = "/".join(f"{c}={v}" for c, v in zip(cols, values, strict=True))
                     table = pa.Table.from_pandas(group.drop(columns=cols), preserve_index=False)
-                    with attempt.open(f"{directory}/{name}" if directory else name) as out:
-                        pq.write_table(table, out, **self.writer_options)
+                    with attempt.open(f"{directory}/{name}" if directory else name) as out, \
+                            engines.native_stream(out) as stream:
+                        pq.write_table(table, stream, **self.writer_options)
             return job.commit_task(attempt)
         except BaseException:
             job.abort_task(attempt)
