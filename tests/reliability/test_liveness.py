@@ -44,6 +44,12 @@ def new_bucket(server) -> str:
     return server.create_bucket(f"alive-{uuid.uuid4().hex[:10]}")
 
 
+def fresh_table(server) -> tuple[str, object, str]:
+    """A new bucket, a client of the server, and the table ``s3://<bucket>/t`` the test's jobs write."""
+    bucket = new_bucket(server)
+    return bucket, server.client(), f"s3://{bucket}/t"
+
+
 def job(server, dest: str, name: str = "magic", tmp_path=None, **options):
     store = S3Store(store_options_for(server))
     return create_committer(name, dest, store=store, threads=4, job_liveness=options.pop("job_liveness", WINDOW),
@@ -131,9 +137,7 @@ def test_an_aborted_job_stops_renewing(s3_server):
 def test_a_job_killed_in_its_task_phase_is_swept_by_the_next_commit(s3_server, tmp_path, name):
     if not conditional(s3_server):
         pytest.skip("rclone: nothing is swept automatically")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     child, dead_id = start_dying_job(s3_server, dest, name, tmp_path)
     kill(child)
     assert pending_keys(client, bucket), "the dead job left pending uploads"
@@ -160,9 +164,7 @@ def test_a_job_killed_in_its_task_phase_is_swept_by_the_next_commit(s3_server, t
 def test_a_dead_jobs_uploads_for_a_custom_partition_location_are_swept_too(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("rclone: nothing is swept automatically")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     child, _dead_id = start_dying_job(s3_server, dest, "magic", tmp_path, absolute=f"s3://{bucket}/elsewhere/p=1")
     kill(child)
     assert any(k.startswith("elsewhere/") for k in pending_keys(client, bucket))
@@ -177,9 +179,7 @@ def test_a_dead_jobs_uploads_for_a_custom_partition_location_are_swept_too(s3_se
 def test_a_live_job_paused_longer_than_the_window_is_never_swept(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("rclone: nothing is swept automatically")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     slow = job(s3_server, dest)
     slow.setup_job()
     slow_message = write(slow, ["slow.txt"])
@@ -210,9 +210,7 @@ def test_a_job_whose_renewals_fail_learns_at_commit_that_it_was_swept_and_loses_
         s3_server, tmp_path, name):
     if not conditional(s3_server):
         pytest.skip("rclone: nothing is swept automatically")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     cut_off = create_committer(name, dest, store=Unreachable(store_options_for(s3_server)), threads=4,
                                job_liveness=WINDOW, staging_dir=str(tmp_path / "cut"))
     cut_off.setup_job()
@@ -263,9 +261,7 @@ def test_a_store_without_conditional_writes_sweeps_nothing_by_itself_and_says_so
                                                                                       run_cli):
     if conditional(s3_server):
         pytest.skip("rclone is the store that ignores conditional writes")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     child, dead_id = start_dying_job(s3_server, dest, "magic", tmp_path)
     kill(child)
     time.sleep(PAST_WINDOW)
@@ -290,9 +286,7 @@ def test_show_and_uploads_list_say_which_jobs_are_alive_dead_or_committed_and_sw
         s3_server, tmp_path, run_cli):
     if not conditional(s3_server):
         pytest.skip("rclone: covered above")
-    bucket = new_bucket(s3_server)
-    client = s3_server.client()
-    dest = f"s3://{bucket}/t"
+    bucket, client, dest = fresh_table(s3_server)
     child, dead_id = start_dying_job(s3_server, dest, "magic", tmp_path)
     kill(child)
     done = job(s3_server, dest)
@@ -328,7 +322,8 @@ def test_a_job_of_unknown_liveness_is_swept_only_at_the_operators_word(s3_server
     bucket = new_bucket(s3_server)
     client = s3_server.client()
     other = str(uuid.uuid4())
-    client.put_object(Bucket=bucket, Key=f"t/{MAGIC_PATH_PREFIX}{other}/job-{other}/00/task_0000.pendingset", Body=b"{}")
+    directory = f"t/{MAGIC_PATH_PREFIX}{other}/job-{other}/00"
+    client.put_object(Bucket=bucket, Key=f"{directory}/task_0000.pendingset", Body=b"{}")
     upload = client.create_multipart_upload(Bucket=bucket, Key=f"t/part-00000-{other}.parquet")["UploadId"]
     left = run_cli("uploads", "sweep", f"s3://{bucket}/t", "--older-than", "1h", "--json")
     assert left.code == 0 and json.loads(left.out)["swept"] == []
