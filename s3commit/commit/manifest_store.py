@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from s3commit.commit.prefixes import keys_under
 from s3commit.commit.upload_actions import abort_upload_quietly
-from s3commit.errors import NotFoundError, S3CommitError
+from s3commit.errors import NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.markers import UploadMarker
 from s3commit.model.object_info import UploadRef
@@ -45,13 +45,24 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     """Save a task's pendingset; if an earlier attempt of the task had committed one, abort the uploads of
     that superseded attempt (they would otherwise be orphans nobody can attribute). Costs one GET per task
     commit (a 404 in the usual case), except for a ``first_attempt`` (attempt number 0 of its task: Spark
-    numbers stage re-attempts' tasks past it too), which no earlier attempt can have preceded.
+    numbers stage re-attempts' tasks past it too), which writes with ``If-None-Match`` instead: a later attempt
+    that committed before it (attempt 0 ran late) makes that PUT fail, and is then read and superseded as above.
+    (A store that ignores ``If-None-Match`` overwrites it: that attempt's uploads are left to the job's sweep by
+    the job id in their names, or to the lifecycle rule.)
 
     A task that wrote nothing saves nothing (an earlier attempt's pendingset is deleted): returns ``None``,
     and its commit message names no pendingset, so the job commit reads nothing for it. Otherwise returns
     ``key``.
     """
     superseded = 0
+    if first_attempt and pendingset.commits:
+        # No GET, but no blind overwrite either: a later attempt of the task may have committed first (attempt 0
+        # ran late). Where the store honours If-None-Match that one's pendingset refuses this PUT, and is read.
+        try:
+            store.put_object(bucket, key, pendingset.to_json(), if_none_match=True, content_type="application/json")
+            return key
+        except PreconditionFailedError:
+            first_attempt = False
     try:
         previous = None if first_attempt else load_pendingset(store, bucket, key)
     except NotFoundError:
