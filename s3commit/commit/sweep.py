@@ -45,7 +45,7 @@ JOB_DIR_PREFIXES = {MAGIC_PATH_PREFIX: "magic", STAGING_PATH_PREFIX: "staging"}
 SLACK = timedelta(seconds=1)
 """Added to a window: ``Last-Modified`` and ``Date`` have whole seconds."""
 
-ALIVE, DEAD, COMMITTING, UNKNOWN = "alive", "dead", "committing", "unknown"
+ALIVE, DEAD, COMMITTING, UNKNOWN, EMPTY = "alive", "dead", "committing", "unknown", "empty"
 
 
 @dataclass(frozen=True)
@@ -134,22 +134,41 @@ def _exists(store: S3Store, bucket: str, key: str) -> bool:
     return True
 
 
-def job_statuses(store: S3Store, dest: S3Uri, *, liveness: float, exclude: Collection[str] = ()) -> list[JobStatus]:
+def job_statuses(store: S3Store, dest: S3Uri, *, liveness: float, exclude: Collection[str] = (),
+                 empty: bool = False) -> list[JobStatus]:
     """Every job directory under ``dest`` (but ``exclude``'s jobs), with its state. A directory with no record and
-    no object is no job's: a store backed by a file system (SeaweedFS's filer) lists emptied directories."""
+    no object is no job's (a store backed by a file system, SeaweedFS's filer, lists emptied directories): left
+    out, or (``empty``) given the state :data:`EMPTY`."""
     found = []
     for job_id, kind, layout in job_directories(store, dest):
         if job_id in exclude:
             continue
         status = job_status(store, dest, job_id, kind, layout, liveness=liveness)
         if status.record is None and not status.etag and _empty(store, dest.bucket, status.directory):
-            continue
+            if not empty:
+                continue
+            status = JobStatus(job_id, kind, layout, EMPTY, note="an emptied directory the store still lists")
         found.append(status)
     return found
 
 
 def _empty(store: S3Store, bucket: str, prefix: str) -> bool:
     return next(iter(store.list_objects(bucket, prefix)), None) is None
+
+
+def remove_empty_directories(store: S3Store, bucket: str, directory: str) -> int:
+    """Delete an emptied directory a file-system-backed store keeps listing (SeaweedFS), deepest first (it removes
+    a directory only once it holds nothing, subdirectories included), so that no later sweep reads it again.
+    Returns how many directory entries were deleted."""
+    found = [directory]
+    pending = [directory]
+    while pending:
+        children = [i.key for i in store.list_objects(bucket, pending.pop(), delimiter="/") if i.size == -1]
+        found += children
+        pending += children
+    for key in sorted(found, key=len, reverse=True):
+        store.delete_object(bucket, key)
+    return len(found)
 
 
 @dataclass(frozen=True)
@@ -202,7 +221,14 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
     result = SweepResult(dest, dry_run=dry_run)
     if not conditional and older_than is None:
         return result
-    for status in job_statuses(store, dest, liveness=liveness, exclude=exclude):
+    for status in job_statuses(store, dest, liveness=liveness, exclude=exclude, empty=True):
+        if status.state == EMPTY:
+            if not dry_run:
+                try:
+                    remove_empty_directories(store, dest.bucket, status.directory)
+                except S3CommitError as err:
+                    log.info("could not remove the emptied directory %s: %s", status.directory, err)
+            continue
         why = _reason_to_leave(store, dest, status, conditional=conditional, older_than=older_than)
         if why:
             result.left.append((status, why))
