@@ -106,13 +106,13 @@ def job_status(store: S3Store, dest: S3Uri, job_id: str, kind: str, layout: JobL
         record = OwnerRecord.from_json(body)
     except ValueError:
         return JobStatus(job_id, kind, layout, UNKNOWN, etag=info.etag, note="its owner record cannot be read")
-    silent = (now - info.last_modified).total_seconds() if info.last_modified is not None else None
+    window = max(liveness, record.liveness)
+    if info.last_modified is None:
+        return JobStatus(job_id, kind, layout, UNKNOWN, record, info.etag, None, window, "the store gave no date")
+    silent = (now - info.last_modified).total_seconds()
     if record.liveness <= 0:
         return JobStatus(job_id, kind, layout, UNKNOWN, record, info.etag, silent,
                          note="its record is never renewed (an s3commit job from before liveness)")
-    window = max(liveness, record.liveness)
-    if silent is None or info.last_modified is None:
-        return JobStatus(job_id, kind, layout, UNKNOWN, record, info.etag, None, window, "the store gave no date")
     if not _past(info.last_modified, window, now):
         return JobStatus(job_id, kind, layout, ALIVE, record, info.etag, silent, window)
     if _exists(store, dest.bucket, layout.journal_key):
@@ -195,17 +195,13 @@ class SweepResult:
 
 
 def _newest_activity(store: S3Store, dest: S3Uri, status: JobStatus) -> float | None:
-    """Seconds since the newest object in a job's directory was written (the store's clock: the record's read, or
-    the listing's newest ``Last-Modified`` against the newest ``Date`` seen); None if it is empty."""
+    """Seconds since the newest object in a job's directory was written, on the store's clock (its newest
+    ``Last-Modified`` against the ``Date`` of a HEAD of the bucket); None if it is empty."""
     newest = max((i.last_modified for i in store.list_objects(dest.bucket, status.directory)
                   if i.last_modified is not None), default=None)
     if newest is None:
         return None
-    try:
-        _, _, now = store.read_object(dest.bucket, owner_key(status.layout))
-    except NotFoundError:
-        now = store.conditional.store_time(dest.bucket)
-    return (now - newest).total_seconds()
+    return (store.conditional.store_time(dest.bucket) - newest).total_seconds()
 
 
 def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: str, conditional: bool,
