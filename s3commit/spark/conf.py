@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shlex
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from s3commit.config import s3a_keys as s3akeys
@@ -22,7 +24,7 @@ from s3commit.spark.cluster_conf import (
     jar_on_executors,
     merged,
 )
-from s3commit.spark.jar import jar_path, spark_defaults
+from s3commit.spark.jar import jar_path, spark_defaults, spark_jars_dir
 from s3commit.spark.jarbuild import BridgeBuildError
 from s3commit.store import moto_inprocess as inprocess
 from s3commit.store.s3store import S3Store
@@ -51,6 +53,13 @@ RENAME_FACTORY_CLASS = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitt
 """Hadoop's FileOutputCommitter for ``s3a://`` RDD writes (``rdd_writes=False`` with s3commit's FileSystem): bound
 explicitly, because Spark 4.1+ (SPARK-47618) and clusters' spark-defaults bind hadoop-aws's S3ACommitterFactory
 there when nothing is, which refuses any FileSystem but S3A's own."""
+S3A_FILESYSTEM_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+"""Hadoop's S3A (hadoop-aws): what serves ``s3a://`` on EMR, Dataproc and the Spark images when s3commit's does not."""
+MAGIC_TASK_SCHEME = "s3commit-magic"
+"""The scheme of s3commit's FileSystem for magic task files where another FileSystem serves ``s3a://``
+(``s3commit.hadoop.MagicTaskFileSystem``): registered by the commit protocol in each job's configuration."""
+CLASSPATH_KEYS = ("spark.jars", "spark.jars.packages", "spark.driver.extraClassPath")
+LOG = logging.getLogger("s3commit.spark")
 SECRET_KEYS = (".secret.key", ".session.token", ".proxy.password")
 """How the ``fs.s3a.*`` keys whose values are secrets end (per-bucket ones too): a command line that carries one is
 named in a warning."""
@@ -202,7 +211,42 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
         builder = builder.config(key, value)
     # The driver's JVM starts when the session is created, in this process: it inherits the environment.
     os.environ["S3COMMIT_PYTHON"] = conf[SIDECAR_PYTHON_KEY]
+    line, served = s3a_filesystem({**spark_defaults(), **existing, **conf})
+    LOG.log(logging.INFO if served else logging.WARNING, "%s", line)
     return builder
+
+
+def s3a_filesystem(conf: Mapping[str, str]) -> tuple[str, bool]:
+    """One line saying which FileSystem serves ``s3a://`` in a session with these settings (the builder's, with
+    s3commit's), and whether one does: :func:`configure` logs it (``s3commit.spark``, INFO; WARNING when none
+    does). The JVM says the same at each job's setup (``s3commit.spark.S3CommitProtocol``, INFO)."""
+    impl = conf.get("spark.hadoop.fs.s3a.impl", "")
+    if impl == FILESYSTEM_CLASS:
+        return f"s3commit: s3a:// is served by s3commit's FileSystem ({FILESYSTEM_CLASS}): reads, writes, commits", True
+    found = hadoop_aws(conf)
+    if impl or found:
+        what = impl or S3A_FILESYSTEM_CLASS
+        origin = "spark.hadoop.fs.s3a.impl" if impl else found
+        return (f"s3commit: s3a:// stays with {what} ({origin}): reads and other writes go through it, s3commit's "
+                f"protocol commits the writes (magic task files through its own {MAGIC_TASK_SCHEME}:// "
+                "FileSystem)"), True
+    return ("s3commit: no FileSystem serves s3a:// in this session (use_s3a_filesystem=False, and no hadoop-aws on "
+            f"{', '.join(CLASSPATH_KEYS)} or in Spark's jars): s3commit's protocol still commits writes, but "
+            "reading s3a:// fails; pass use_s3a_filesystem=True, or add hadoop-aws"), False
+
+
+def hadoop_aws(conf: Mapping[str, str]) -> str:
+    """Where this session's settings or Spark's jars put hadoop-aws (S3A) on the classpath, or ``""``."""
+    for key in CLASSPATH_KEYS:
+        for entry in str(conf.get(key, "")).replace(":", ",").split(","):
+            if "hadoop-aws" in entry:
+                return f"{Path(entry.strip()).name or entry.strip()} on {key}"
+    try:
+        jars = spark_jars_dir()
+    except (BridgeBuildError, ImportError):
+        return ""
+    found = sorted(jars.glob("hadoop-aws-*.jar"))
+    return f"{found[0].name} in {jars}" if found else ""
 
 
 def sidecar_python(spark_options: dict[str, str]) -> str:

@@ -41,7 +41,7 @@ def _source_root() -> Path:
         "to a prebuilt jar")
 
 
-def _spark_jars() -> Path:
+def spark_jars_dir() -> Path:
     """The jars of the Spark a session here runs, found as PySpark's launcher finds its Spark: ``SPARK_HOME``
     when it is set (a Spark distribution: EMR, Dataproc, the Spark images; its ``pyspark`` under
     ``$SPARK_HOME/python`` has no jars of its own), else the home pyspark's ``find_spark_home`` finds (the pip
@@ -83,7 +83,7 @@ def spark_defaults() -> dict[str, str]:
     conf_dir = os.environ.get("SPARK_CONF_DIR")
     if not conf_dir:
         try:
-            conf_dir = str(_spark_jars().parent / "conf")
+            conf_dir = str(spark_jars_dir().parent / "conf")
         except (BridgeBuildError, ImportError):
             return {}
     return read_spark_defaults(Path(conf_dir) / "spark-defaults.conf")
@@ -110,7 +110,7 @@ def jar_path() -> str:
         return prebuilt
     import pyspark
 
-    jars = _spark_jars()
+    jars = spark_jars_dir()
     fp = fingerprint(jars)
     shipped = SHIPPED_JARS / shipped_jar_name(__version__, fp)
     if shipped.is_file():

@@ -33,7 +33,7 @@ PROBE = """
 
     conf = s3spark.spark_conf(region="eu-west-1")
     built = s3spark.configure(Builder(), region="eu-west-1")._options
-    print(json.dumps({"pyspark": pyspark.__file__, "jars": str(s3jar._spark_jars()), "jar": conf["spark.jars"],
+    print(json.dumps({"pyspark": pyspark.__file__, "jars": str(s3jar.spark_jars_dir()), "jar": conf["spark.jars"],
                       "same": built == conf}))
 """
 

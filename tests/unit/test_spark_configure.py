@@ -243,7 +243,7 @@ def test_a_shipped_jar_that_fits_this_spark_is_chosen_over_building(clean_env, m
     from s3commit.spark.jarbuild import fingerprint, shipped_jar_name
 
     monkeypatch.delenv("S3COMMIT_JAR", raising=False)
-    fp = fingerprint(spark_module._spark_jars())
+    fp = fingerprint(spark_module.spark_jars_dir())
     (tmp_path / shipped_jar_name(spark_module.__version__, fp)).write_bytes(b"jar")
     monkeypatch.setattr("s3commit.spark.jar.SHIPPED_JARS", tmp_path)
     monkeypatch.setattr("s3commit.spark.jar.shutil.which", lambda name: pytest.fail("no build when a shipped jar fits"))

@@ -121,3 +121,43 @@ def test_the_conf_command_names_the_spark_defaults_it_replaces_and_unsupported_k
             "spark.hadoop.fs.s3a.committer.name=directory -> magic") in err
     assert "warning: s3commit does not support these S3A settings" in err and "fs.s3a.threads.max" in err
     assert "executor.memory" not in err
+
+
+def test_configure_says_in_one_line_that_s3commit_serves_s3a(caplog):
+    with caplog.at_level("INFO", logger="s3commit.spark"):
+        configure(Builder())
+    lines = [r for r in caplog.records if r.name == "s3commit.spark"]
+    assert len(lines) == 1 and lines[0].levelname == "INFO"
+    assert "s3a:// is served by s3commit's FileSystem (s3commit.hadoop.S3FileSystem)" in lines[0].getMessage()
+
+
+@pytest.mark.parametrize(("options", "origin"), [
+    ({"spark.jars": "/opt/jars/hadoop-aws-3.5.0.jar,/opt/jars/bundle-2.35.4.jar"}, "hadoop-aws-3.5.0.jar on spark.jars"),
+    ({"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0"}, "on spark.jars.packages"),
+    ({"spark.driver.extraClassPath": "/x/a.jar:/x/hadoop-aws-3.3.4.jar"}, "hadoop-aws-3.3.4.jar on spark.driver"),
+    ({"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}, "(spark.hadoop.fs.s3a.impl)"),
+])
+def test_with_hadoop_aws_kept_configure_names_s3a_and_the_magic_scheme(caplog, options, origin):
+    with caplog.at_level("INFO", logger="s3commit.spark"):
+        configure(Builder(options), use_s3a_filesystem=False)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "s3commit.spark"]
+    assert "s3a:// stays with org.apache.hadoop.fs.s3a.S3AFileSystem" in line and origin in line
+    assert "s3commit-magic://" in line
+
+
+def test_with_hadoop_aws_in_sparks_own_jars_configure_finds_it(caplog, monkeypatch, tmp_path):
+    (tmp_path / "hadoop-aws-3.5.0.jar").write_bytes(b"")
+    monkeypatch.setattr("s3commit.spark.conf.spark_jars_dir", lambda: tmp_path)
+    with caplog.at_level("INFO", logger="s3commit.spark"):
+        configure(Builder(), use_s3a_filesystem=False)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "s3commit.spark"]
+    assert f"hadoop-aws-3.5.0.jar in {tmp_path}" in line
+
+
+def test_with_no_filesystem_for_s3a_configure_warns_that_reads_fail(caplog, monkeypatch, tmp_path):
+    monkeypatch.setattr("s3commit.spark.conf.spark_jars_dir", lambda: tmp_path)
+    with caplog.at_level("INFO", logger="s3commit.spark"):
+        configure(Builder(), use_s3a_filesystem=False)
+    (record,) = [r for r in caplog.records if r.name == "s3commit.spark"]
+    assert record.levelname == "WARNING"
+    assert "no FileSystem serves s3a://" in record.getMessage() and "reading s3a:// fails" in record.getMessage()

@@ -124,7 +124,7 @@ public class S3FileSystem extends FileSystem {
     Path qualified = makeQualified(path);
     URI u = qualified.toUri();
     String key = u.getPath() == null ? "" : S3Paths.withoutLeadingSlashes(u.getPath());
-    return getScheme() + "://" + u.getAuthority() + "/" + key;
+    return "s3a://" + u.getAuthority() + "/" + key;  // the sidecar's spelling, whatever this FileSystem's scheme
   }
 
   Map<String, Object> args(String location) {
@@ -153,7 +153,8 @@ public class S3FileSystem extends FileSystem {
 
   /** Forget the lengths of magic files under {@code prefix} (a task attempt's work path, at its end). */
   public static int forgetMagic(String prefix) {
-    String p = prefix.endsWith("/") ? prefix : prefix + "/";
+    String location = MagicTaskFileSystem.sidecarLocation(prefix);
+    String p = location.endsWith("/") ? location : location + "/";
     synchronized (MAGIC_LENGTHS) {
       int before = MAGIC_LENGTHS.size();
       MAGIC_LENGTHS.keySet().removeIf(k -> k.startsWith(p));

@@ -135,17 +135,21 @@ public final class SidecarJob {
     return args;
   }
 
-  /** Sets the attempt up in this JVM's sidecar; returns its work path (an {@code s3a://} or {@code file:} URI). */
+  /**
+   * Sets the attempt up in this JVM's sidecar; returns its work path as the output format must open it (an
+   * {@code s3a://} or {@code file:} URI, or {@code s3commit-magic://} where another FileSystem serves
+   * {@code s3a://}: {@link MagicTaskFileSystem#pathFor}).
+   */
   public String setupTask(Configuration conf, String jobId, String attempt) throws IOException {
     String workPath = (String) Sidecar.run("task.setup", taskArgs(conf, jobId, attempt)).get("work_path");
     WORK_PATHS.put(key(jobId, attempt), workPath);
-    return workPath;
+    return MagicTaskFileSystem.pathFor(workPath, conf);
   }
 
   /** The attempt's work path: the one its setup returned in this JVM, else a setup now. */
   public String workPath(Configuration conf, String jobId, String attempt) throws IOException {
     String workPath = WORK_PATHS.get(key(jobId, attempt));
-    return workPath != null ? workPath : setupTask(conf, jobId, attempt);
+    return workPath != null ? MagicTaskFileSystem.pathFor(workPath, conf) : setupTask(conf, jobId, attempt);
   }
 
   public void commitTask(Configuration conf, String jobId, String attempt) throws IOException {

@@ -15,6 +15,7 @@ import org.slf4j.LoggerFactory;
 import s3commit.bridge.Ndjson;
 import s3commit.bridge.S3Paths;
 import s3commit.bridge.Sidecar;
+import s3commit.hadoop.MagicTaskFileSystem;
 import s3commit.hadoop.StagingLocalFileSystem;
 import s3commit.hadoop.StoreConf;
 
@@ -129,6 +130,8 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     }
     try {
       StagingLocalFileSystem.register(context.getConfiguration());  // shipped to the tasks with the job's conf
+      MagicTaskFileSystem.register(context.getConfiguration());
+      LOG.info("s3commit: {}", MagicTaskFileSystem.describe(context.getConfiguration()));
       Sidecar.run("job.setup", args(context.getConfiguration()));
     } catch (IOException e) {
       throw new RuntimeException("s3commit job setup for " + path + " failed: " + e.getMessage(), e);
@@ -145,9 +148,11 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     try {
       Map<String, Object> args = args(context.getConfiguration());
       args.put("task_attempt_id", attemptId(context));
-      // A staging committer's work path is a local directory: its files go through StagingLocalFileSystem.
+      // A staging committer's work path is a local directory: its files go through StagingLocalFileSystem. A magic
+      // one is in S3: its files go through s3commit's FileSystem, under a scheme of its own where another serves s3a.
       StagingLocalFileSystem.register(context.getConfiguration());
-      workPath = StagingLocalFileSystem.pathFor((String) Sidecar.run("task.setup", args).get("work_path"));
+      String located = (String) Sidecar.run("task.setup", args).get("work_path");
+      workPath = MagicTaskFileSystem.pathFor(StagingLocalFileSystem.pathFor(located), context.getConfiguration());
     } catch (IOException e) {
       throw new RuntimeException("s3commit task setup failed: " + e.getMessage(), e);
     }
@@ -201,7 +206,8 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       args.put("task_attempt_id", attemptId(context));
       args.put("absolute_dir", absoluteDir);
       args.put("name", fileName(context, spec));
-      return (String) Sidecar.run("task.absolute_path", args).get("path");
+      return MagicTaskFileSystem.pathFor((String) Sidecar.run("task.absolute_path", args).get("path"),
+          context.getConfiguration());
     } catch (IOException e) {
       throw new RuntimeException("s3commit cannot write to the absolute location " + absoluteDir + ": "
           + e.getMessage(), e);
