@@ -132,7 +132,7 @@ def test_configure_says_in_one_line_that_s3commit_serves_s3a(caplog):
 
 
 @pytest.mark.parametrize(("options", "origin"), [
-    ({"spark.jars": "/opt/jars/hadoop-aws-3.5.0.jar,/opt/jars/bundle-2.35.4.jar"}, "hadoop-aws-3.5.0.jar on spark.jars"),
+    ({"spark.jars": "/opt/hadoop-aws-3.5.0.jar,/opt/bundle-2.35.4.jar"}, "hadoop-aws-3.5.0.jar on spark.jars"),
     ({"spark.jars.packages": "org.apache.hadoop:hadoop-aws:3.5.0"}, "on spark.jars.packages"),
     ({"spark.driver.extraClassPath": "/x/a.jar:/x/hadoop-aws-3.3.4.jar"}, "hadoop-aws-3.3.4.jar on spark.driver"),
     ({"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem"}, "(spark.hadoop.fs.s3a.impl)"),
