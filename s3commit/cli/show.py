@@ -160,9 +160,11 @@ def _summary(kind: str, source: str, m: Any) -> list[str]:
         return lines
     if kind == "pendingset":
         p: PendingSet = m
+        # S3A writes no extraData into a pendingset (it has no getter): its commits name the task attempt.
+        attempt = p.task_attempt_id or next((c.task_id for c in p.commits if c.task_id), "")
         lines = [f"pendingset {source}",
                  f"  job id        {p.job_id or '(none)'}",
-                 f"  task attempt  {p.task_attempt_id or '(none)'}",
+                 f"  task attempt  {attempt or '(none)'}",
                  f"  uploads       {len(p.commits)}, {format_bytes(p.total_length)}"]
         lines += [f"    s3://{c.bucket}/{c.destination_key}  {format_bytes(c.length)}, {c.part_count} parts, "
                   f"upload {short_upload_id(c.upload_id, width=16)}" for c in p.commits]

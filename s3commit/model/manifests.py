@@ -5,6 +5,11 @@ Field names and versions follow Hadoop S3A exactly (``SinglePendingCommit`` v2, 
 write and we can read theirs. These files are the wire format between processes (tasks, the driver, the
 JVM, the CLI): ``validate()`` runs on every load and before every save, unknown fields are ignored, and
 every error names the file and the rule it broke. Pure: no I/O.
+
+Part ETags come in two forms under the same version 2 of ``.pending``: a list of strings (``List<String>``: Hadoop
+3.3 and 3.4.1) or a list of objects ``{"etag", "checksumAlgorithm", "checksum"}`` (``List<UploadEtag>``: hadoop-aws
+3.5.0, checked with javap; 3.4.2 not checked). Each Hadoop's Jackson reads only its own form. s3commit reads both and
+writes the objects (see :data:`ETAG_OBJECTS`), with the part checksums it sent where it recorded them.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
 JOURNAL_FORMAT = "s3commit.CommitJournal/1"
 SUCCESS_FILENAME_LIMIT = 100
 """``_SUCCESS`` lists at most this many file names (Hadoop's ``SUCCESS_MARKER_FILE_LIMIT``)."""
+ETAG_OBJECTS = True
+"""Write part ETags as hadoop-aws 3.5's objects (``{"etag": ..., "checksumAlgorithm": ..., "checksum": ...}``),
+the form of the Hadoop inside PySpark 4.2/4.3, rather than as the strings of Hadoop 3.3 and 3.4.1. Hadoop's readers
+each take one form only: S3A 3.5.0's ``PendingSet.load`` refuses strings ("no String-argument constructor"), and an
+S3A that reads strings refuses objects. s3commit reads both."""
 
 
 def empty_iostatistics() -> dict[str, dict[str, Any]]:
@@ -78,6 +88,20 @@ def _field(obj: Mapping[str, Any], name: str, kind: type | tuple[type, ...], def
     return value
 
 
+def _etags(value: Any, source: str | None) -> tuple[str, ...]:
+    """The part ETags of a ``.pending`` entry, in either of Hadoop's forms: strings, or 3.5's objects (their
+    ``etag``; any checksum in them is Hadoop's, and s3commit records its own in ``extraData``)."""
+    _check(value is not None, "No etag list", source)
+    _check(isinstance(value, list), "etags is not a list", source)
+    etags = []
+    for number, entry in enumerate(value, start=1):
+        if isinstance(entry, dict):
+            entry = entry.get("etag")
+        _check(isinstance(entry, str) and bool(entry), f"Empty etag for part {number}", source)
+        etags.append(entry)
+    return tuple(etags)
+
+
 @dataclass(frozen=True, kw_only=True)
 class PendingUpload:
     """One uncompleted multipart upload: Hadoop's ``SinglePendingCommit`` (``.pending``, version 2).
@@ -123,6 +147,14 @@ class PendingUpload:
         checksums.recorded(self.extra_data, len(self.etags), src or self.dest_uri)  # refuses a mismatch
         return self
 
+    def etags_json(self) -> list[Any]:
+        """The part ETags as written (:data:`ETAG_OBJECTS`): objects carry each part's recorded checksum."""
+        if not ETAG_OBJECTS:
+            return list(self.etags)
+        algorithm, values = checksums.recorded(self.extra_data, len(self.etags), self.filename)
+        return [{"etag": etag, "checksumAlgorithm": algorithm, "checksum": values[i] if algorithm else None}
+                for i, etag in enumerate(self.etags)]
+
     def to_dict(self) -> dict[str, Any]:
         self.validate()
         return {
@@ -138,7 +170,7 @@ class PendingUpload:
             "jobId": self.job_id,
             "taskId": self.task_id,
             "text": self.text,
-            "etags": list(self.etags),
+            "etags": self.etags_json(),
             "extraData": dict(self.extra_data),
             "iostatistics": dict(self.iostatistics),
             "length": self.length,
@@ -150,14 +182,11 @@ class PendingUpload:
         version = obj.get("version")
         _check(version == PENDING_VERSION,
                f"Wrong version: {version} (a .pending file must have version {PENDING_VERSION})", source)
-        etags = obj.get("etags")
-        _check(etags is not None, "No etag list", source)
-        _check(isinstance(etags, list), "etags is not a list", source)
         upload = cls(
             bucket=_field(obj, "bucket", str, "", source),
             destination_key=_field(obj, "destinationKey", str, "", source),
             upload_id=_field(obj, "uploadId", str, "", source),
-            etags=tuple(etags),  # type: ignore[arg-type]
+            etags=_etags(obj.get("etags"), source),
             length=_field(obj, "length", int, 0, source),
             uri=_field(obj, "uri", str, "", source),
             created=_field(obj, "created", int, 0, source),
