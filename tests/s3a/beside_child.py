@@ -3,6 +3,10 @@ S3A settings: :func:`testbed.s3a.s3a_conf`) and s3commit's protocol commits the 
 (``configure(..., use_s3a_filesystem=False)``, given no endpoint or credentials: the sidecars read S3A's keys).
 Run in a process of its own; prints one JSON line: what each write left, or the error.
 
+``python beside_child.py s3a-refusals ENDPOINT BUCKET PREFIX``: the same custom partition location and dynamic
+partition overwrite through S3A's own magic committer (Spark's PathOutputCommitProtocol, no s3commit): what each
+raises, the line of the error that says why.
+
 ``python beside_child.py COMMITTER ENDPOINT BUCKET PREFIX``: under ``s3a://BUCKET/PREFIX/``, with COMMITTER (magic,
 directory, partitioned): DataFrame appends, a static overwrite, a dynamic partition overwrite, a SQL table with a
 custom partition location (written by magic; refused by name by the staging committers), ``saveAsTextFile`` and
@@ -19,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from testbed.s3a import s3a_conf
+from testbed.s3a import s3a_committer_conf, s3a_conf
 
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
@@ -52,6 +56,49 @@ def session(endpoint: str, committer: str, said: _Lines) -> Any:
     spark = configure(builder, committer=committer, use_s3a_filesystem=False).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def s3a_session(endpoint: str) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master("local[2]").appName("s3a-refusals")
+               .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2"))
+    conf = {**s3a_conf(endpoint), **s3a_committer_conf("magic")}
+    conf["spark.driver.extraClassPath"] = conf.pop("spark.jars").replace(",", ":")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _why(err: Exception) -> str:
+    """The line of a Spark error that names the cause (its innermost ``Caused by``, else its first line)."""
+    lines = [line for line in str(err).splitlines() if line.strip() and not line.startswith("\tat ")]
+    causes = [line for line in lines if line.startswith("Caused by:")]
+    return (causes[-1] if causes else " ".join(lines[:2]))[:600]
+
+
+def s3a_refusals(spark: Any, base: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    bucket, prefix = base.split("/")[2], "/".join(base.split("/")[3:])
+    spark.sql(f"CREATE TABLE s3a_custom (id INT, p INT) USING parquet PARTITIONED BY (p) LOCATION '{base}/custom'")
+    spark.sql(f"ALTER TABLE s3a_custom ADD PARTITION (p=1) LOCATION 's3a://{bucket}/{prefix}/elsewhere/p1'")
+    try:
+        spark.sql("INSERT INTO s3a_custom VALUES (1, 1), (2, 2)")
+        out["custom"] = "written"
+    except Exception as err:
+        out["custom"] = _why(err)
+    rows(spark, 100).write.partitionBy("day").parquet(f"{base}/dpo")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        rows(spark, 10).write.partitionBy("day").mode("overwrite").parquet(f"{base}/dpo")
+        out["dynamic"] = "written"
+    except Exception as err:
+        out["dynamic"] = _why(err)
+    return out
 
 
 def rows(spark: Any, n: int, start: int = 0) -> Any:
@@ -102,6 +149,13 @@ def main() -> int:
     committer, endpoint, bucket, prefix = sys.argv[1:]
     said = _Lines()
     try:
+        if committer == "s3a-refusals":
+            spark = s3a_session(endpoint)
+            try:
+                print(json.dumps({"ok": True, **s3a_refusals(spark, f"s3a://{bucket}/{prefix}")}), flush=True)
+            finally:
+                spark.stop()
+            return 0
         spark = session(endpoint, committer, said)
         try:
             jvm = spark._jvm

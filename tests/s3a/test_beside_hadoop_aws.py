@@ -79,3 +79,12 @@ def test_s3commit_commits_every_write_while_s3a_serves_s3a(s3a_jars, s3_server, 
     assert result["sidecar"].get("CreateMultipartUpload", 0) >= len(data), (result["sidecar"], data)
     assert not [k for k in keys if "__magic" in k or k.endswith((".pending", ".pendingset"))], keys
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_s3as_own_magic_committer_refuses_what_s3commits_writes(s3a_jars, s3_server, s3_bucket, s3_client):
+    """The two writes above that only s3commit's magic committer makes, through S3A's own (hadoop-aws 3.5.0 with
+    spark-hadoop-cloud): both refused, nothing left behind (docs/s3a.md states it)."""
+    result = run_beside("s3a-refusals", s3_server.endpoint_url, s3_bucket, "s3a-own")
+    assert "Absolute output locations not supported by committer MagicCommitter" in result["custom"], result
+    assert "does not support dynamicPartitionOverwrite" in result["dynamic"], result
+    assert not [k for k in list_keys(s3_client, s3_bucket, "s3a-own/elsewhere/") if not k.endswith("/")]
