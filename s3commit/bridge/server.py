@@ -34,6 +34,7 @@ from s3commit.bridge.handlers import BridgeHandlers, Reply, error_header
 from s3commit.bridge.operations import OPERATIONS, DeclaredFields, hello_table, strict
 from s3commit.bridge.protocol import Body, BodyError, Channel, FrameTooLarge, ProtocolError
 from s3commit.errors import S3CommitError
+from s3commit.model import manifests
 
 log = logging.getLogger("s3commit.bridge")
 
@@ -208,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=os.environ.get("S3COMMIT_BRIDGE_LOG", "WARNING"), stream=sys.stderr,
                         format="s3commit-sidecar %(levelname)s %(name)s: %(message)s")
+    manifests.write_etags_for(os.environ.get(manifests.HADOOP_VERSION_ENV))  # the form the JVM's own S3A reads
     blocks = BlockDirectories(BlockDirectory.create())  # 0700; sweeps the directories of sidecars that are gone
     server = SidecarServer.listen_in(blocks.path, token, BridgeHandlers(blocks=blocks))
     print(json.dumps({"socket": server.socket_path, "blocks_dir": blocks.path, "version": __version__,

@@ -8,8 +8,9 @@ every error names the file and the rule it broke. Pure: no I/O.
 
 Part ETags come in two forms under the same version 2 of ``.pending``: a list of strings (``List<String>``: Hadoop
 3.3 and 3.4.1) or a list of objects ``{"etag", "checksumAlgorithm", "checksum"}`` (``List<UploadEtag>``: hadoop-aws
-3.5.0, checked with javap; 3.4.2 not checked). Each Hadoop's Jackson reads only its own form. s3commit reads both and
-writes the objects (see :data:`ETAG_OBJECTS`), with the part checksums it sent where it recorded them.
+3.4.2 and 3.5.0, checked with javap). Each Hadoop's Jackson reads only its own form. s3commit reads both and
+writes the form of the S3A beside it (:func:`write_etags_for`: a Spark sidecar, its JVM's Hadoop; else the objects),
+with the part checksums it sent where it recorded them.
 """
 
 from __future__ import annotations
@@ -30,11 +31,35 @@ SUCCESS_NAME = "org.apache.hadoop.fs.s3a.commit.files.SuccessData/1"
 JOURNAL_FORMAT = "s3commit.CommitJournal/1"
 SUCCESS_FILENAME_LIMIT = 100
 """``_SUCCESS`` lists at most this many file names (Hadoop's ``SUCCESS_MARKER_FILE_LIMIT``)."""
-ETAG_OBJECTS = True
-"""Write part ETags as hadoop-aws 3.5's objects (``{"etag": ..., "checksumAlgorithm": ..., "checksum": ...}``),
-the form of the Hadoop inside PySpark 4.2/4.3, rather than as the strings of Hadoop 3.3 and 3.4.1. Hadoop's readers
-each take one form only: S3A 3.5.0's ``PendingSet.load`` refuses strings ("no String-argument constructor"), and an
-S3A that reads strings refuses objects. s3commit reads both."""
+ETAG_OBJECTS_SINCE = (3, 4, 2)
+"""The first Hadoop whose S3A writes and reads part ETags as objects (``List<UploadEtag>``, ``{"etag": ...,
+"checksumAlgorithm": ..., "checksum": ...}``): 3.4.2 and 3.5.0 have the class ``UploadEtag``, 3.4.1 and older read and
+write strings (checked with javap on each hadoop-aws jar from Maven Central, 2026-11-27). Hadoop's readers each take
+one form only: S3A 3.5.0's ``PendingSet.load`` refuses strings ("no String-argument constructor"), an S3A that reads
+strings refuses objects. s3commit reads both."""
+HADOOP_VERSION_ENV = "S3COMMIT_HADOOP_VERSION"
+"""Set by the JVM for its sidecar: the Hadoop inside that Spark (``VersionInfo.getVersion()``)."""
+_etag_objects = True
+
+
+def etags_as_objects(hadoop_version: str | None) -> bool:
+    """Whether the S3A of ``hadoop_version`` writes part ETags as objects (None or unparsable: the newest form)."""
+    if not hadoop_version:
+        return True
+    numbers = []
+    for piece in hadoop_version.split("-")[0].split(".")[:3]:
+        if not piece.isdigit():
+            return True
+        numbers.append(int(piece))
+    return tuple(numbers) >= ETAG_OBJECTS_SINCE
+
+
+def write_etags_for(hadoop_version: str | None) -> bool:
+    """Write part ETags in the form of the S3A of ``hadoop_version`` from now on, in this process (a sidecar serves
+    one JVM, so one Hadoop; Python engines keep the newest form); returns whether that is the object form."""
+    global _etag_objects
+    _etag_objects = etags_as_objects(hadoop_version)
+    return _etag_objects
 
 
 def empty_iostatistics() -> dict[str, dict[str, Any]]:
@@ -148,8 +173,8 @@ class PendingUpload:
         return self
 
     def etags_json(self) -> list[Any]:
-        """The part ETags as written (:data:`ETAG_OBJECTS`): objects carry each part's recorded checksum."""
-        if not ETAG_OBJECTS:
+        """The part ETags as written (:func:`write_etags_for`): objects carry each part's recorded checksum."""
+        if not _etag_objects:
             return list(self.etags)
         algorithm, values = checksums.recorded(self.extra_data, len(self.etags), self.filename)
         return [{"etag": etag, "checksumAlgorithm": algorithm, "checksum": values[i] if algorithm else None}

@@ -159,3 +159,24 @@ def test_journal_round_trip_and_rejects_non_pendingset_entries():
 
 def test_java_date_matches_java_util_date_to_string_in_utc():
     assert java_date(1741166366000) == "Wed Mar 05 09:19:26 UTC 2025"
+
+
+@pytest.mark.parametrize(("version", "objects"), [
+    ("3.3.4", False), ("3.4.1", False), ("3.4.2", True), ("3.5.0", True), ("3.4.2-amzn-1", True),
+    ("3.3.6-amzn-3", False), (None, True), ("", True), ("trunk", True),
+])
+def test_part_etags_are_written_in_the_form_of_the_s3a_beside(version, objects):
+    from s3commit.model import manifests
+
+    upload = replace(pending(), etags=("e1", "e2"), length=6)
+    try:
+        assert manifests.write_etags_for(version) is objects
+        etags = json.loads(upload.to_json())["etags"]
+        if objects:
+            assert etags == [{"etag": "e1", "checksumAlgorithm": None, "checksum": None},
+                             {"etag": "e2", "checksumAlgorithm": None, "checksum": None}]
+        else:
+            assert etags == ["e1", "e2"]
+        assert manifests.PendingUpload.from_json(upload.to_json()).etags == upload.etags  # read in either form
+    finally:
+        manifests.write_etags_for(None)

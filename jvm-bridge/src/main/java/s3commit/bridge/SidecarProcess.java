@@ -17,6 +17,16 @@ import java.util.concurrent.TimeUnit;
  */
 final class SidecarProcess {
   static final String TOKEN_ENV = "S3COMMIT_BRIDGE_TOKEN";
+  static final String HADOOP_VERSION_ENV = "S3COMMIT_HADOOP_VERSION";
+
+  /** The Hadoop on this JVM's classpath (Spark's), or "" where it cannot be read. */
+  static String hadoopVersion() {
+    try {
+      return org.apache.hadoop.util.VersionInfo.getVersion();
+    } catch (RuntimeException | LinkageError e) {
+      return "";
+    }
+  }
 
   final Process process;
   final Path socket;
@@ -57,6 +67,8 @@ final class SidecarProcess {
     String token = HexFormat.of().formatHex(secret);
     ProcessBuilder builder = new ProcessBuilder(python, "-m", "s3commit.bridge");
     builder.environment().put(TOKEN_ENV, token);
+    // The sidecar writes .pending/.pendingset part ETags in the form this JVM's own S3A reads (s3commit.model.manifests).
+    builder.environment().put(HADOOP_VERSION_ENV, hadoopVersion());
     builder.redirectError(ProcessBuilder.Redirect.INHERIT);
     Process process;
     try {
