@@ -19,10 +19,16 @@ from benchmarks.runs import PoolRun, bare_pool_completes, memory_run, paired_med
 COMPLETE_LATENCY = 0.050
 """The s3-standard profile's CompleteMultipartUpload latency (s3commit/testing/profiles.py)."""
 SECTIONS = ("commit", "scaling", "memory", "spark", "small-files", "datapath", "datapath-moto", "sidecar", "streaming",
-            "engines", "lease", "decommission")
+            "engines", "lease", "decommission", "peers")
 """The benchmark's sections, in the order they run. ``datapath-moto`` is the data path again on a server that keeps
 moto's own costs (a ranged GET reads the whole object, a Complete copies every part: :mod:`s3commit.testing.server`),
-as a moto server a user starts has them."""
+as a moto server a user starts has them. ``peers`` is s3commit against Hadoop's S3A (its jars from Maven Central,
+cached): :mod:`benchmarks.peers_bench`."""
+
+
+OPT_IN = ("peers",)
+"""Sections run only when ``--sections`` names them: ``peers`` needs S3A's jars (686 MB from Maven Central, once)
+and takes about half an hour."""
 
 
 def _machine() -> dict[str, Any]:
@@ -264,8 +270,9 @@ def _decommission(server: Any, bucket: str, quick: bool, staging: str) -> dict[s
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="s3commit bench", description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small smoke run (CI): checks the benchmark works")
-    parser.add_argument("--sections", default=",".join(SECTIONS),
-                        help=f"comma-separated: {', '.join(SECTIONS)}; a run of some keeps the others' earlier figures")
+    parser.add_argument("--sections", default=",".join(s for s in SECTIONS if s not in OPT_IN),
+                        help=f"comma-separated: {', '.join(SECTIONS)}; a run of some keeps the others' earlier figures"
+                        f" ({', '.join(OPT_IN)}: only when named)")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default: results/ beside this module)")
     args = parser.parse_args(argv)
@@ -335,6 +342,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "decommission" in sections:
             fresh()
             results["decommission"] = _optional(spark_missing, lambda: _decommission(server, bucket, quick, staging))
+        if "peers" in sections:
+            from benchmarks.peers_bench import peers_runs, peers_sizes
+
+            # quick: the demo at 20,000 rows, 100 files for the commit-heavy job, 2 x 12 MiB, one round
+            results["peers"] = _optional(spark_missing, lambda: peers_runs(server, bucket, sizes=peers_sizes(quick),
+                                                                            workdir=staging))
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
     results = _merged(out / f"{name}.json", results, sections)

@@ -104,6 +104,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
 
         lines += lease_markdown(results["lease"])
     lines += _decommission_lines(results.get("decommission"))
+    if results.get("peers"):
+        from benchmarks.peers_bench import peers_markdown
+
+        lines += peers_markdown(results["peers"])
     path.write_text("\n".join(lines))
 
 
@@ -251,6 +255,11 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         datapath_plot(datapath, out)
     if results.get("sidecar"):
         sidecar_plot(results["sidecar"], out)
+    peers = results.get("peers")
+    if peers and "skipped" not in peers:
+        from benchmarks.peers_bench import peers_plot
+
+        peers_plot(peers, out)
     scaling = results.get("scaling")
     if not scaling:
         return
