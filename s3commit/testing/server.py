@@ -283,6 +283,7 @@ class S3TestServer:
         copy_bandwidth: float | None = _UNSET,
         throttle: ThrottleSpec | None = _UNSET,
         clock_offset: float = _UNSET,
+        validate_checksums: bool = _UNSET,
     ) -> dict[str, Any]:
         """Change what the simulator does; options left out keep their current value.
 
@@ -294,6 +295,9 @@ class S3TestServer:
             throttle: per-prefix rate limits; ``None`` turns throttling off.
             clock_offset: seconds the store's clock runs ahead of this host's (negative: behind): its ``Date``,
                 ``Last-Modified`` and listed dates are moved by it (clock skew between client and store).
+            validate_checksums: refuse a PutObject or UploadPart whose checksum header does not match its bytes
+                (400 BadDigest), as S3 does; moto accepts any. What a client probed before stays in its capability
+                cache: probe again (``known(store, bucket, refresh=True)``) or configure before the first probe.
 
         Returns:
             The simulator's whole configuration after the change, as JSON data.
@@ -311,6 +315,8 @@ class S3TestServer:
             changes["throttle"] = throttle.to_dict() if throttle is not None else None
         if clock_offset is not _UNSET:
             changes["clock_offset"] = clock_offset
+        if validate_checksums is not _UNSET:
+            changes["validate_checksums"] = validate_checksums
         return dict(self._control("POST", "config", changes))
 
     def simulator_config(self) -> dict[str, Any]:

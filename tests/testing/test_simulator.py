@@ -386,3 +386,52 @@ def test_simulator_server_runs_in_process_and_reports_an_unreachable_upstream(s3
         status, body = head(simulator.url, "/bucket/key")
     assert status == 502
     assert b"<Code>BadGateway</Code>" in body
+
+
+# -- checksums ----------------------------------------------------------------------------------------
+
+
+def test_validate_checksums_refuses_a_body_its_checksum_header_does_not_match_as_s3_does(
+        s3_sim: Any, s3_bucket: str, sim_client: Any) -> None:
+    import base64
+    import zlib
+
+    def crc32(data: bytes) -> str:
+        return base64.b64encode(zlib.crc32(data).to_bytes(4, "big")).decode()
+
+    s3_sim.configure(validate_checksums=True)
+    try:
+        sim_client.put_object(Bucket=s3_bucket, Key="right", Body=b"hello", ChecksumCRC32=crc32(b"hello"))
+        with pytest.raises(ClientError) as refused:
+            sim_client.put_object(Bucket=s3_bucket, Key="wrong", Body=b"hello", ChecksumCRC32=crc32(b"other"))
+        assert _error_code(refused.value) == ("BadDigest", 400)
+        upload = sim_client.create_multipart_upload(Bucket=s3_bucket, Key="parts", ChecksumAlgorithm="CRC32")
+        with pytest.raises(ClientError) as part:
+            sim_client.upload_part(Bucket=s3_bucket, Key="parts", UploadId=upload["UploadId"], PartNumber=1,
+                                   Body=b"x" * 10, ChecksumCRC32=crc32(b"y" * 10))
+        assert _error_code(part.value) == ("BadDigest", 400)
+        sim_client.abort_multipart_upload(Bucket=s3_bucket, Key="parts", UploadId=upload["UploadId"])
+        assert list_keys(sim_client, s3_bucket) == ["right"]
+        assert s3_sim.simulator_config()["validate_checksums"] is True
+    finally:
+        s3_sim.configure(validate_checksums=False)
+    # Off (the default, as moto): a wrong checksum is accepted.
+    sim_client.put_object(Bucket=s3_bucket, Key="wrong", Body=b"hello", ChecksumCRC32=crc32(b"other"))
+
+
+def test_a_store_probed_against_a_validating_simulator_skips_the_md5_check(s3_sim: Any, s3_bucket: str) -> None:
+    from s3commit.config.options import StoreOptions
+    from s3commit.store.capability_cache import known
+    from s3commit.store.s3store import S3Store
+
+    env = s3_sim.env()
+    store = S3Store(StoreOptions(endpoint_url=s3_sim.endpoint_url, region=env["AWS_DEFAULT_REGION"], path_style=True,
+                                 access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"]))
+    s3_sim.configure(validate_checksums=True)
+    try:
+        found = known(store, s3_bucket, refresh=True)
+        assert found is not None and found.validates("CRC32")
+        assert not store.verifies_etags(s3_bucket)  # S3's own check replaces the MD5 of every part
+    finally:
+        s3_sim.configure(validate_checksums=False)
+        known(store, s3_bucket, refresh=True)

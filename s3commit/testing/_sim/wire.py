@@ -49,7 +49,30 @@ S3_ERRORS: dict[str, tuple[int, str]] = {
         "aborted or completed.",
     ),
     "BadGateway": (502, "The simulator could not reach the upstream S3 server."),
+    "BadDigest": (400, "The checksum you specified did not match the calculated checksum."),
 }
+
+CHECKSUM_HEADERS = {"x-amz-checksum-crc32": "CRC32", "x-amz-checksum-crc32c": "CRC32C",
+                    "x-amz-checksum-crc64nvme": "CRC64NVME", "x-amz-checksum-sha256": "SHA256"}
+"""The checksum headers S3 validates against the bytes it received, and their algorithms."""
+
+
+def checksum_mismatch(headers: Iterable[tuple[str, str]], body: bytes) -> str | None:
+    """The algorithm whose ``x-amz-checksum-*`` header does not match ``body``, as S3 finds at PutObject and
+    UploadPart (BadDigest), else None. A body sent ``aws-chunked`` carries its checksum in a trailer, which the
+    upstream reads: left to it."""
+    import base64
+
+    from s3commit.model.checksums import digest
+
+    lowered = {name.lower(): value for name, value in headers}
+    if "aws-chunked" in lowered.get("content-encoding", "").lower():
+        return None
+    for header, algorithm in CHECKSUM_HEADERS.items():
+        value = lowered.get(header)
+        if value is not None and base64.b64encode(digest(algorithm, body)).decode("ascii") != value.strip():
+            return algorithm
+    return None
 
 
 class BadRequestBody(ValueError):
