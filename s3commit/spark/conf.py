@@ -181,7 +181,9 @@ def configure(builder: Any, *, committer: str = "magic", endpoint_url: str | Non
             sign in; omitted ones fall back to boto3's resolution in the sidecar (env, profiles).
         conflict_mode, threads, part_size: committer options (S3A's keys).
         use_s3a_filesystem: serve ``s3a://`` with s3commit's FileSystem (False keeps hadoop-aws's S3A for
-            reads; s3commit's committers still do the writes' S3 work).
+            reads and other writes; s3commit's committers, magic included, still commit the writes: magic task
+            files go through s3commit's own ``s3commit-magic://`` FileSystem). Which one serves ``s3a://`` is
+            logged in one line (:func:`s3a_filesystem`).
         rdd_writes: also commit RDD and Hadoop OutputFormat writes to ``s3a://`` through s3commit
             (``saveAsTextFile``, ``saveAsHadoopFile``, ``saveAsNewAPIHadoopFile``...) by setting
             ``mapreduce.outputcommitter.factory.scheme.s3a`` and ``mapred.output.committer.class``; False
