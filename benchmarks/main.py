@@ -256,7 +256,7 @@ def _sidecar(server: Any, quick: bool, profile: str) -> dict[str, Any]:
 def _engines(server: Any, bucket: str, quick: bool) -> dict[str, Any]:
     from benchmarks.engines_bench import engine_runs
 
-    return engine_runs(server, bucket, files=4 if quick else 20, file_mib=1 if quick else 10)
+    return engine_runs(server, bucket, quick=quick)
 
 
 def _decommission(server: Any, bucket: str, quick: bool, staging: str) -> dict[str, Any]:

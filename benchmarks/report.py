@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.cpu_report import datapath_markdown, datapath_plot, sidecar_markdown, sidecar_plot
+from benchmarks.engines_bench import GIB
 
 
 def _row(cells: list[Any]) -> str:
@@ -175,11 +176,24 @@ def _engine_lines(engines: dict[str, Any] | None) -> list[str]:
         return []
     if "skipped" in engines:
         return ["## Python engines", "", engines["skipped"], ""]
-    lines = [f"## Python engines: {engines['files']} files x {engines['file_mib']} MiB", "",
-             _row(["write", "seconds"]), _row(["---"] * 2)]
-    lines += [_row([name, f"{r['seconds']:.2f}"]) for name, r in engines.items()
-              if isinstance(r, dict) and "seconds" in r]
-    return [*lines, "", "Ratios: " + ", ".join(f"{k} = {v:.2f}" for k, v in engines["ratios"].items()), ""]
+    if "shapes" not in engines:  # a results.json from before the shapes
+        return []
+    lines = ["## Python engines: s3commit's committed writes against the engines' own writers", "",
+             f"Server: {engines['server']}; MD5 check of part ETags: {engines['md5_check']}. Medians of "
+             f"{next(iter(engines['shapes'].values()))['rounds']} interleaved rounds; ratios against the engine's own "
+             "writer (paired: the median of each round's ratio).", "",
+             _row(["shape", "writer", "MiB", "seconds", "x (paired)", "CPU s", "CPU x (paired)", "CPU s/GiB"]),
+             _row(["---"] * 8)]
+    for shape, compared in [*engines["shapes"].items(), ("dask, 8 partitions, 2 workers", engines.get("dask"))]:
+        if not compared:
+            continue
+        for name, path in compared["paths"].items():
+            lines.append(_row([shape, name, f"{compared['bytes'] / GIB * 1024:.0f}", f"{path['median_seconds']:.2f}",
+                               f"{path['wall_ratio']:.2f} ({path['paired_wall_ratio']:.2f})",
+                               f"{path['median_cpu_seconds']:.2f}",
+                               f"{path['cpu_ratio']:.2f} ({path['paired_cpu_ratio']:.2f})",
+                               f"{path['cpu_per_gib']:.2f}"]))
+    return [*lines, ""]
 
 
 def _streaming_lines(streaming: dict[str, Any] | None) -> list[str]:
@@ -255,6 +269,11 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
         datapath_plot(datapath, out)
     if results.get("sidecar"):
         sidecar_plot(results["sidecar"], out)
+    engines = results.get("engines")
+    if engines and "shapes" in engines:
+        from benchmarks.engines_bench import engines_plot
+
+        engines_plot(engines, out)
     peers = results.get("peers")
     if peers and "skipped" not in peers:
         from benchmarks.peers_bench import peers_plot

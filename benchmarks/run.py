@@ -12,4 +12,5 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks import main  # noqa: E402
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a worker process re-imports it (multiprocessing's spawn: Dask's LocalCluster)
+    raise SystemExit(main())

@@ -83,7 +83,15 @@ def test_quick_run_of_every_section(tmp_path):
     assert {"tasks_magic_over_v1", "requests_per_file_magic"} <= set(small["ratios"])
     engines = results["engines"]
     assert "skipped" not in engines
-    assert {"arrow_committed_over_native", "dask_committed_over_native"} <= set(engines["ratios"])
+    assert engines["validates_crc32"] and not engines["md5_check"]  # the server checks checksums, as S3
+    assert {"one column", "16 partitions", "16 partitions, append", "200 partitions", "1 GiB, one file"} \
+        == set(engines["shapes"])
+    for shape, compared in [*engines["shapes"].items(), ("dask", engines["dask"])]:
+        assert compared["bytes"] > 0, shape
+        for name, path in compared["paths"].items():
+            assert len(path["seconds"]) == 1 and path["cpu_per_gib"] > 0 and path["paired_cpu_ratio"] > 0, name
+    assert "s3commit.arrow, MD5 ETag check" in engines["shapes"]["16 partitions"]["paths"]
+    assert {"s3commit.dask", "dask (pyarrow S3FileSystem)"} <= set(engines["dask"]["paths"])
     assert "## Python engines" in (tmp_path / "quick.md").read_text()
 
 
