@@ -47,7 +47,9 @@ def main() -> int:
             frame.write.mode("overwrite").parquet(f"s3a://{bucket}/{dest}")
             result = {"ok": True, "tag": tag}
         except Exception as err:
-            result = {"ok": False, "tag": tag, "error": str(err).splitlines()[0][:500]}
+            lines = [line for line in str(err).splitlines() if line.strip() and not line.startswith("\tat ")]
+            causes = [line for line in lines if line.startswith("Caused by:")]
+            result = {"ok": False, "tag": tag, "error": (causes[-1] if causes else " ".join(lines[:3]))[:800]}
     finally:
         spark.stop()
     print(json.dumps(result), flush=True)
