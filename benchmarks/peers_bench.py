@@ -68,10 +68,10 @@ def peers_sizes(quick: bool) -> dict[str, Any]:
     """The shapes, the data path's files and the rounds.
 
     Full: three rounds of the demo, the small files and the data path; the commit-heavy job (2,000 files) once: S3A's
-    magic committer writes its files at about 0.2 s each on this machine (requests per file, in its table), so
-    three rounds of every path would take about 40 minutes. FileOutputCommitter v1 (:data:`ONE_ROUND`) runs in the
-    first round only, and not at all on the commit-heavy job (its job commit renames file after file: about 0.5 s a
-    file measured on the others, some 17 minutes for 2,000). Quick (a smoke run): smaller shapes, one round, no
+    magic committer writes its files at about 0.12 s each on this machine (12 requests per file, in its table):
+    one round of every path takes about 8 minutes. FileOutputCommitter v1 (:data:`ONE_ROUND`) runs in the
+    first round only, and not at all on the commit-heavy job (its job commit renames file after file: about 0.7 s a
+    file measured on the others, some 22 minutes for 2,000). Quick (a smoke run): smaller shapes, one round, no
     warm-up, C1 only in the JVMs; v1 on the small files only."""
     if quick:
         return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4, "skip": ["s3a-foc-v1"]},
@@ -205,14 +205,17 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
                                "load_average_before": list(os.getloadavg()),
                                "settings": {"part_mib": data["part_mib"], "active_blocks": 4,
                                             "committer_threads": 32, "master": "local[2]"}}
-    print(f"  peers: starting {len(PATHS)} Spark applications (one per path)", flush=True)
     started = time.perf_counter()
-    apps = {path: ChildApp(path, config, work / f"{path}.log") for path in PATHS}
+    # every path when any Spark shape runs; the data path alone needs only the two FileSystems' applications
+    needed = PATHS if sizes["shapes"] else tuple(p for p in DATA_PATHS.values() if p)
+    print(f"  peers: starting {len(needed)} Spark applications (one per path)", flush=True)
+    apps = {path: ChildApp(path, config, work / f"{path}.log") for path in needed}
     try:
         results["jvm_pids"] = {path: app.answer(START_TIMEOUT)["jvm_pid"] for path, app in apps.items()}
         results["start_seconds"] = time.perf_counter() - started
         print(f"  peers: started in {results['start_seconds']:.0f} s", flush=True)
-        warm = {"bucket": bucket, "shape": sizes["shapes"]["small"], "local_shape": sizes["shapes"]["demo"],
+        shapes = {**peers_sizes(False)["shapes"], **sizes["shapes"]}  # the warm-up's, when a run leaves them out
+        warm = {"bucket": bucket, "shape": shapes["small"], "local_shape": shapes["demo"],
                 "local_dir": str(work / "local"), "fs_mib": 3 * data["part_mib"]}
         results["warm_up_seconds"] = {}
         for path, app in apps.items() if sizes["warm_up"] else ():
@@ -220,7 +223,7 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
             fresh()
             results["warm_up_seconds"][path] = app.call("warm_up", warm=warm)["seconds"]
             print(f"    {results['warm_up_seconds'][path]:.1f} s", flush=True)
-        for shape in SHAPES:
+        for shape in (s for s in SHAPES if s in sizes["shapes"]):
             spec = sizes["shapes"][shape]
             results[shape] = _shape_runs(apps, server, raw, bucket, fresh, shape, spec,
                                          spec.get("rounds", sizes["rounds"]))
@@ -327,7 +330,7 @@ def _cpu(run: dict[str, Any]) -> float:
 def ratios(results: dict[str, Any]) -> dict[str, float]:
     """Paired ratios (each round's run against the reference's run of the same round, the median over rounds)."""
     out: dict[str, float] = {}
-    for shape in SHAPES:
+    for shape in (s for s in SHAPES if s in results):
         runs = results[shape]["runs"]
         for path in runs:
             key = f"{shape}_{path}".replace("-", "_")
@@ -386,7 +389,7 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
              f"{s['active_blocks']} in flight per file, {s['committer_threads']} committer threads on both "
              f"FileSystems. Load average {peers['load_average_before'][0]:.1f} at the start, "
              f"{peers['load_average_after'][0]:.1f} at the end; {peers['seconds']:.0f} s.", ""]
-    for shape in SHAPES:
+    for shape in (s for s in SHAPES if s in peers):
         block = peers[shape]
         spec, medians = block["spec"], block["medians"]
         rounds = max(len(runs) for runs in block["runs"].values())
@@ -441,8 +444,10 @@ def peers_plot(peers: dict[str, Any], out: Path) -> None:
     """``peers.png``: each shape's tasks and job commit per path; the data path's write and read seconds."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(SHAPES) + 1, figsize=(16, 4.5))
-    for ax, shape in zip(axes, SHAPES, strict=False):
+    shapes = [s for s in SHAPES if s in peers]
+    fig, axes = plt.subplots(1, len(shapes) + 1, figsize=(4 * len(shapes) + 4, 4.5), squeeze=False)
+    axes = axes[0]
+    for ax, shape in zip(axes, shapes, strict=False):
         medians = peers[shape]["medians"]
         paths = list(medians)
         names = [LABELS[p].replace(", ", ",\n").replace(" on S3A", "\non S3A") for p in paths]

@@ -15,6 +15,9 @@ command on stdout, on a line starting with :data:`MARK` (Spark's own output goes
 
 CPU: the JVM's (``/proc/<pid>/stat``, without its JIT compiler threads: compiling is a cost of the first runs,
 not of the bytes), the s3commit sidecars' (the JVM's descendants running ``s3commit.bridge``), and this Python's.
+
+The driver has 4 GiB of heap: with 2 GiB, S3A's default input stream in Hadoop 3.5.0 (the analytics accelerator)
+ran out of heap (``OutOfMemoryError`` in its ``s3-analytics-accelerator`` threads) reading two 128 MiB files at once.
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def session(config: dict[str, Any]) -> Any:
     part, blocks, threads = config["part_mib"], config["active_blocks"], config["threads"]
     builder = (SparkSession.builder.master("local[2]").appName(f"s3commit-peers-{path}")
                .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "2"))
+               .config("spark.driver.memory", "4g").config("spark.sql.shuffle.partitions", "2"))
     if config.get("jvm_options"):  # quick runs: C1 only and one GC thread, as the test suite's drivers
         builder = builder.config("spark.driver.extraJavaOptions", config["jvm_options"])
     if path.startswith("s3commit-"):
