@@ -36,7 +36,8 @@ if TYPE_CHECKING:
         ThrottleSpec,
         get_profile,
     )
-    from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
+    from s3commit.testing._sim.config import SimulatorConfig
+    from s3commit.testing._sim.simulator import SimulatorServer
     from s3commit.testing._sim.stats import StatsSnapshot
     from s3commit.testing.assertions import (
         ListedUpload,
@@ -70,7 +71,7 @@ _EXPORTS = {
     "get_profile": "_sim.profiles",
     "S3TestServer": "server",
     "S3TestServerError": "server",
-    "SimulatorConfig": "_sim.simulator",
+    "SimulatorConfig": "_sim.config",
     "SimulatorServer": "_sim.simulator",
     "StatsSnapshot": "_sim.stats",
 }

@@ -23,25 +23,22 @@ Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
 
 from __future__ import annotations
 
-import dataclasses
 import http.client
 import json
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 from s3commit.testing._sim import wire
 from s3commit.testing._sim.classify import COPY_OPERATIONS, RequestTarget, S3Operation, classify_request
-from s3commit.testing._sim.faults import NO_FAULTS, Fault, FaultInjector, FaultKind, FaultSpec
+from s3commit.testing._sim.config import SimulatorConfig
+from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind
 from s3commit.testing._sim.initiated import InitiationDates
-from s3commit.testing._sim.profiles import NO_LATENCY, LatencyProfile, Throttle, ThrottleSpec, get_profile
+from s3commit.testing._sim.profiles import Throttle
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
-
-_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle", "clock_offset", "validate_checksums")
 
 _VALIDATED = (S3Operation.PUT_OBJECT, S3Operation.UPLOAD_PART)
 """The operations whose checksum headers S3 checks against the body (with ``validate_checksums``)."""
@@ -54,78 +51,6 @@ _NO_SUCH_UPLOAD_GAP = frozenset(
 )
 
 _UPSTREAM_TIMEOUT = 300.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class SimulatorConfig:
-    """What the simulator does to requests.
-
-    Attributes:
-        profile: the latency model.
-        faults: fault rates.
-        seed: seed of the fault streams (see :mod:`~s3commit.testing._sim.faults` for what is deterministic).
-        copy_bandwidth: server-side copy rate in bytes/s, overriding the profile's; ``None`` keeps it.
-        throttle: per-prefix request-rate limits, or ``None`` for no throttling.
-        clock_offset: seconds the store's clock is ahead of ours (its Date, Last-Modified and listed dates).
-        validate_checksums: answer a PutObject or UploadPart whose ``x-amz-checksum-*`` header does not match the
-            bytes received with 400 BadDigest, as S3 does (moto accepts any; off by default, as the suite was
-            written against moto's behaviour).
-    """
-
-    profile: LatencyProfile = NO_LATENCY
-    faults: FaultSpec = NO_FAULTS
-    seed: int = 0
-    copy_bandwidth: float | None = None
-    throttle: ThrottleSpec | None = None
-    clock_offset: float = 0.0
-    validate_checksums: bool = False
-
-    def __post_init__(self) -> None:
-        if self.copy_bandwidth is not None and self.copy_bandwidth <= 0:
-            raise ValueError(f"copy_bandwidth must be > 0 bytes/s or None, got {self.copy_bandwidth}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict; :meth:`updated` accepts it (or any subset of its keys)."""
-        return {
-            "profile": self.profile.to_dict(),
-            "faults": self.faults.to_dict(),
-            "seed": self.seed,
-            "copy_bandwidth": self.copy_bandwidth,
-            "throttle": self.throttle.to_dict() if self.throttle else None, "clock_offset": self.clock_offset,
-            "validate_checksums": self.validate_checksums}
-
-    def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
-        """Return a copy with the JSON-style ``changes`` applied; keys absent from ``changes`` stay.
-
-        ``profile`` is a profile name or a :meth:`LatencyProfile.to_dict` dict; ``faults`` and ``throttle``
-        are ``to_dict`` dicts or ``None`` (none); ``seed`` an int; ``copy_bandwidth`` a number or ``None``.
-
-        Raises:
-            ValueError: an unknown key or an invalid value.
-        """
-        unknown = set(changes) - set(_CONFIG_KEYS)
-        if unknown:
-            raise ValueError(
-                f"unknown simulator config keys {sorted(unknown)}; valid keys are {', '.join(_CONFIG_KEYS)}"
-            )
-        values: dict[str, Any] = {}
-        if "profile" in changes:
-            profile = changes["profile"]
-            values["profile"] = get_profile(profile) if isinstance(profile, str) else LatencyProfile.from_dict(profile)
-        if "faults" in changes:
-            values["faults"] = FaultSpec.from_dict(changes["faults"]) if changes["faults"] else NO_FAULTS
-        if "seed" in changes:
-            values["seed"] = int(changes["seed"])
-        if "copy_bandwidth" in changes:
-            bandwidth = changes["copy_bandwidth"]
-            values["copy_bandwidth"] = float(bandwidth) if bandwidth is not None else None
-        if "throttle" in changes:
-            throttle = changes["throttle"]
-            values["throttle"] = ThrottleSpec.from_dict(throttle) if throttle else None
-        values.update({"clock_offset": float(changes["clock_offset"])} if "clock_offset" in changes else {})
-        if "validate_checksums" in changes:
-            values["validate_checksums"] = bool(changes["validate_checksums"])
-        return dataclasses.replace(self, **values)
 
 
 class Simulator:
