@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from s3commit.testing._sim.classify import RequestTarget, S3Operation, classify_request
+    from s3commit.testing._sim.config import SimulatorConfig
     from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind, FaultSpec
     from s3commit.testing._sim.profiles import (
         PROFILES,
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
         ThrottleSpec,
         get_profile,
     )
-    from s3commit.testing._sim.config import SimulatorConfig
     from s3commit.testing._sim.simulator import SimulatorServer
     from s3commit.testing._sim.stats import StatsSnapshot
     from s3commit.testing.assertions import (
