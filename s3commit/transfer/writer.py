@@ -1,21 +1,21 @@
 """MultipartWriter: a binary file object that streams to S3 as a multipart upload.
 
-Parts upload in the background, on the executor the writer is given, while the caller keeps writing.
-At most ``max_in_flight`` parts are queued or uploading at once; the call that would add one more blocks
-until a part finishes (S3A's ``fs.s3a.fast.upload.active.blocks``). A part is loaded into memory only when
-its upload starts (:mod:`s3commit.transfer.parts`), so the memory a writer holds is bounded by
-``max_in_flight × part_size`` for parts being uploaded, plus the part being filled by :meth:`write`.
-On the wire a full part of 16 MiB or more goes as pieces of at least 8 MiB, side by side, for the file's first
-:data:`~s3commit.transfer.parts.SPLIT_PARTS` part numbers (:func:`~s3commit.transfer.parts.pieces_per_part`): the part
-is what is buffered, the piece what is sent; the bound above counts the pieces of a part as that part.
-Parts can also be handed over whole (:meth:`MultipartWriter.write_part`): the JVM bridge passes block
-files that way, and they are deleted as soon as their upload ends.
+Parts upload in the background, on the executor the writer is given, while the caller keeps writing. At most
+``max_in_flight`` parts are queued or uploading at once; the call that would add one more blocks until a part finishes
+(S3A's ``fs.s3a.fast.upload.active.blocks``). A part is loaded into memory only when its upload starts
+(:mod:`s3commit.transfer.parts`), so the memory a writer holds is bounded by ``max_in_flight × part_size`` for parts
+being uploaded, plus the part being filled by :meth:`write`. On the wire a full part of 16 MiB or more goes as pieces of
+at least 8 MiB, side by side, for the file's first :data:`~s3commit.transfer.parts.SPLIT_PARTS` part numbers
+(:func:`~s3commit.transfer.parts.pieces_per_part`): the part is what is buffered, the piece what is sent; the bound
+above counts the pieces of a part as that part. Parts can also be handed over whole
+(:meth:`MultipartWriter.write_part`): the JVM bridge passes block files that way, and they are deleted as soon as their
+upload ends.
 
-On ``close()`` the writer asks its :class:`CompletionPolicy` what to do with the finished upload: complete it
-now (a plain write) or defer it (the magic committer records a ``.pending`` and completes at job commit).
-This is Hadoop's ``PutTracker`` seam: the writer knows nothing of committers. Any error, and any
-exception inside ``with``, aborts the upload and releases every queued part; a file that would need more
-than 10,000 parts fails on the write that crosses the limit, before anything is published.
+On ``close()`` the writer asks its :class:`CompletionPolicy` what to do with the finished upload: complete it now (a
+plain write) or defer it (the magic committer records a ``.pending`` and completes at job commit). This is Hadoop's
+``PutTracker`` seam: the writer knows nothing of committers. Any error, and any exception inside ``with``, aborts the
+upload and releases every queued part; a file that would need more than 10,000 parts fails on the write that crosses the
+limit, before anything is published.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import mmap
 import threading
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from s3commit.model.checksums import SentPart
 from s3commit.model.manifests import PendingUpload, now_millis
 from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow
 from s3commit.store.s3store import S3Store
+from s3commit.transfer import parts as buffers
 from s3commit.transfer.parallel import SerialExecutor
 from s3commit.transfer.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, Part, pieces_per_part, split_part
 
@@ -153,7 +155,9 @@ class MultipartWriter(io.RawIOBase):
         # Slots are counted in pieces: a part sent whole takes as many as it would have pieces, so the bytes in
         # flight stay within max_in_flight x part_size however the parts are cut.
         self._slots = threading.Semaphore(max_in_flight * self._pieces)
-        self._buffer = bytearray()
+        # The part being filled (_fill bytes): the first a bytearray that grows, the next ones a populated_buffer.
+        self._buffer: bytearray | mmap.mmap = bytearray()
+        self._fill = 0
         self._parts: list[tuple[Future[SentPart], Part]] = []
         self._error: BaseException | None = None
         self._length = 0
@@ -171,13 +175,7 @@ class MultipartWriter(io.RawIOBase):
     # --- io.RawIOBase ---------------------------------------------------------------------------
 
     def writable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return False
-
-    def seekable(self) -> bool:
-        return False
+        return True  # not readable, not seekable: io.RawIOBase's defaults
 
     def tell(self) -> int:
         return self._length
@@ -192,12 +190,16 @@ class MultipartWriter(io.RawIOBase):
         size = view.nbytes
         start = 0
         while start < size:
-            take = min(size - start, self.part_size - len(self._buffer))
-            self._buffer += view[start:start + take]
-            start += take
-            self._length += take
-            if len(self._buffer) == self.part_size:
-                part, self._buffer = BufferPart(self._buffer), bytearray()
+            if not self._fill and self._parts:
+                self._buffer = buffers.populated_buffer(self.part_size)
+            take = min(size - start, self.part_size - self._fill)
+            if isinstance(self._buffer, bytearray):
+                self._buffer += view[start:start + take]
+            else:
+                self._buffer[self._fill:self._fill + take] = view[start:start + take]
+            start, self._fill, self._length = start + take, self._fill + take, self._length + take
+            if self._fill == self.part_size:
+                part, self._buffer, self._fill = BufferPart(self._buffer, self._fill), bytearray(), 0
                 self._submit_part(part)
         return size
 
@@ -209,7 +211,7 @@ class MultipartWriter(io.RawIOBase):
         """
         try:
             self._check_writable()
-            if self._buffer:
+            if self._fill:
                 raise S3CommitError(f"s3://{self.bucket}/{self.key}: write_part() after write() of a partial part")
             if part.size != self.part_size:
                 raise S3CommitError(f"s3://{self.bucket}/{self.key}: a part of {part.size} bytes where every part "
@@ -229,7 +231,7 @@ class MultipartWriter(io.RawIOBase):
             return
         try:
             if last is not None:
-                if self._buffer:
+                if self._fill:
                     last.release()
                     raise S3CommitError(f"s3://{self.bucket}/{self.key}: a last part after write() of a partial part")
                 self._length += last.size
@@ -377,9 +379,9 @@ class MultipartWriter(io.RawIOBase):
         if last is not None and not last.size and self._parts:
             last.release()  # a file that ends on a part boundary: no empty part (one request less at close)
             last = None
-        if last is None and (self._buffer or not self._parts):
+        if last is None and (self._fill or not self._parts):
             # The last part may be short; an empty file is one empty part.
-            last, self._buffer = BufferPart(self._buffer), bytearray()
+            last, self._buffer, self._fill = BufferPart(self._buffer, self._fill), bytearray(), 0
         if self._single_put and self.upload_id is None and last is not None and not self._parts:
             # Small plain write: one PUT is cheaper than Create + Part + Complete.
             try:
@@ -472,7 +474,8 @@ class MultipartWriter(io.RawIOBase):
         for future, _ in self._parts:
             with contextlib.suppress(BaseException):
                 future.exception()  # wait for in-flight parts before aborting
-        self._buffer = bytearray()
+        BufferPart(self._buffer, self._fill).release()  # an unsent part's buffer (a mapping is unmapped)
+        self._buffer, self._fill = bytearray(), 0
         if self._create is not None:
             with contextlib.suppress(BaseException):
                 self._create.result()  # an early Create's upload must be aborted too
