@@ -183,6 +183,7 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
 
 def _dask_runs(server: Any, bucket: str, table: Any, store: S3Store, native: Any, *, rounds: int) -> dict[str, Any]:
     """The 16-partition table as 8 Dask partitions on a distributed cluster of 2 worker processes."""
+    import dask
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
@@ -190,7 +191,11 @@ def _dask_runs(server: Any, bucket: str, table: Any, store: S3Store, native: Any
 
     frame = dd.from_pandas(table.to_pandas(), npartitions=8)
     print("  engines: dask, 2 workers", flush=True)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    # The workers' statistical profiler off: on Python 3.11 its sys._current_frames() every 10 ms can deadlock a
+    # worker when the garbage collector runs inside it (CPython gh-106883): a run of this section hung so, every
+    # thread of a worker waiting for the GIL its main thread held in the profiler.
+    with dask.config.set({"distributed.worker.profile.enabled": False}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
         frame = frame.persist()  # the data in the workers, as a job that read it would have it
 
