@@ -126,10 +126,7 @@ def session(config: dict[str, Any]) -> Any:
     else:
         from testbed.s3a import s3a_committer_conf, s3a_conf
 
-        conf = s3a_conf(endpoint)
-        # On the driver's class path, not spark.jars: in local mode the driver is the executor, and spark.jars
-        # would copy the 686 MB of jars into each application's directory before its first task.
-        conf["spark.driver.extraClassPath"] = conf.pop("spark.jars").replace(",", os.pathsep)
+        conf = s3a_conf(endpoint, driver_classpath=True)  # spark.jars would copy 686 MB into each application
         h = "spark.hadoop."
         conf.update({h + "fs.s3a.multipart.size": f"{part}M", h + "fs.s3a.fast.upload.active.blocks": str(blocks),
                      h + "fs.s3a.committer.threads": str(threads)})

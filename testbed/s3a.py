@@ -289,16 +289,16 @@ def s3a_jars() -> list[Path]:
 
 
 def s3a_conf(endpoint_url: str, *, access_key: str = "testing", secret_key: str = "testing",
-             region: str = "us-east-1") -> dict[str, str]:
+             region: str = "us-east-1", driver_classpath: bool = False) -> dict[str, str]:
     """Spark settings for S3A (``s3a://`` served by ``S3AFileSystem``) on a local S3 store at ``endpoint_url``.
 
     ``spark.jars`` holds :func:`s3a_jars` (resolved here if needed). Even in ``local[N]`` the executor fetches each
     of them from the driver into the application's ``userFiles-*`` directory before its first task: a 686 MB copy
-    of the SDK bundle, seconds of the first job, paid per application (``spark.driver.extraClassPath`` would not
-    copy, in local mode only). The store is reached path-style over plain
-    HTTP (``fs.s3a.connection.ssl.enabled=false``: the SDK does not take the scheme from the endpoint) with fixed
-    credentials (``SimpleAWSCredentialsProvider``, not the default chain, which would ask the instance metadata
-    service).
+    of the SDK bundle, seconds of the first job, paid per application. ``driver_classpath`` puts them on
+    ``spark.driver.extraClassPath`` instead, which copies nothing (in local mode only: the driver is the executor).
+    The store is reached path-style over plain HTTP (``fs.s3a.connection.ssl.enabled=false``: the SDK does not take
+    the scheme from the endpoint) with fixed credentials (``SimpleAWSCredentialsProvider``, not the default chain,
+    which would ask the instance metadata service).
 
     No checksum setting is needed for the suite's moto (5.2.5) behind the simulator (seen on the wire through a
     logging proxy, 2026-11-27). hadoop-aws 3.5.0 leaves ``fs.s3a.checksum.generation`` false, and its client factory
@@ -310,7 +310,8 @@ def s3a_conf(endpoint_url: str, *, access_key: str = "testing", secret_key: str 
     CRC32C trailers, and moto keeps a ``ChecksumCRC32C`` on the object (moto decodes trailers since its PR 9338).
     """
     h = "spark.hadoop.fs.s3a."
-    return {"spark.jars": ",".join(str(p) for p in s3a_jars()),
+    jars = ("spark.driver.extraClassPath", os.pathsep) if driver_classpath else ("spark.jars", ",")
+    return {jars[0]: jars[1].join(str(p) for p in s3a_jars()),
             h + "impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
             h + "endpoint": endpoint_url,
             h + "endpoint.region": region,

@@ -24,8 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from testbed.s3a import s3a_committer_conf, s3a_conf
-
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from tests.s3a.spark_children import builder, cause_line
 
 
 class _Lines(logging.Handler):
@@ -38,47 +37,21 @@ class _Lines(logging.Handler):
 
 
 def session(endpoint: str, committer: str, said: _Lines) -> Any:
-    from pyspark.sql import SparkSession
-
     from s3commit.spark import configure
 
-    builder = (SparkSession.builder.master("local[2]").appName("s3commit-beside-s3a")
-               .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2"))
-    conf = s3a_conf(endpoint)
-    # The jars on the driver's classpath, not spark.jars: local mode needs no copy of the 686 MB bundle.
-    conf["spark.driver.extraClassPath"] = conf.pop("spark.jars").replace(",", ":")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
+    built = builder("s3commit-beside-s3a", s3a_conf(endpoint, driver_classpath=True))
     logging.getLogger("s3commit.spark").addHandler(said)
     logging.getLogger("s3commit.spark").setLevel(logging.INFO)
-    spark = configure(builder, committer=committer, use_s3a_filesystem=False).getOrCreate()
+    spark = configure(built, committer=committer, use_s3a_filesystem=False).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
 
 def s3a_session(endpoint: str) -> Any:
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.master("local[2]").appName("s3a-refusals")
-               .config("spark.driver.extraJavaOptions", JVM_OPTIONS)
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2"))
-    conf = {**s3a_conf(endpoint), **s3a_committer_conf("magic")}
-    conf["spark.driver.extraClassPath"] = conf.pop("spark.jars").replace(",", ":")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    conf = {**s3a_conf(endpoint, driver_classpath=True), **s3a_committer_conf("magic")}
+    spark = builder("s3a-refusals", conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def _why(err: Exception) -> str:
-    """The line of a Spark error that names the cause (its innermost ``Caused by``, else its first line)."""
-    lines = [line for line in str(err).splitlines() if line.strip() and not line.startswith("\tat ")]
-    causes = [line for line in lines if line.startswith("Caused by:")]
-    return (causes[-1] if causes else " ".join(lines[:2]))[:600]
 
 
 def s3a_refusals(spark: Any, base: str) -> dict[str, Any]:
@@ -90,14 +63,14 @@ def s3a_refusals(spark: Any, base: str) -> dict[str, Any]:
         spark.sql("INSERT INTO s3a_custom VALUES (1, 1), (2, 2)")
         out["custom"] = "written"
     except Exception as err:
-        out["custom"] = _why(err)
+        out["custom"] = cause_line(err, 600)
     rows(spark, 100).write.partitionBy("day").parquet(f"{base}/dpo")
     spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
     try:
         rows(spark, 10).write.partitionBy("day").mode("overwrite").parquet(f"{base}/dpo")
         out["dynamic"] = "written"
     except Exception as err:
-        out["dynamic"] = _why(err)
+        out["dynamic"] = cause_line(err, 600)
     return out
 
 

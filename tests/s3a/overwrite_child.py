@@ -16,25 +16,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from testbed.s3a import s3a_committer_conf, s3a_conf
-
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from tests.s3a.spark_children import builder, cause_line
 
 
 def main() -> int:
     peer, endpoint, bucket, dest, tag, rows, ready, go = sys.argv[1:]
-    from pyspark.sql import SparkSession
-
-    builder = (SparkSession.builder.master("local[2]").appName(f"overwrite-{peer}-{tag}")
-               .config("spark.driver.extraJavaOptions", JVM_OPTIONS).config("spark.ui.enabled", "false"))
-    conf = {**s3a_conf(endpoint), **(s3a_committer_conf("magic") if peer == "s3a" else {})}
-    conf["spark.driver.extraClassPath"] = conf.pop("spark.jars").replace(",", ":")
-    for key, value in conf.items():
-        builder = builder.config(key, value)
+    conf = {**s3a_conf(endpoint, driver_classpath=True), **(s3a_committer_conf("magic") if peer == "s3a" else {})}
+    built = builder(f"overwrite-{peer}-{tag}", conf)
     if peer == "s3commit":
         from s3commit.spark import configure
 
-        builder = configure(builder, committer="magic", use_s3a_filesystem=False)
-    spark = builder.getOrCreate()
+        built = configure(built, committer="magic", use_s3a_filesystem=False)
+    spark = built.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     try:
         spark.range(0, 10).write.mode("overwrite").parquet(f"s3a://{bucket}/warm-up-{tag}")
@@ -47,9 +40,7 @@ def main() -> int:
             frame.write.mode("overwrite").parquet(f"s3a://{bucket}/{dest}")
             result = {"ok": True, "tag": tag}
         except Exception as err:
-            lines = [line for line in str(err).splitlines() if line.strip() and not line.startswith("\tat ")]
-            causes = [line for line in lines if line.startswith("Caused by:")]
-            result = {"ok": False, "tag": tag, "error": (causes[-1] if causes else " ".join(lines[:3]))[:800]}
+            result = {"ok": False, "tag": tag, "error": cause_line(err)}
     finally:
         spark.stop()
     print(json.dumps(result), flush=True)

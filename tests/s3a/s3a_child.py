@@ -45,9 +45,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from testbed.s3a import s3a_committer_conf, s3a_conf
+from tests.s3a.spark_children import JVM_OPTIONS
 
-JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-"""As the suite's drivers (tests/spark/conftest.py): C1 only and one GC thread, on a 2-core machine."""
 CHUNK = 1 << 20
 
 
