@@ -6,7 +6,8 @@ job starts (``deleteWithJob`` is an immediate delete in ``PathOutputCommitProtoc
 its own uploads and, by default (``fs.s3a.committer.abort.pending.uploads``), aborts every other pending upload under
 the table. Seen here, run to run: both jobs succeed and the table holds both jobs' rows; or one job fails, its
 uploads aborted by the other's commit (``NoSuchUpload``), or its delete at start meeting the other's ("Unable to
-clear output directory"). Through s3commit's magic committer (hadoop-aws kept for ``s3a://``) the deletion waits for
+clear output directory"), and the table holds the other's rows, once the failed job's rows as well. Through
+s3commit's magic committer (hadoop-aws kept for ``s3a://``) the deletion waits for
 the job commit, which the commit lease serialises: both succeed, and the table holds exactly one job's rows, every
 time. docs/s3a.md states both.
 
@@ -99,7 +100,9 @@ def test_two_s3a_magic_overwrites_at_once_keep_both_jobs_rows_or_fail_one(s3a_ja
         assert "NoSuchUpload" in failed[0]["error"] or "Unable to clear output directory" in failed[0]["error"], \
             results
         winner = next(r["tag"] for r in results if r["ok"])
-        assert counts == Counter({winner: ROWS[winner]}), (counts, results)
+        # The winner's rows, and sometimes the failed job's too (its files completed before it failed).
+        assert counts[winner] == ROWS[winner] and set(counts) <= set(ROWS), (counts, results)
+        assert counts[failed[0]["tag"]] in (0, ROWS[failed[0]["tag"]]), (counts, results)
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
