@@ -7,12 +7,15 @@ writer of the same data to the same simulated S3 (pyarrow's ``S3FileSystem``, C+
 - ``1 GiB, one file``: 13,000,000 such rows unpartitioned (one large file, many parts);
 - ``200 partitions``: 400,000 rows in 200 hive partitions (small files);
 - Dask: the 16-partition table as a frame of 8 partitions on a ``distributed`` cluster of 2 worker processes,
-  ``to_parquet(partition_on=["day"])`` through pyarrow's filesystem against ``s3commit.dask.to_parquet``.
+  ``to_parquet(partition_on=["day"])`` through pyarrow's filesystem against ``s3commit.dask.to_parquet``;
+- Ray (where installed): the same table as 8 blocks on a local Ray of 2 CPUs, Ray Data's ``write_parquet``
+  through pyarrow's filesystem against ``write_datasink(s3commit.ray.CommitDatasink(...))``.
 
 Each write runs ``overwrite`` (pyarrow ``existing_data_behavior="delete_matching"``) and, for the 16 partitions,
 ``append`` too (pyarrow with new file names each round). Rounds are interleaved, each in the other order, after a
 warm-up of every path; medians, the ratio of medians and the paired ratio (the median of each round's ratio), the
-writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask) and CPU
+writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask; every
+process Ray started and this one for Ray) and CPU
 per GiB written. The server validates checksums as S3 does (``validate_checksums``), so s3commit sends a CRC32 with
 every part and skips the MD5 check of its ETag; one more row gives s3commit.arrow with that check forced
 (``verify_etag=True``: what a store that ignores checksums, such as moto, costs), and the cost of a Dask job that
@@ -178,6 +181,7 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
                                           "overwrite")
     shapes["1 GiB, one file"] = arrow_pair("1 GiB", _table(sizes["rows1g"], 1, seed=1), None, "overwrite")
     results["dask"] = _dask_runs(server, bucket, table16, store, native, rounds=rounds)
+    results["ray"] = _ray_runs(server, bucket, table16, store, native, rounds=rounds)
     return results
 
 
@@ -227,6 +231,56 @@ def _dask_runs(server: Any, bucket: str, table: Any, store: S3Store, native: Any
     return out
 
 
+def _ray_runs(server: Any, bucket: str, table: Any, store: S3Store, native: Any, *, rounds: int) -> dict[str, Any]:
+    """The 16-partition table as 8 Ray Data blocks on a local Ray of 2 CPUs: Ray's own ``write_parquet`` through
+    pyarrow's filesystem (``mode="overwrite"``) against ``write_datasink(CommitDatasink(..., mode="overwrite"))``.
+    CPU: this process's and every process Ray started (its workers, raylet, GCS), the server's excluded."""
+    try:
+        import ray
+        import ray.data
+    except ImportError:
+        return {"skipped": "Ray is not installed (pip install '.[ray]')"}
+    import psutil
+
+    import s3commit.ray
+
+    print("  engines: ray, 2 CPUs", flush=True)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        data = ray.data.from_arrow(table).repartition(8).materialize()  # in the object store, as a job that read it
+
+        def ray_cpu() -> float:
+            me = psutil.Process()
+            server_tree = {server.pid, *(p.pid for p in psutil.Process(server.pid).children(recursive=True))}
+            total = 0.0
+            for process in [me, *me.children(recursive=True)]:
+                if process.pid not in server_tree:
+                    with contextlib.suppress(psutil.Error):
+                        times = process.cpu_times()
+                        total += times.user + times.system
+            return total
+
+        def native_write(_: int) -> None:
+            data.write_parquet(f"{bucket}/engines/ray/native", filesystem=native, partition_cols=["day"],
+                               mode="overwrite")
+
+        def committed(_: int) -> None:
+            data.write_datasink(s3commit.ray.CommitDatasink(f"s3://{bucket}/engines/ray/s3commit",
+                                                            partition_cols=["day"], mode="overwrite", store=store))
+
+        paths = {"ray (write_parquet, pyarrow S3FileSystem)": _Path(native_write, ray_cpu),
+                 "s3commit.ray CommitDatasink": _Path(committed, ray_cpu)}
+        out = _compare(paths, rounds, baseline="ray (write_parquet, pyarrow S3FileSystem)", nbytes=0)
+    finally:
+        ray.shutdown()
+    written = _bytes_under(store, bucket, "engines/ray/s3commit/")
+    out["bytes"] = written
+    for path in out["paths"].values():
+        path["cpu_per_gib"] = path["median_cpu_seconds"] / max(written / GIB, 1e-9)
+    return out
+
+
 def _name(index: int) -> str:
     return f"part.{index}.parquet"
 
@@ -243,7 +297,8 @@ def engines_plot(engines: dict[str, Any], out: Any) -> None:
     import matplotlib.pyplot as plt
 
     rows = [(f"{shape}\n{name}", path) for shape, compared in
-            [*engines["shapes"].items(), ("dask, 2 workers", engines.get("dask"))] if compared
+            [*engines["shapes"].items(), ("dask, 2 workers", engines.get("dask")),
+             ("ray, 2 CPUs", engines.get("ray"))] if compared and "paths" in compared
             for name, path in compared["paths"].items() if name != compared["baseline"]]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     positions = range(len(rows))

@@ -184,8 +184,12 @@ def _engine_lines(engines: dict[str, Any] | None) -> list[str]:
              "writer (paired: the median of each round's ratio).", "",
              _row(["shape", "writer", "MiB", "seconds", "x (paired)", "CPU s", "CPU x (paired)", "CPU s/GiB"]),
              _row(["---"] * 8)]
-    for shape, compared in [*engines["shapes"].items(), ("dask, 8 partitions, 2 workers", engines.get("dask"))]:
+    for shape, compared in [*engines["shapes"].items(), ("dask, 8 partitions, 2 workers", engines.get("dask")),
+                            ("ray, 8 blocks, 2 CPUs", engines.get("ray"))]:
         if not compared:
+            continue
+        if "skipped" in compared:
+            lines.append(_row([shape, compared["skipped"], "", "", "", "", "", ""]))
             continue
         for name, path in compared["paths"].items():
             lines.append(_row([shape, name, f"{compared['bytes'] / GIB * 1024:.0f}", f"{path['median_seconds']:.2f}",

@@ -1,6 +1,8 @@
-"""What the Python engines' committed writes share (:mod:`s3commit.arrow`, :mod:`s3commit.dask`): the write
-modes, the options split between the committer and the engine, the check of ``mode="error"``, the job commit
-with the mode's overwrite plan, and a task attempt id unique to each execution of a task.
+"""What the Python engines' committed writes share (:mod:`s3commit.arrow`, :mod:`s3commit.dask`,
+:mod:`s3commit.ray`): the write modes, the options split between the committer and the engine, the check of
+``mode="error"``, the job commit with the mode's overwrite plan, a task attempt id unique to each execution of a
+task, and the split of one task's rows into hive partition files (:func:`write_parquet_partitions`, for Dask and
+Ray).
 
 Modes: ``append`` adds files; ``overwrite`` replaces the whole destination, whose old objects are deleted only
 after every new file is complete (a failed job keeps them); ``overwrite-partitions`` replaces only the
@@ -42,6 +44,42 @@ def native_stream(out: Any) -> Any:
     import pyarrow as pa
 
     return pa.BufferedOutputStream(pa.PythonFile(out, mode="w"), buffer_size=WRITE_BUFFER)
+
+
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The directory value of a null partition value: Hive's, which pyarrow's and Spark's readers read back as null."""
+
+
+def write_parquet_partitions(attempt: Any, table: Any, columns: Sequence[str], name: str,
+                             writer_options: Mapping[str, Any]) -> None:
+    """Write the pyarrow ``table`` as the attempt's Parquet file ``name``, one per distinct value combination of
+    ``columns`` under hive-style directories (``day=2026-11-25/name``), in the order of those values, the
+    partition columns dropped from the files. The split stays in Arrow (one hash grouping, one ``take`` per
+    partition): Ray's blocks are Arrow already, and a Dask partition is converted once, so every partition's
+    file has the frame's one schema."""
+    import pyarrow.parquet as pq
+
+    for directory, part in _partitions(table, list(columns)):
+        with attempt.open(f"{directory}/{name}" if directory else name) as out, native_stream(out) as stream:
+            pq.write_table(part, stream, **writer_options)
+
+
+def _partitions(table: Any, columns: list[str]) -> Any:
+    if not columns:
+        yield "", table
+        return
+    import numpy as np
+    import pyarrow as pa
+
+    rows = "__s3commit_row"
+    keyed = table.select(columns).append_column(rows, pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    groups = keyed.group_by(columns, use_threads=False).aggregate([(rows, "list")])
+    groups = groups.sort_by([(c, "ascending") for c in columns])
+    data = table.drop_columns(columns)
+    lists = groups[f"{rows}_list"].combine_chunks()
+    for values, indices in zip(groups.select(columns).to_pylist(), lists, strict=True):
+        directory = "/".join(f"{c}={NULL_PARTITION if values[c] is None else values[c]}" for c in columns)
+        yield directory, data.take(indices.values)
 
 
 def check_mode(mode: str) -> str:

@@ -105,22 +105,14 @@ def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Seque
                      writer_options: dict[str, Any], fence: _LocalFence | _ClusterFence) -> TaskCommitMessage:
     """One execution of one partition's task, in the worker: a new attempt, its files, its commit."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     job = engines.worker_job(pickle.loads(payload))
     attempt = job.setup_task(engines.execution_attempt_id(index))
     try:
         if fence.aborted():
             raise CommitStateError(f"job {job.job_id} was aborted: partition {index} is not written")
-        name = f"part.{index}-{job.job_id}.parquet"
-        groups = frame.groupby(list(partition_on), dropna=False, sort=True) if partition_on else [((), frame)]
-        for values, group in groups:
-            values = values if isinstance(values, tuple) else (values,)
-            directory = "/".join(f"{col}={val}" for col, val in zip(partition_on, values, strict=True))
-            table = pa.Table.from_pandas(group.drop(columns=list(partition_on)), preserve_index=False)
-            with attempt.open(f"{directory}/{name}" if directory else name) as out, \
-                    engines.native_stream(out) as stream:
-                pq.write_table(table, stream, **writer_options)
+        engines.write_parquet_partitions(attempt, pa.Table.from_pandas(frame, preserve_index=False), partition_on,
+                                         f"part.{index}-{job.job_id}.parquet", writer_options)
         with fence.lock():
             if fence.aborted():
                 raise CommitStateError(f"job {job.job_id} was aborted while partition {index} was written")

@@ -72,25 +72,16 @@ class CommitDatasink(Datasink):
         engines.start(self.job, self.mode)
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> TaskCommitMessage:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
         from ray.data.block import BlockAccessor
 
         job = engines.worker_job(self.job)  # this worker's copy of the job, shared by its tasks
         attempt = job.setup_task(engines.execution_attempt_id(int(ctx.task_idx)))
         try:
             for n, block in enumerate(blocks):
-                frame = BlockAccessor.for_block(block).to_pandas()
-                name = f"part-{int(ctx.task_idx):05d}-{n}-{job.job_id}.parquet"
-                cols = self.partition_cols
-                groups = frame.groupby(cols, dropna=False, sort=True) if cols else [((), frame)]
-                for values, group in groups:
-                    values = values if isinstance(values, tuple) else (values,)
-                    directory = "/".join(f"{c}={v}" for c, v in zip(cols, values, strict=True))
-                    table = pa.Table.from_pandas(group.drop(columns=cols), preserve_index=False)
-                    with attempt.open(f"{directory}/{name}" if directory else name) as out, \
-                            engines.native_stream(out) as stream:
-                        pq.write_table(table, stream, **self.writer_options)
+                engines.write_parquet_partitions(attempt, BlockAccessor.for_block(block).to_arrow(),
+                                                 self.partition_cols,
+                                                 f"part-{int(ctx.task_idx):05d}-{n}-{job.job_id}.parquet",
+                                                 self.writer_options)
             return job.commit_task(attempt)
         except BaseException:
             job.abort_task(attempt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -92,6 +93,13 @@ def test_quick_run_of_every_section(tmp_path):
             assert len(path["seconds"]) == 1 and path["cpu_per_gib"] > 0 and path["paired_cpu_ratio"] > 0, name
     assert "s3commit.arrow, MD5 ETag check" in engines["shapes"]["16 partitions"]["paths"]
     assert {"s3commit.dask", "dask (pyarrow S3FileSystem)"} <= set(engines["dask"]["paths"])
+    if importlib.util.find_spec("ray") is None:
+        assert "not installed" in engines["ray"]["skipped"]
+    else:  # the slow tier installs Ray
+        assert set(engines["ray"]["paths"]) == {"ray (write_parquet, pyarrow S3FileSystem)",
+                                                "s3commit.ray CommitDatasink"}
+        assert engines["ray"]["bytes"] > 0
+        assert all(path["cpu_per_gib"] > 0 for path in engines["ray"]["paths"].values())
     assert "## Python engines" in (tmp_path / "quick.md").read_text()
 
 
