@@ -15,10 +15,12 @@ are on the driver's class path (local mode), resolved once by :func:`testbed.s3a
 
 Shapes: the demo (``s3commit demo``'s DataFrame: 8 tasks x 4 days = 32 Parquet files), small files (10 tasks x 4
 days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), each written partitioned by ``day``; and the data path:
-8 files of 128 MiB written through the FileSystem API (``fs.create``, the bytes copied from an array in the JVM, two
-files at a time from the driver: Spark's two slots) and read back whole (``fs.open``), by s3commit's FileSystem and
-S3A's, beside boto3 with its defaults and awscrt's S3 client (:mod:`benchmarks.clients`). The FileSystem API, not a
-DataFrame, so that the same bytes go through each FileSystem with nothing else of Spark's in the way.
+8 files of 128 MiB written through the FileSystem API (``fs.create``, the bytes copied in the JVM from one local file
+in the page cache, the file the bare clients upload; two files at a time from the driver: Spark's two slots) and read
+back whole (``fs.open``), by s3commit's FileSystem and S3A's, beside boto3 with its defaults and awscrt's S3 client
+(:mod:`benchmarks.clients`). The FileSystem API, not a DataFrame, so that the same bytes go through each FileSystem
+with nothing else of Spark's in the way; each JVM also writes the same files to ``file://`` each round, and the CPU
+over that (the harness's own cost taken out) is reported beside the whole.
 
 Each path is warmed up (an unmeasured write of the small shape, the demo's DataFrame to local disk, a file written
 and read through the FileSystem), then every shape runs ``rounds`` rounds, each round every path once in an order
@@ -295,8 +297,9 @@ def _datapath_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str
                     server.reset_stats()
                     app = apps.get(DATA_PATHS[entry] or "")
                     if app is not None:
+                        source = {"source": local_file} if phase == "write" else {}
                         run = app.call(f"fs_{phase}", prefix=f"s3a://{bucket}/{prefix}", files=files, mib=mib,
-                                       threads=2)
+                                       threads=2, **source)
                     else:
                         name = f"{'default' if entry == 'boto3' else 'crt'}_{phase}"
                         source = local_file if phase == "write" else size
@@ -311,6 +314,16 @@ def _datapath_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str
                     if phase == "write":
                         run["uploads_left"] = _uploads_left(raw, bucket)
                     measured[phase] = run
+                app = apps.get(DATA_PATHS[entry] or "")
+                if app is not None:  # the harness's own cost: the same files through the JVM to local disk
+                    local = work / f"local-fs-{entry}"
+                    run = app.call("fs_write", prefix=local.as_uri(), files=files, mib=mib, threads=2,
+                                   source=local_file)
+                    shutil.rmtree(local, ignore_errors=True)
+                    measured["write"]["file_jvm_cpu_seconds"] = run["jvm_cpu_seconds"]
+                    measured["write"]["file_seconds"] = run["seconds"]
+                    print(f"    the same to file:// {run['seconds']:.2f} s, JVM CPU {run['jvm_cpu_seconds']:.2f} s",
+                          flush=True)
                 for phase, run in measured.items():
                     runs[entry][phase].append(run)
     finally:
@@ -355,6 +368,11 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
                 [r["seconds"] for r in runs[entry][phase]], fastest)
             out[f"datapath_{phase}_{entry}_cpu_per_gib"] = statistics.median(_cpu(r) for r in runs[entry][phase]) / gib
             out[f"datapath_{phase}_{entry}_requests"] = data["medians"][entry][phase]["total_requests"]
+        if phase == "write":  # each FileSystem's JVM CPU over the same files written to file:// (the harness)
+            for entry in ("s3commit", "s3a"):
+                if entry in runs and all("file_jvm_cpu_seconds" in r for r in runs[entry]["write"]):
+                    out[f"datapath_write_{entry}_cpu_over_file_per_gib"] = statistics.median(
+                        _cpu(r) - r["file_jvm_cpu_seconds"] for r in runs[entry]["write"]) / gib
         s3c = data["medians"]["s3commit"][phase]
         out[f"datapath_{phase}_s3commit_jvm_cpu_per_gib"] = s3c["jvm_cpu_seconds"] / gib
         out[f"datapath_{phase}_s3commit_sidecar_cpu_per_gib"] = s3c["sidecar_cpu_seconds"] / gib
@@ -431,7 +449,11 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                    f"{r[f'datapath_{phase}_s3commit_sidecar_cpu_per_gib']:.2f}") for phase in ("write", "read")}
     lines += ["", f"s3commit's CPU per GiB, JVM + sidecar: write {cpu['write']}, read {cpu['read']}; against S3A's "
               f"JVM: write {r['datapath_write_s3commit_cpu_over_s3a_jvm']:.2f}x, read "
-              f"{r['datapath_read_s3commit_cpu_over_s3a_jvm']:.2f}x.",
+              f"{r['datapath_read_s3commit_cpu_over_s3a_jvm']:.2f}x." + (
+                  " CPU per GiB written over the same JVM writing the same files to file:// (the harness's own "
+                  f"cost taken out): s3commit {r['datapath_write_s3commit_cpu_over_file_per_gib']:.2f} (JVM + "
+                  f"sidecar), S3A {r['datapath_write_s3a_cpu_over_file_per_gib']:.2f}."
+                  if "datapath_write_s3a_cpu_over_file_per_gib" in r else ""),
               "", "Each round, seconds (write / read): " + "; ".join(
                   f"{entry} " + ", ".join(f"{w['seconds']:.2f}/{rd['seconds']:.2f}"
                                           for w, rd in zip(data["runs"][entry]["write"], data["runs"][entry]["read"],

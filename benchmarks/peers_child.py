@@ -8,8 +8,9 @@ command on stdout, on a line starting with :data:`MARK` (Spark's own output goes
 
 - ``{"op": "write", "shape": ..., "dest": ..., "description": ...}``: the shape's DataFrame written to ``dest``
   partitioned by ``day`` (Parquet); the whole write's seconds, the tasks' seconds (Spark's status store), CPU.
-- ``{"op": "fs_write", "prefix": ..., "files": N, "mib": M, "threads": T}``: N files of M MiB written through the
-  FileSystem API (``fs.create`` and the bytes copied in the JVM from an array), T at a time, from the driver.
+- ``{"op": "fs_write", "prefix": ..., "files": N, "mib": M, "threads": T, "source": F}``: N files of M MiB written
+  through the FileSystem API (``fs.create``, the bytes copied in the JVM from the local file F), T at a time, from
+  the driver; with a ``file://`` prefix, the harness's own cost (the JVM's CPU writing to local disk).
 - ``{"op": "fs_read", ...}``: the same files read back whole (``fs.open``, every byte copied to a null stream).
 - ``{"op": "quit"}``.
 
@@ -191,21 +192,24 @@ class Child:
             list(pool.map(one, range(files)))
         return self.meter.stop()
 
-    def fs_write(self, prefix: str, files: int, mib: int, threads: int) -> dict[str, Any]:
-        """``files`` files of ``mib`` MiB through ``fs.create``, ``threads`` at a time; the bytes come from one
-        array in the JVM (pseudo-random, made before the clock starts) copied 1 MiB a call, all in the JVM."""
+    def fs_write(self, prefix: str, files: int, mib: int, threads: int, source: str) -> dict[str, Any]:
+        """``files`` files of ``mib`` MiB through ``fs.create``, ``threads`` at a time, each copied 1 MiB a call in
+        the JVM from the local file ``source`` (``mib`` MiB, in the page cache: the bare clients upload the same
+        file). Not from an array handed over py4j: py4j takes 1.5 s to pass a 128 MiB ``byte[]`` to a constructor
+        (measured: ``ByteArrayInputStream(array)``), which an earlier version of this harness timed with the
+        write."""
         jvm = self.jvm
-        data = self.spark.sparkContext._gateway.new_array(jvm.byte, mib * MIB)
-        jvm.java.util.Random(mib).nextBytes(data)
         io = jvm.org.apache.hadoop.io.IOUtils
 
         def one(index: int) -> None:
             fs, path = self._fs(f"{prefix}/part-{index:05d}")
-            io.copyBytes(jvm.java.io.ByteArrayInputStream(data), fs.create(path, True), MIB, True)
+            io.copyBytes(jvm.java.io.FileInputStream(source), fs.create(path, True), MIB, True)
 
         run = self._each(threads, files, one)
         fs, path = self._fs(f"{prefix}/part-00000")
         run["length"] = int(fs.getFileStatus(path).getLen())
+        if run["length"] != mib * MIB:
+            raise RuntimeError(f"{prefix}/part-00000 holds {run['length']} bytes, expected {mib * MIB}")
         run["filesystem"] = fs.getClass().getName()
         return run
 
@@ -242,8 +246,11 @@ class Child:
         else:
             self.spark.conf.unset("spark.sql.sources.commitProtocolClass")
         prefix = f"s3a://{bucket}/warm-up/{self.config['path']}/fs"
-        self.fs_write(prefix, 2, warm["fs_mib"], 2)
+        source = Path(warm["local_dir"], f"{self.config['path']}.data")
+        source.write_bytes(os.urandom(warm["fs_mib"] * MIB))
+        self.fs_write(prefix, 2, warm["fs_mib"], 2, str(source))
         self.fs_read(prefix, 2, warm["fs_mib"], 2)
+        self.fs_write(Path(warm["local_dir"], f"{self.config['path']}-fs").as_uri(), 2, warm["fs_mib"], 2, str(source))
         return {"seconds": time.perf_counter() - started}
 
 

@@ -46,7 +46,9 @@ def test_quick_peers_section(tmp_path):
         if entry in filesystems:
             assert phases["write"]["filesystem"] == filesystems[entry]
             assert phases["write"]["length"] == phases["read"]["bytes"] // 2 == 12 << 20
+            assert phases["write"]["file_jvm_cpu_seconds"] > 0  # the same files to file://: the harness's cost
     ratios = peers["ratios"]
     assert {"demo_s3commit_magic_job_commit_over_s3a_magic", "commit_heavy_s3commit_magic_requests_per_file",
-            "datapath_write_s3commit_over_fastest_of_s3a_crt", "datapath_read_s3commit_cpu_over_s3a_jvm"} <= set(ratios)
+            "datapath_write_s3commit_over_fastest_of_s3a_crt", "datapath_read_s3commit_cpu_over_s3a_jvm",
+            "datapath_write_s3commit_cpu_over_file_per_gib", "datapath_write_s3a_cpu_over_file_per_gib"} <= set(ratios)
     assert "## Peers: s3commit against S3A" in (tmp_path / "quick.md").read_text()
