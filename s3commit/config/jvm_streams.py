@@ -45,8 +45,8 @@ class StreamOptions:
     read_policy: ReadPolicy = ReadPolicy.NORMAL
     readahead: int = 64 * 1024
     prefetch_block_size: int = 8 * MIB
-    prefetch_block_count: int = 4
-    prefetch_max_block_size: int = 32 * MIB
+    prefetch_block_count: int = 8
+    prefetch_max_block_size: int = 8 * MIB
     prefetch_max_ahead: int = 64 * MIB
     vectored_min_seek: int = 4 * 1024
     vectored_max_merged: int = MIB

@@ -212,12 +212,15 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.prefetch.block.size", "8M",
             "Sequential reads fetch blocks ahead of the reader, the first of this size (later ones grow up to "
             "s3commit.prefetch.max-block-size while the stream reads in order)."),
-        Key("fs.s3a.prefetch.block.count", "4",
-            "Most blocks fetched ahead in parallel per sequential stream (within s3commit.prefetch.max-ahead)."),
-        Key("s3commit.prefetch.max-block-size", "32M",
+        Key("fs.s3a.prefetch.block.count", "8",
+            "Most blocks fetched ahead in parallel per sequential stream (within s3commit.prefetch.max-ahead): "
+            "a store gives each connection a share of its bandwidth, so a long read goes as fast as its GETs "
+            "in flight."),
+        Key("s3commit.prefetch.max-block-size", "8M",
             "A sequential stream's blocks double from fs.s3a.prefetch.block.size up to this while it reads in "
-            "order (a 128 MiB file in 6 GETs instead of 16); a seek out of the blocks in hand starts again from "
-            "the block size. At or below fs.s3a.prefetch.block.size: blocks never grow."),
+            "order (fewer GETs, each a larger share of s3commit.prefetch.max-ahead: fewer in flight); a seek out "
+            "of the blocks in hand starts again from the block size. At or below fs.s3a.prefetch.block.size (the "
+            "default): blocks never grow."),
         Key("s3commit.prefetch.max-ahead", "64M",
             "Most bytes a sequential stream fetches ahead of its reader (always at least one block): memory per "
             "open sequential stream is at most this plus one block (the one being read)."),

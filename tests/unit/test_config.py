@@ -126,7 +126,8 @@ def test_stream_options_are_parsed_once_for_the_jvm():
     default = StreamOptions.from_hadoop_conf({})
     assert default.read_policy is ReadPolicy.NORMAL and default.upload_buffer is UploadBuffer.DISK
     assert default.prefetch_block_size == 8 * 1024 * 1024 and default.readahead == 64 * 1024
-    assert default.to_wire()["prefetch_max_block_size"] == 32 * 1024 * 1024
+    assert default.to_wire()["prefetch_max_block_size"] == 8 * 1024 * 1024  # no growth: 8 blocks of 8 MiB in flight
+    assert default.to_wire()["prefetch_block_count"] == 8
     assert default.to_wire()["prefetch_max_ahead"] == 64 * 1024 * 1024
     # blocks never shrink: a maximum below the block size means no growth
     big = StreamOptions.from_hadoop_conf({"fs.s3a.prefetch.block.size": "64M"})
