@@ -273,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sections", default=",".join(s for s in SECTIONS if s not in OPT_IN),
                         help=f"comma-separated: {', '.join(SECTIONS)}; a run of some keeps the others' earlier figures"
                         f" ({', '.join(OPT_IN)}: only when named)")
+    parser.add_argument("--peers-shapes", default=None,
+                        help="peers: the Spark shapes to run (comma-separated: demo, small, commit-heavy; 'none': the "
+                        "data path alone); the others keep the earlier run's figures")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default: results/ beside this module)")
     args = parser.parse_args(argv)
@@ -346,10 +349,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from benchmarks.peers_bench import peers_runs, peers_sizes
 
             # quick: the demo at 20,000 rows, 100 files for the commit-heavy job, 2 x 12 MiB, one round
-            results["peers"] = _optional(spark_missing, lambda: peers_runs(server, bucket, sizes=peers_sizes(quick),
-                                                                            workdir=staging))
+            results["peers"] = _optional(spark_missing, lambda: peers_runs(
+                server, bucket, sizes=peers_sizes(quick, args.peers_shapes), workdir=staging))
     results["seconds"] = time.perf_counter() - started
     name = "quick" if quick else "results"
+    if args.peers_shapes is not None and "peers" in results and (out / f"{name}.json").exists():
+        from benchmarks.peers_bench import merge_earlier
+
+        results["peers"] = merge_earlier(results["peers"], json.loads((out / f"{name}.json").read_text()).get("peers"))
     results = _merged(out / f"{name}.json", results, sections)
     (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))
     write_markdown(results, out / f"{name}.md")

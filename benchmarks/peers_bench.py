@@ -19,12 +19,15 @@ days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), each written parti
 in the page cache, the file the bare clients upload; two files at a time from the driver: Spark's two slots) and read
 back whole (``fs.open``), by s3commit's FileSystem and S3A's, beside boto3 with its defaults and awscrt's S3 client
 (:mod:`benchmarks.clients`). The FileSystem API, not a DataFrame, so that the same bytes go through each FileSystem
-with nothing else of Spark's in the way; each JVM also writes the same files to ``file://`` each round, and the CPU
-over that (the harness's own cost taken out) is reported beside the whole.
+with nothing else of Spark's in the way; each JVM also writes the same files to ``file://`` each round, whose CPU
+is reported beside (what the harness and Hadoop's local FileSystem cost, for scale).
 
 Each path is warmed up (an unmeasured write of the small shape, the demo's DataFrame to local disk, a file written
 and read through the FileSystem), then every shape runs ``rounds`` rounds, each round every path once in an order
 rotated by one more each round (:func:`benchmarks.datapath.round_order`). The server is emptied before each write.
+The server validates part checksums as S3 does (``validate_checksums``: BadDigest on a mismatch), so s3commit's
+sidecars, which probe the store, send a CRC32 with each part and skip the MD5 check of its ETag there, as on S3;
+S3A sends no checksum by default (``fs.s3a.checksum.generation`` off in Hadoop 3.5.0), boto3 and awscrt a CRC32.
 Per write: the whole write's seconds, the tasks' (Spark's status store) and the rest (the job commit: the driver's
 work after the tasks), the requests by type at the server, bytes copied server-side, uploads left pending, the CPU of
 the JVM (its JIT compilers left out) and of the s3commit sidecars. Reported: medians, and paired ratios (the median
@@ -66,7 +69,7 @@ COMMAND_TIMEOUT = 1800.0
 MIB = 1 << 20
 
 
-def peers_sizes(quick: bool) -> dict[str, Any]:
+def peers_sizes(quick: bool, shapes: str | None = None) -> dict[str, Any]:
     """The shapes, the data path's files and the rounds.
 
     Full: three rounds of the demo, the small files and the data path; the commit-heavy job (2,000 files) once: S3A's
@@ -75,6 +78,17 @@ def peers_sizes(quick: bool) -> dict[str, Any]:
     first round only, and not at all on the commit-heavy job (its job commit renames file after file: about 0.7 s a
     file measured on the others, some 22 minutes for 2,000). Quick (a smoke run): smaller shapes, one round, no
     warm-up, C1 only in the JVMs; v1 on the small files only."""
+    sizes = _sizes(quick)
+    if shapes is not None:
+        chosen = [] if shapes.strip() == "none" else [s.strip() for s in shapes.split(",") if s.strip()]
+        unknown = sorted(set(chosen) - set(SHAPES))
+        if unknown:
+            raise ValueError(f"unknown peers shapes {', '.join(unknown)}: choose from {', '.join(SHAPES)}, or none")
+        sizes["shapes"] = {name: spec for name, spec in sizes["shapes"].items() if name in chosen}
+    return sizes
+
+
+def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4, "skip": ["s3a-foc-v1"]},
                            "small": {"rows": 400, "tasks": 10, "days": 4},
@@ -86,6 +100,22 @@ def peers_sizes(quick: bool) -> dict[str, Any]:
                        "commit-heavy": {"rows": 20_000, "tasks": 20, "days": 100, "rounds": 1,
                                         "skip": ["s3a-foc-v1"]}},
             "datapath": {"files": 8, "mib": 128, "part_mib": 32}, "rounds": 3, "warm_up": True, "jvm_options": ""}
+
+
+def merge_earlier(peers: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """A run of some shapes (``--peers-shapes``) completed with the earlier run's blocks of the others, each saying
+    when it ran; the ratios computed again over the whole."""
+    if "skipped" in peers or not earlier or "skipped" in earlier:
+        return peers
+    merged = dict(peers)
+    ran = {shape: peers.get("started", "") for shape in (*SHAPES, "datapath") if shape in peers}
+    for shape in SHAPES:
+        if shape not in merged and shape in earlier:
+            merged[shape] = earlier[shape]
+            ran[shape] = earlier.get("ran", {}).get(shape, earlier.get("started", "earlier"))
+    merged["ran"] = ran
+    merged["ratios"] = ratios(merged)
+    return merged
 
 
 ONE_ROUND = ("s3a-foc-v1",)
@@ -196,7 +226,8 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
     work.mkdir(parents=True, exist_ok=True)
 
     def fresh() -> None:
-        server.reset()
+        server.reset()  # also the simulator's settings: validate_checksums again
+        server.configure(validate_checksums=True)
         server.create_bucket(bucket)
 
     fresh()
@@ -204,6 +235,7 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
     config = {"endpoint": server.endpoint_url, "part_mib": data["part_mib"], "active_blocks": 4, "threads": 32,
               "jvm_options": sizes["jvm_options"]}
     results: dict[str, Any] = {"sizes": sizes, "paths": list(PATHS), "labels": LABELS,
+                               "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "load_average_before": list(os.getloadavg()),
                                "settings": {"part_mib": data["part_mib"], "active_blocks": 4,
                                             "committer_threads": 32, "master": "local[2]"}}
@@ -368,11 +400,11 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
                 [r["seconds"] for r in runs[entry][phase]], fastest)
             out[f"datapath_{phase}_{entry}_cpu_per_gib"] = statistics.median(_cpu(r) for r in runs[entry][phase]) / gib
             out[f"datapath_{phase}_{entry}_requests"] = data["medians"][entry][phase]["total_requests"]
-        if phase == "write":  # each FileSystem's JVM CPU over the same files written to file:// (the harness)
+        if phase == "write":  # the same JVM writing the same files to file:// (the harness, Hadoop's local FS)
             for entry in ("s3commit", "s3a"):
                 if entry in runs and all("file_jvm_cpu_seconds" in r for r in runs[entry]["write"]):
-                    out[f"datapath_write_{entry}_cpu_over_file_per_gib"] = statistics.median(
-                        _cpu(r) - r["file_jvm_cpu_seconds"] for r in runs[entry]["write"]) / gib
+                    out[f"datapath_write_{entry}_file_jvm_cpu_per_gib"] = statistics.median(
+                        r["file_jvm_cpu_seconds"] for r in runs[entry]["write"]) / gib
         s3c = data["medians"]["s3commit"][phase]
         out[f"datapath_{phase}_s3commit_jvm_cpu_per_gib"] = s3c["jvm_cpu_seconds"] / gib
         out[f"datapath_{phase}_s3commit_sidecar_cpu_per_gib"] = s3c["sidecar_cpu_seconds"] / gib
@@ -411,8 +443,10 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
         block = peers[shape]
         spec, medians = block["spec"], block["medians"]
         rounds = max(len(runs) for runs in block["runs"].values())
+        when = peers.get("ran", {}).get(shape)
         lines += [f"### {shape}: {spec['rows']:,} rows, {spec['tasks']} tasks x {spec['days']} days, {rounds} "
-                  "round(s)" + "".join(f"; {LABELS[p]} not run" for p in spec.get("skip", ())), "",
+                  "round(s)" + "".join(f"; {LABELS[p]} not run" for p in spec.get("skip", ()))
+                  + (f" (ran {when})" if when else ""), "",
                   _row(["path", "tasks s", "job commit s (paired ratio)", "whole s (paired ratio)", "files",
                         "requests / file", "requests", "bytes copied", "uploads left", "JVM + sidecar CPU s",
                         "_SUCCESS"]), _row(["---"] * 11)]
@@ -450,10 +484,11 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
     lines += ["", f"s3commit's CPU per GiB, JVM + sidecar: write {cpu['write']}, read {cpu['read']}; against S3A's "
               f"JVM: write {r['datapath_write_s3commit_cpu_over_s3a_jvm']:.2f}x, read "
               f"{r['datapath_read_s3commit_cpu_over_s3a_jvm']:.2f}x." + (
-                  " CPU per GiB written over the same JVM writing the same files to file:// (the harness's own "
-                  f"cost taken out): s3commit {r['datapath_write_s3commit_cpu_over_file_per_gib']:.2f} (JVM + "
-                  f"sidecar), S3A {r['datapath_write_s3a_cpu_over_file_per_gib']:.2f}."
-                  if "datapath_write_s3a_cpu_over_file_per_gib" in r else ""),
+                  " The same JVMs writing the same files to file:// (the harness: the local file read, Hadoop's "
+                  f"local FileSystem and its checksums, the page cache): s3commit's "
+                  f"{r['datapath_write_s3commit_file_jvm_cpu_per_gib']:.2f}, S3A's "
+                  f"{r['datapath_write_s3a_file_jvm_cpu_per_gib']:.2f} s/GiB."
+                  if "datapath_write_s3a_file_jvm_cpu_per_gib" in r else ""),
               "", "Each round, seconds (write / read): " + "; ".join(
                   f"{entry} " + ", ".join(f"{w['seconds']:.2f}/{rd['seconds']:.2f}"
                                           for w, rd in zip(data["runs"][entry]["write"], data["runs"][entry]["read"],

@@ -50,5 +50,5 @@ def test_quick_peers_section(tmp_path):
     ratios = peers["ratios"]
     assert {"demo_s3commit_magic_job_commit_over_s3a_magic", "commit_heavy_s3commit_magic_requests_per_file",
             "datapath_write_s3commit_over_fastest_of_s3a_crt", "datapath_read_s3commit_cpu_over_s3a_jvm",
-            "datapath_write_s3commit_cpu_over_file_per_gib", "datapath_write_s3a_cpu_over_file_per_gib"} <= set(ratios)
+            "datapath_write_s3commit_file_jvm_cpu_per_gib", "datapath_write_s3a_file_jvm_cpu_per_gib"} <= set(ratios)
     assert "## Peers: s3commit against S3A" in (tmp_path / "quick.md").read_text()
