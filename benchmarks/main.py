@@ -356,7 +356,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.peers_shapes is not None and "peers" in results and (out / f"{name}.json").exists():
         from benchmarks.peers_bench import merge_earlier
 
-        results["peers"] = merge_earlier(results["peers"], json.loads((out / f"{name}.json").read_text()).get("peers"))
+        earlier = json.loads((out / f"{name}.json").read_text())
+        results["peers"] = merge_earlier(results["peers"], earlier.get("peers"),
+                                         earlier.get("ran", {}).get("peers", earlier.get("started", "earlier")))
     results = _merged(out / f"{name}.json", results, sections)
     (out / f"{name}.json").write_text(json.dumps(results, indent=2, sort_keys=True))
     write_markdown(results, out / f"{name}.md")

@@ -102,7 +102,8 @@ def _sizes(quick: bool) -> dict[str, Any]:
             "datapath": {"files": 8, "mib": 128, "part_mib": 32}, "rounds": 3, "warm_up": True, "jvm_options": ""}
 
 
-def merge_earlier(peers: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+def merge_earlier(peers: dict[str, Any], earlier: dict[str, Any] | None, earlier_date: str = "earlier"
+                  ) -> dict[str, Any]:
     """A run of some shapes (``--peers-shapes``) completed with the earlier run's blocks of the others, each saying
     when it ran; the ratios computed again over the whole."""
     if "skipped" in peers or not earlier or "skipped" in earlier:
@@ -112,7 +113,7 @@ def merge_earlier(peers: dict[str, Any], earlier: dict[str, Any] | None) -> dict
     for shape in SHAPES:
         if shape not in merged and shape in earlier:
             merged[shape] = earlier[shape]
-            ran[shape] = earlier.get("ran", {}).get(shape, earlier.get("started", "earlier"))
+            ran[shape] = earlier.get("ran", {}).get(shape, earlier.get("started", earlier_date))
     merged["ran"] = ran
     merged["ratios"] = ratios(merged)
     return merged

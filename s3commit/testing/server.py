@@ -106,6 +106,7 @@ class S3TestServer:
         self._stderr: IO[bytes] | None = None
         self._ready: dict[str, Any] = {}
         self._control_client: S3Client | None = None
+        self._probed_validating = False  # whether the server validated checksums when it was last probed
         #: The server process's exit code after :meth:`stop` (0: it exited by itself on stdin EOF).
         self.exit_code: int | None = None
 
@@ -296,8 +297,9 @@ class S3TestServer:
             clock_offset: seconds the store's clock runs ahead of this host's (negative: behind): its ``Date``,
                 ``Last-Modified`` and listed dates are moved by it (clock skew between client and store).
             validate_checksums: refuse a PutObject or UploadPart whose checksum header does not match its bytes
-                (400 BadDigest), as S3 does; moto accepts any. What a client probed before stays in its capability
-                cache: probe again (``known(store, bucket, refresh=True)``) or configure before the first probe.
+                (400 BadDigest), as S3 does; moto accepts any. The server is probed again, so that buckets created
+                after are known to validate (or not); a bucket created before keeps what its clients cached:
+                probe it again (``known(store, bucket, refresh=True)``).
 
         Returns:
             The simulator's whole configuration after the change, as JSON data.
@@ -317,7 +319,17 @@ class S3TestServer:
             changes["clock_offset"] = clock_offset
         if validate_checksums is not _UNSET:
             changes["validate_checksums"] = validate_checksums
-        return dict(self._control("POST", "config", changes))
+        config = dict(self._control("POST", "config", changes))
+        self._probe_again_if_checksums_changed(config)
+        return config
+
+    def _probe_again_if_checksums_changed(self, config: Mapping[str, Any]) -> None:
+        """Buckets created from here on are known to honour what the server now does (``create_bucket``): probed
+        again when checksum validation was turned on or off since the last probe (a reset turns it off)."""
+        validating = bool(config.get("validate_checksums"))
+        if validating != self._probed_validating:
+            probe_server(self)
+            self._probed_validating = validating
 
     def simulator_config(self) -> dict[str, Any]:
         """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""
@@ -348,6 +360,8 @@ class S3TestServer:
     def reset_simulator(self) -> None:
         """Return the simulator to its start-up configuration, drop scripted faults, zero the counters."""
         self._control("POST", "reset")
+        if self._probed_validating:
+            self._probe_again_if_checksums_changed(self.simulator_config())
 
     def reset(self) -> None:
         """Forget everything: moto's state (all buckets and uploads) and the simulator's (see above)."""

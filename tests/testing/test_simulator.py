@@ -435,3 +435,34 @@ def test_a_store_probed_against_a_validating_simulator_skips_the_md5_check(s3_si
     finally:
         s3_sim.configure(validate_checksums=False)
         known(store, s3_bucket, refresh=True)
+
+
+def test_buckets_created_after_checksum_validation_changes_are_known_to_validate_or_not(s3_sim: Any) -> None:
+    # The server is probed at start and tells each bucket it creates what it honours (testing.known): a bucket made
+    # after validate_checksums changed must not inherit the start-up probe's answer (it did: a sidecar then checked
+    # every part's MD5 against a server that validated its CRC32, and the peers bench measured that).
+    from s3commit.config.options import StoreOptions
+    from s3commit.store.capability_cache import known
+    from s3commit.store.s3store import S3Store
+
+    env = s3_sim.env()
+    store = S3Store(StoreOptions(endpoint_url=s3_sim.endpoint_url, region=env["AWS_DEFAULT_REGION"], path_style=True,
+                                 access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env["AWS_SECRET_ACCESS_KEY"]))
+    created = []
+
+    def validates_in_a_new_bucket() -> bool:
+        bucket = s3_sim.create_bucket(f"hinted-{len(created)}-{time.monotonic_ns() % 10**9}")
+        created.append(bucket)
+        found = known(store, bucket)  # no probe of its own: what the server told the cache
+        return found is not None and found.validates("CRC32")
+
+    try:
+        assert not validates_in_a_new_bucket()
+        s3_sim.configure(validate_checksums=True)
+        assert validates_in_a_new_bucket() and not store.verifies_etags(created[-1])
+        s3_sim.reset_simulator()  # back to the start-up configuration: moto's, no validation
+        assert not validates_in_a_new_bucket() and store.verifies_etags(created[-1])
+    finally:
+        s3_sim.configure(validate_checksums=False)
+        for bucket in created:
+            store.client.delete_bucket(Bucket=bucket)
