@@ -228,8 +228,9 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
 
     def fresh() -> None:
         server.reset()  # also the simulator's settings: validate_checksums again
-        server.configure(validate_checksums=True)
+        server.configure(validate_checksums=True)  # the server then probes itself again: its requests not counted
         server.create_bucket(bucket)
+        server.reset_stats()
 
     fresh()
     data = sizes["datapath"]

@@ -328,8 +328,11 @@ class S3TestServer:
         again when checksum validation was turned on or off since the last probe (a reset turns it off)."""
         validating = bool(config.get("validate_checksums"))
         if validating != self._probed_validating:
+            counted = sum(self.stats().requests.values())
             probe_server(self)
             self._probed_validating = validating
+            if not counted:  # the counters were zero: they stay so, the probe's requests are no test's
+                self.reset_stats()
 
     def simulator_config(self) -> dict[str, Any]:
         """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""
@@ -361,7 +364,7 @@ class S3TestServer:
         """Return the simulator to its start-up configuration, drop scripted faults, zero the counters."""
         self._control("POST", "reset")
         if self._probed_validating:
-            self._probe_again_if_checksums_changed(self.simulator_config())
+            self._probe_again_if_checksums_changed(self.simulator_config())  # counters zeroed again after it
 
     def reset(self) -> None:
         """Forget everything: moto's state (all buckets and uploads) and the simulator's (see above)."""
