@@ -106,7 +106,8 @@ class S3TestServer:
         self._stderr: IO[bytes] | None = None
         self._ready: dict[str, Any] = {}
         self._control_client: S3Client | None = None
-        self._probed_validating = False  # whether the server validated checksums when it was last probed
+        self._validating = False  # whether the simulator validates checksums now
+        self._probed_validating = False  # and whether it did when it was last probed
         #: The server process's exit code after :meth:`stop` (0: it exited by itself on stdin EOF).
         self.exit_code: int | None = None
 
@@ -258,6 +259,7 @@ class S3TestServer:
         if self._control_client is None:
             self._control_client = self.client(raw=True)
         self._control_client.create_bucket(Bucket=name)
+        self._probe_again_if_checksums_changed()
         know_bucket(self, name)
         return name
 
@@ -297,9 +299,9 @@ class S3TestServer:
             clock_offset: seconds the store's clock runs ahead of this host's (negative: behind): its ``Date``,
                 ``Last-Modified`` and listed dates are moved by it (clock skew between client and store).
             validate_checksums: refuse a PutObject or UploadPart whose checksum header does not match its bytes
-                (400 BadDigest), as S3 does; moto accepts any. The server is probed again, so that buckets created
-                after are known to validate (or not); a bucket created before keeps what its clients cached:
-                probe it again (``known(store, bucket, refresh=True)``).
+                (400 BadDigest), as S3 does; moto accepts any. The server is probed again at the next
+                ``create_bucket``, so that buckets created after are known to validate (or not); a bucket created
+                before keeps what its clients cached: probe it again (``known(store, bucket, refresh=True)``).
 
         Returns:
             The simulator's whole configuration after the change, as JSON data.
@@ -320,18 +322,22 @@ class S3TestServer:
         if validate_checksums is not _UNSET:
             changes["validate_checksums"] = validate_checksums
         config = dict(self._control("POST", "config", changes))
-        self._probe_again_if_checksums_changed(config)
+        self._validating = bool(config.get("validate_checksums"))
         return config
 
-    def _probe_again_if_checksums_changed(self, config: Mapping[str, Any]) -> None:
-        """Buckets created from here on are known to honour what the server now does (``create_bucket``): probed
-        again when checksum validation was turned on or off since the last probe (a reset turns it off)."""
-        validating = bool(config.get("validate_checksums"))
-        if validating != self._probed_validating:
-            counted = sum(self.stats().requests.values())
-            probe_server(self)
-            self._probed_validating = validating
-            if not counted:  # the counters were zero: they stay so, the probe's requests are no test's
+    def _probe_again_if_checksums_changed(self) -> None:
+        """Before a bucket is created (and told what the server honours): the server probed again if checksum
+        validation was turned on or off since its last probe (a reset turns it off). Counters that were zero stay
+        zero: the probe's requests are no test's."""
+        if self._validating != self._probed_validating:
+            counted, before = sum(self.stats().requests.values()), self._probed_validating
+            self._probed_validating = self._validating  # first: the probe creates a bucket of its own
+            try:
+                probe_server(self)
+            except BaseException:
+                self._probed_validating = before
+                raise
+            if not counted:
                 self.reset_stats()
 
     def simulator_config(self) -> dict[str, Any]:
@@ -363,8 +369,7 @@ class S3TestServer:
     def reset_simulator(self) -> None:
         """Return the simulator to its start-up configuration, drop scripted faults, zero the counters."""
         self._control("POST", "reset")
-        if self._probed_validating:
-            self._probe_again_if_checksums_changed(self.simulator_config())  # counters zeroed again after it
+        self._validating = False  # the start-up configuration
 
     def reset(self) -> None:
         """Forget everything: moto's state (all buckets and uploads) and the simulator's (see above)."""
