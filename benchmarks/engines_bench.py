@@ -15,8 +15,8 @@ Each write runs ``overwrite`` (pyarrow ``existing_data_behavior="delete_matching
 ``append`` too (pyarrow with new file names each round). Rounds are interleaved, each in the other order, after a
 warm-up of every path; medians, the ratio of medians and the paired ratio (the median of each round's ratio), the
 writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask; every
-process Ray started and this one for Ray) and CPU
-per GiB written. The server validates checksums as S3 does (``validate_checksums``), so s3commit sends a CRC32 with
+process Ray started and this one for Ray) and CPU per GiB written. The server validates checksums as S3 does
+(``validate_checksums``), so s3commit sends its default checksum (CRC32C where awscrt is installed, else CRC32) with
 every part and skips the MD5 check of its ETag; one more row gives s3commit.arrow with that check forced
 (``verify_etag=True``: what a store that ignores checksums, such as moto, costs), and the cost of a Dask job that
 fails once and is run again.
@@ -133,7 +133,9 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
     found = known(store, bucket, refresh=True)
     results: dict[str, Any] = {"server": "moto behind the simulator, validate_checksums (as S3)",
                                "md5_check": store.verifies_etags(bucket),
-                               "validates_crc32": bool(found and found.validates("CRC32")), "shapes": {}}
+                               "checksum": options.checksum_algorithm,
+                               "validates_checksum": bool(found and found.validates(options.checksum_algorithm)),
+                               "shapes": {}}
 
     def arrow_pair(name: str, table: Any, partitioning: list[str] | None, mode: str, **extra: Any) -> dict[str, Any]:
         flavor = "hive" if partitioning else None

@@ -6,7 +6,7 @@
     s3commit uploads list  s3://bucket/prefix [--older-than 2d] [--job <uuid>] [--json]
     s3commit uploads abort s3://bucket/prefix [--older-than 2d] [--job <uuid>] [--yes] [--dry-run] [--json]
     s3commit show s3://bucket/dest/_SUCCESS | ....pendingset | ....pending | <local file> [--json]
-    s3commit doctor s3://bucket/prefix [--checksum-algorithm CRC32] [--json]
+    s3commit doctor s3://bucket/prefix [--checksum-algorithm auto] [--json]
     s3commit demo ...      (delegates to s3commit.demo)
     s3commit bench ...     (delegates to benchmarks)
 

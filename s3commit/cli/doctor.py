@@ -25,8 +25,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
                     "conditional writes, validates checksums, lists uploads...; print what s3commit does about each "
                     "answer. Exit status 0 when every committer feature is safe there, 1 when not.")
     doctor.add_argument("location", type=uri_arg, help="s3://bucket/prefix where jobs will write")
-    doctor.add_argument("--checksum-algorithm", default="CRC32", metavar="NAME",
-                        help="the checksum jobs send (fs.s3a.create.checksum.algorithm; default %(default)s)")
+    doctor.add_argument("--checksum-algorithm", default="auto", metavar="NAME",
+                        help="the checksum jobs send (fs.s3a.create.checksum.algorithm; default %(default)s: "
+                             "CRC32C where awscrt is installed, else CRC32)")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     doctor.set_defaults(handler=run)
 

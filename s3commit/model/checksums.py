@@ -1,9 +1,10 @@
 """Checksums of uploaded bytes: which algorithms, how they are computed, recorded and checked. Pure: no I/O.
 
 Every part and every single-PUT object is sent with a checksum of the bytes as they left the buffer
-(S3A's ``fs.s3a.create.checksum.algorithm``; ``CRC32`` by default, which needs nothing beyond the standard
-library). A server that validates checksums answers ``BadDigest`` to bytes that changed on the way; for one
-that does not, the answer's ETag is compared with the MD5 of the bytes sent, where S3 defines it so (no
+(S3A's ``fs.s3a.create.checksum.algorithm``; ``auto`` by default: ``CRC32C`` where AWS's CRT (``awscrt``, the
+``s3commit[crt]`` extra) computes it, 0.08 s of CPU per GiB on the reference machine, else ``CRC32`` from the
+standard library, 0.47 s per GiB). A server that validates checksums answers ``BadDigest`` to bytes that changed on
+the way; for one that does not, the answer's ETag is compared with the MD5 of the bytes sent, where S3 defines it so (no
 SSE-KMS). Either mismatch is :class:`~s3commit.errors.ChecksumMismatchError`, retried from the buffer.
 
 The part checksums of an upload are kept in its ``.pending`` (Hadoop's ``extraData`` map, which Hadoop
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +28,9 @@ from typing import Any, NamedTuple
 from s3commit.errors import ChecksumMismatchError, ConfigError, ManifestError
 
 ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME", "SHA256")
-"""What ``checksum_algorithm`` may name (or ``none``)."""
+"""What ``checksum_algorithm`` may name (or ``auto``, or ``none``)."""
+AUTO = "auto"
+"""The default: the cheapest algorithm S3 combines as COMPOSITE that this process can compute (:func:`automatic`)."""
 NEEDS_CRT = frozenset({"CRC32C", "CRC64NVME"})
 """Algorithms computed by AWS's CRT (``awscrt``): the ``s3commit[crt]`` extra."""
 COMPOSITE = frozenset({"CRC32", "CRC32C", "SHA256"})
@@ -37,7 +41,8 @@ PARTS_KEY = "s3commit.checksum.parts"
 
 
 def normalise(name: str | None) -> str | None:
-    """The algorithm ``name`` names, upper case, or None for ``none``/empty (checksums off).
+    """The algorithm ``name`` names, upper case (``auto``: :func:`automatic`'s), or None for ``none``/empty
+    (checksums off).
 
     Raises:
         ConfigError: an unknown name (naming the valid ones), or one that needs ``awscrt`` when it is missing.
@@ -45,16 +50,33 @@ def normalise(name: str | None) -> str | None:
     text = (name or "").strip().upper().replace("-", "")
     if text in ("", "NONE"):
         return None
+    if text == AUTO.upper():
+        return automatic()
     if text not in ALGORITHMS:
         raise ConfigError(f"checksum algorithm {name!r} is not valid. Valid values are: "
-                          f"{', '.join(ALGORITHMS)}, none")
-    if text in NEEDS_CRT:
-        try:
-            import awscrt.checksums  # noqa: F401
-        except ImportError:
-            raise ConfigError(f"checksum algorithm {text} needs AWS's CRT: pip install 's3commit[crt]' "
-                              "(awscrt), or choose CRC32 or SHA256") from None
+                          f"{', '.join(ALGORITHMS)}, {AUTO}, none")
+    if text in NEEDS_CRT and not crt_available():
+        raise ConfigError(f"checksum algorithm {text} needs AWS's CRT: pip install 's3commit[crt]' "
+                          "(awscrt), or choose CRC32 or SHA256")
     return text
+
+
+def automatic() -> str:
+    """What ``auto`` chooses: ``CRC32C`` where ``awscrt`` is installed (its CRC32C uses the CPU's CRC instruction,
+    about 6x less CPU than the standard library's CRC32), else ``CRC32``. Both are validated alike by every store
+    s3commit was measured on, both combine into S3's COMPOSITE object checksum, and each upload records its own
+    algorithm, so processes that choose differently can write one job."""
+    return "CRC32C" if crt_available() else "CRC32"
+
+
+@functools.cache
+def crt_available() -> bool:
+    """Whether AWS's CRT checksums (``awscrt.checksums``) can be imported here (asked once per process)."""
+    try:
+        import awscrt.checksums  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _crt(name: str) -> Callable[[bytes | bytearray | memoryview], bytes]:
@@ -86,8 +108,9 @@ def request_field(algorithm: str) -> str:
 
 def composite(algorithm: str, part_checksums: Sequence[str]) -> str | None:
     """S3's COMPOSITE checksum of a multipart object from its parts' (``<base64>-<parts>``), or None where
-    the algorithm's object checksum is not composite (CRC64NVME is a full-object checksum)."""
-    if algorithm not in COMPOSITE or not part_checksums:
+    the algorithm's object checksum is not composite (CRC64NVME is a full-object checksum) or this process cannot
+    compute it (CRC32C recorded by a process with ``awscrt``, read by one without)."""
+    if algorithm not in COMPOSITE or not part_checksums or (algorithm in NEEDS_CRT and not crt_available()):
         return None
     joined = b"".join(base64.b64decode(value) for value in part_checksums)
     return f"{checksum(algorithm, joined)}-{len(part_checksums)}"

@@ -99,7 +99,7 @@ CHECKS: tuple[Check, ...] = (
           "is replaced"),
     Check("checksum-crc32", "UploadPart with a wrong x-amz-checksum-crc32", Outcome.HONOURED,
           "the store refuses damaged CRC32 parts (BadDigest): no MD5 of the parts is needed",
-          "with CRC32 (the default), each part's ETag is compared with the MD5 of its bytes"),
+          "with CRC32, each part's ETag is compared with the MD5 of its bytes"),
     Check("checksum-sha256", "UploadPart with a wrong x-amz-checksum-sha256", Outcome.HONOURED,
           "the store refuses damaged SHA256 parts: no MD5 needed with SHA256",
           "with SHA256, each part's ETag is compared with the MD5 of its bytes"),

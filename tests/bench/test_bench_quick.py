@@ -84,7 +84,7 @@ def test_quick_run_of_every_section(tmp_path):
     assert {"tasks_magic_over_v1", "requests_per_file_magic"} <= set(small["ratios"])
     engines = results["engines"]
     assert "skipped" not in engines
-    assert engines["validates_crc32"] and not engines["md5_check"]  # the server checks checksums, as S3
+    assert engines["validates_checksum"] and not engines["md5_check"]  # the server checks checksums, as S3
     assert {"one column", "16 partitions", "16 partitions, append", "200 partitions", "1 GiB, one file"} \
         == set(engines["shapes"])
     for shape, compared in [*engines["shapes"].items(), ("dask", engines["dask"])]:

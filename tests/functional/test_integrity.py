@@ -16,6 +16,7 @@ import pytest
 from s3commit import S3Store, create_committer
 from s3commit.config.options import StoreOptions
 from s3commit.errors import ChecksumMismatchError, CommitStateError, ConfigError, JobCommitError, ManifestError
+from s3commit.model import checksums
 from s3commit.model.checksums import ALGORITHM_KEY, PARTS_KEY
 from s3commit.model.manifests import PendingSet
 from s3commit.store.capability_cache import known
@@ -80,7 +81,7 @@ def test_a_part_damaged_in_transit_is_resent_and_the_output_is_exact(proxy, prox
     assert len(keys) == 2
     for key in keys:
         assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == data
-    assert success.diagnostics["fs.s3a.create.checksum.algorithm"] == "CRC32"
+    assert success.diagnostics["fs.s3a.create.checksum.algorithm"] == checksums.automatic()
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
@@ -126,7 +127,7 @@ def test_manifests_record_part_checksums_in_extra_data(store, s3_client, s3_buck
     pendingset = PendingSet.from_json(s3_client.get_object(Bucket=s3_bucket, Key=message.pendingset_key)[
         "Body"].read())
     (commit,) = pendingset.commits
-    assert commit.extra_data[ALGORITHM_KEY] == "CRC32" and len(commit.extra_data[PARTS_KEY].split()) == 3
+    assert commit.extra_data[ALGORITHM_KEY] == checksums.automatic() and len(commit.extra_data[PARTS_KEY].split()) == 3
     committer.commit_job([message])
     head = s3_client.head_object(Bucket=s3_bucket, Key=commit.destination_key, ChecksumMode="ENABLED")
     assert head["ContentLength"] == SIZES["3-part"]
@@ -150,7 +151,7 @@ def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(store, s3_c
     extra = raw["commits"][0]["extraData"]
     extra[PARTS_KEY] = " ".join(extra[PARTS_KEY].split()[:2])  # two checksums for three parts
     s3_client.put_object(Bucket=s3_bucket, Key=message.pendingset_key, Body=json.dumps(raw).encode())
-    with pytest.raises(ManifestError, match=r"has 2 CRC32 checksum\(s\) for 3 part\(s\)"):
+    with pytest.raises(ManifestError, match=rf"has 2 {checksums.automatic()} checksum\(s\) for 3 part\(s\)"):
         committer.commit_job([message])
     # Nothing was completed; the upload the manifest names is left for `s3commit uploads abort` (a job does
     # not act on a manifest it cannot trust), as for any corrupt pendingset.
@@ -158,7 +159,7 @@ def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(store, s3_c
 
 
 def test_checksum_algorithms_are_checked_by_name():
-    with pytest.raises(ConfigError, match="Valid values are: CRC32, CRC32C, CRC64NVME, SHA256, none"):
+    with pytest.raises(ConfigError, match="Valid values are: CRC32, CRC32C, CRC64NVME, SHA256, auto, none"):
         StoreOptions(checksum_algorithm="md5")
     try:
         import awscrt  # noqa: F401
@@ -168,6 +169,25 @@ def test_checksum_algorithms_are_checked_by_name():
     assert StoreOptions(checksum_algorithm="none").checksum_algorithm is None
     assert StoreOptions.from_hadoop_conf({"fs.s3a.create.checksum.algorithm": "sha256"}).checksum_algorithm == (
         "SHA256")
+
+
+def test_auto_is_crc32c_where_awscrt_computes_it_else_crc32(monkeypatch):
+    try:
+        import awscrt.checksums  # noqa: F401
+        crt = True
+    except ImportError:
+        crt = False
+    assert StoreOptions().checksum_algorithm == ("CRC32C" if crt else "CRC32")
+    assert StoreOptions.from_hadoop_conf({}).checksum_algorithm == StoreOptions().checksum_algorithm
+    assert StoreOptions(checksum_algorithm="AUTO").checksum_algorithm == StoreOptions().checksum_algorithm
+    monkeypatch.setattr(checksums, "crt_available", lambda: False)  # a process without s3commit[crt]
+    assert StoreOptions().checksum_algorithm == "CRC32"
+    assert StoreOptions.from_hadoop_conf({"fs.s3a.create.checksum.algorithm": "auto"}).checksum_algorithm == "CRC32"
+    with pytest.raises(ConfigError, match=r"CRC32C needs AWS's CRT: pip install 's3commit\[crt\]'"):
+        StoreOptions(checksum_algorithm="CRC32C")
+    # CRC32C recorded by a process with awscrt, validated by one without: sizes only, never a false mismatch.
+    assert checksums.composite("CRC32C", ["AAAAAA=="]) is None
+    assert checksums.composite("CRC32", ["AAAAAA=="]) == checksums.checksum("CRC32", bytes(4)) + "-1"
 
 
 @pytest.mark.parametrize("algorithm", ["SHA256", "none", "CRC32C", "CRC64NVME"])
@@ -181,6 +201,8 @@ def test_other_algorithms_and_none_commit_exact_output(s3_server, s3_client, s3_
     (key,) = data_keys(s3_client, s3_bucket)
     assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == data
     assert success.metrics["committer_objects_validated"] == 1
+    # The composite algorithms' object checksums are compared (CRC64NVME's is a full-object one: sizes only).
+    assert success.metrics["committer_checksums_verified"] == (1 if algorithm in ("SHA256", "CRC32C") else 0)
 
 
 @pytest.mark.parametrize("name", STAGING_AND_MAGIC)
@@ -188,7 +210,8 @@ def test_validate_output_checks_size_and_checksum_of_every_committed_object(stor
                                                                            staging_dir, name):
     _, success = run_job(store, name, dest, staging_dir, payload(SIZES["3-part"]), validate_output=True)
     assert success.metrics["committer_objects_validated"] == 2
-    # Both servers return the COMPOSITE CRC32 of the parts: it is compared with the one the parts record.
+    # Both servers return the COMPOSITE checksum of the parts (CRC32C where awscrt is installed, else CRC32): it is
+    # compared with the one the parts record.
     assert success.metrics["committer_checksums_verified"] == 2
 
 

@@ -105,3 +105,23 @@ def test_racing_conditional_puts_of_one_new_key_have_exactly_one_winner(s3_serve
         wins = racing_conditional_puts(client, s3_bucket, f"race-{round_}")
         assert len(wins) == 1, (round_, wins)
         assert client.get_object(Bucket=s3_bucket, Key=f"race-{round_}")["Body"].read() == f"racer {wins[0]}".encode()
+
+
+def test_crc32c_is_crc32c_not_motos_crc32_fallback(s3_client, s3_bucket):
+    pytest.importorskip("awscrt", reason="the crt extra (in .[all]) computes CRC32C")
+    from s3commit.model import checksums
+
+    parts = [os.urandom(5 * MIB), os.urandom(MIB)]
+    upload = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="c32c", ChecksumAlgorithm="CRC32C")["UploadId"]
+    sent = []
+    for number, body in enumerate(parts, start=1):
+        value = checksums.checksum("CRC32C", body)
+        answer = s3_client.upload_part(Bucket=s3_bucket, Key="c32c", UploadId=upload, PartNumber=number, Body=body,
+                                       ChecksumCRC32C=value)
+        sent.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC32C": value})
+    s3_client.complete_multipart_upload(Bucket=s3_bucket, Key="c32c", UploadId=upload,
+                                        MultipartUpload={"Parts": sent})
+    head = s3_client.head_object(Bucket=s3_bucket, Key="c32c", ChecksumMode="ENABLED")
+    expected = checksums.composite("CRC32C", [part["ChecksumCRC32C"] for part in sent])
+    assert checksums.composite_matches(str(expected), head["ChecksumCRC32C"]) is True
+    assert expected != checksums.composite("CRC32", [checksums.checksum("CRC32", p) for p in parts])

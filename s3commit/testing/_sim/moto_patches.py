@@ -18,10 +18,16 @@ it checks a part's checksum at UploadPart), not by reading every part again at t
 Complete of 1 GiB cost about a second of the server's CPU. (moto still validates no part checksum: the digest is
 of the bytes received, so the object's checksum is what moto computed before.) Uploads with a FULL_OBJECT
 checksum (CRC64NVME) keep moto's code.
+
+moto computes CRC32C with the optional ``crc32c`` package and, where it is missing, silently computes CRC32
+instead (``compute_checksum`` in ``moto/s3/utils.py``): every CRC32C it then records and returns (a part's, an
+object's COMPOSITE one) is wrong, and a client that compares them (``s3commit.committer.validate.output``) finds
+nothing comparable. :func:`crc32c_as_s3` computes CRC32C as S3 does, with AWS's CRT where it is installed.
 """
 
 from __future__ import annotations
 
+import base64
 import threading
 from typing import Any
 
@@ -214,3 +220,24 @@ def complete_without_copying() -> None:
     models.MultipartDict.__delitem__ = delitem  # type: ignore[method-assign]
     models.FakeKey.value = property(value_property.fget, set_value)  # type: ignore[method-assign,assignment,unused-ignore]
     models.FakeMultipart._s3commit_chained = True  # type: ignore[attr-defined]
+
+
+def crc32c_as_s3() -> None:
+    """moto's CRC32C computed as CRC32C where ``awscrt`` is installed, not CRC32 (see the module)."""
+    from moto.s3 import models, responses, utils
+
+    from s3commit.model import checksums
+
+    if getattr(utils, "_s3commit_crc32c", False) or not checksums.crt_available():
+        return
+    original = utils.compute_checksum
+
+    def compute_checksum(body: bytes, algorithm: str, encode_base64: bool = True) -> bytes:
+        if algorithm != "CRC32C":
+            return original(body, algorithm, encode_base64=encode_base64)
+        raw = checksums.digest("CRC32C", body)
+        return base64.b64encode(raw) if encode_base64 else raw
+
+    for module in (utils, models, responses):
+        module.compute_checksum = compute_checksum  # type: ignore[attr-defined]
+    utils._s3commit_crc32c = True  # type: ignore[attr-defined]

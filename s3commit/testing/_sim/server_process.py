@@ -71,12 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     from moto.server import ThreadedMotoServer
 
     from s3commit.store.moto_inprocess import atomic_conditional_writes
-    from s3commit.testing._sim.moto_patches import complete_without_copying, serve_ranges_lazily
+    from s3commit.testing._sim.moto_patches import complete_without_copying, crc32c_as_s3, serve_ranges_lazily
 
     if not args.moto_costs:
         serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
         complete_without_copying()  # a Complete costs the same whatever the size, as on S3
     atomic_conditional_writes()  # a conditional write's check and write are one step, as on S3
+    crc32c_as_s3()  # moto's CRC32C is CRC32 without the crc32c package
     if not args.verbose:
         # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
         logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
