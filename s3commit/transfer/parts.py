@@ -38,10 +38,12 @@ class Part:
 
 class BufferPart(Part):
     """A part held in memory (``data[:size]`` is the part; ``data`` may be a larger reused buffer): a
-    ``bytearray``, or an anonymous :func:`memory_buffer` (unmapped on release)."""
+    ``bytearray``, or an anonymous :func:`memory_buffer` (unmapped on release, or given back to ``pool``)."""
 
-    def __init__(self, data: bytearray | mmap.mmap, size: int | None = None) -> None:
+    def __init__(self, data: bytearray | mmap.mmap, size: int | None = None, *,
+                 pool: BufferPool | None = None) -> None:
         self._data: bytearray | mmap.mmap | None = data
+        self._pool = pool
         self.size = len(data) if size is None else size
         if self.size > len(data):
             raise ValueError(f"part size {self.size} exceeds its buffer of {len(data)} bytes")
@@ -58,8 +60,51 @@ class BufferPart(Part):
     def release(self) -> None:
         data, self._data = self._data, None
         if isinstance(data, mmap.mmap):
-            with contextlib.suppress(BufferError):  # a view still held elsewhere: unmapped when it goes
-                data.close()
+            if self._pool is not None:
+                self._pool.give(data)
+            else:
+                _unmap(data)
+
+
+def _unmap(data: mmap.mmap) -> None:
+    with contextlib.suppress(BufferError):  # a view still held elsewhere: unmapped when it goes
+        data.close()
+
+
+class BufferPool:
+    """The part buffers of one writer, filled again once their parts are uploaded: a new :func:`populated_buffer`
+    costs the kernel a page fault and a zeroed page per 4 KiB (0.2 s of system CPU per GiB on the reference
+    machine), a buffer filled again costs neither. Keeps at most ``keep`` spare buffers, so a writer's memory stays
+    within its bound (a spare is a part no longer in flight); :meth:`close` unmaps them, and a buffer given back
+    after it is unmapped at once. A part gives its buffer back when its upload has ended: nothing reads it then."""
+
+    def __init__(self, size: int, keep: int) -> None:
+        self.size, self._keep = size, keep
+        self._spare: list[mmap.mmap] = []
+        self._open = True
+        self._lock = threading.Lock()
+
+    def take(self) -> mmap.mmap:
+        """A buffer of :attr:`size` bytes to fill whole: a spare, else a new :func:`populated_buffer`."""
+        with self._lock:
+            if self._spare:
+                return self._spare.pop()
+        return populated_buffer(self.size)
+
+    def give(self, data: mmap.mmap) -> None:
+        """Take ``data`` back as a spare (a buffer :meth:`take` gave), or unmap it."""
+        with self._lock:
+            if self._open and len(self._spare) < self._keep and len(data) == self.size and not data.closed:
+                self._spare.append(data)
+                return
+        _unmap(data)
+
+    def close(self) -> None:
+        """Unmap the spares; buffers given back from now on are unmapped. Idempotent."""
+        with self._lock:
+            self._open, spare, self._spare = False, self._spare, []
+        for data in spare:
+            _unmap(data)
 
 
 def memory_buffer(size: int) -> bytearray | mmap.mmap:

@@ -4,8 +4,9 @@ Parts upload in the background, on the executor the writer is given, while the c
 ``max_in_flight`` parts are queued or uploading at once; the call that would add one more blocks until a part finishes
 (S3A's ``fs.s3a.fast.upload.active.blocks``). A part is loaded into memory only when its upload starts
 (:mod:`s3commit.transfer.parts`), so the memory a writer holds is bounded by ``max_in_flight × part_size`` for parts
-being uploaded, plus the part being filled by :meth:`write`. On the wire a full part of 16 MiB or more goes as pieces of
-at least 8 MiB, side by side, for the file's first :data:`~s3commit.transfer.parts.SPLIT_PARTS` part numbers
+being uploaded, plus the part being filled by :meth:`write` (an uploaded part's buffer is filled again:
+:class:`~s3commit.transfer.parts.BufferPool`). On the wire a full part of 16 MiB or more goes as pieces of at least
+8 MiB, side by side, for the file's first :data:`~s3commit.transfer.parts.SPLIT_PARTS` part numbers
 (:func:`~s3commit.transfer.parts.pieces_per_part`): the part is what is buffered, the piece what is sent; the bound
 above counts the pieces of a part as that part. Parts can also be handed over whole
 (:meth:`MultipartWriter.write_part`): the JVM bridge passes block files that way, and they are deleted as soon as their
@@ -152,10 +153,10 @@ class MultipartWriter(io.RawIOBase):
         self._if_none_match = if_none_match
         self._executor: Executor = executor or SerialExecutor()
         self._pieces = pieces_per_part(part_size)
-        # Slots are counted in pieces: a part sent whole takes as many as it would have pieces, so the bytes in
-        # flight stay within max_in_flight x part_size however the parts are cut.
+        # Slots count pieces (a part sent whole takes as many as its pieces): max_in_flight x part_size in flight.
         self._slots = threading.Semaphore(max_in_flight * self._pieces)
-        # The part being filled (_fill bytes): the first a bytearray that grows, the next ones a populated_buffer.
+        # The part being filled (_fill bytes): the first a bytearray that grows, the next ones from the pool.
+        self._pool = buffers.BufferPool(part_size, keep=max_in_flight)
         self._buffer: bytearray | mmap.mmap = bytearray()
         self._fill = 0
         self._parts: list[tuple[Future[SentPart], Part]] = []
@@ -191,7 +192,7 @@ class MultipartWriter(io.RawIOBase):
         start = 0
         while start < size:
             if not self._fill and self._parts:
-                self._buffer = buffers.populated_buffer(self.part_size)
+                self._buffer = self._pool.take()
             take = min(size - start, self.part_size - self._fill)
             if isinstance(self._buffer, bytearray):
                 self._buffer += view[start:start + take]
@@ -199,7 +200,7 @@ class MultipartWriter(io.RawIOBase):
                 self._buffer[self._fill:self._fill + take] = view[start:start + take]
             start, self._fill, self._length = start + take, self._fill + take, self._length + take
             if self._fill == self.part_size:
-                part, self._buffer, self._fill = BufferPart(self._buffer, self._fill), bytearray(), 0
+                part, self._buffer, self._fill = BufferPart(self._buffer, self._fill, pool=self._pool), bytearray(), 0
                 self._submit_part(part)
         return size
 
@@ -242,6 +243,7 @@ class MultipartWriter(io.RawIOBase):
             self._abort_quietly()
             raise
         finally:
+            self._pool.close()  # parts still uploading unmap their buffers as they end
             super().close()
 
     def wait_finished(self) -> None:
@@ -261,6 +263,7 @@ class MultipartWriter(io.RawIOBase):
         try:
             self._abort_quietly()
         finally:
+            self._pool.close()
             super().close()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:

@@ -8,7 +8,7 @@ import pytest
 from s3commit.config.options import MIB, StoreOptions
 from s3commit.errors import ConfigError, TransientError
 from s3commit.model.checksums import SentPart
-from s3commit.transfer.parts import PIECE_MIN, BufferPart, FilePart, split_part, staged_part_size
+from s3commit.transfer.parts import PIECE_MIN, BufferPart, BufferPool, FilePart, split_part, staged_part_size
 from s3commit.transfer.writer import CompletionPolicy, MultipartWriter, TooManyPartsError
 
 PART = 5 * MIB
@@ -316,3 +316,53 @@ def test_a_staged_file_with_few_parts_uploads_in_its_share_of_the_threads(length
     assert size == expected
     assert size <= part_size and (size >= PIECE_MIN or size == part_size)
     assert max(1, -(-length // size)) <= max(slots, -(-length // part_size))  # never more parts than threads
+
+
+# --- part buffers are filled again once their parts are uploaded -------------------------------------------------
+
+
+def test_a_pool_gives_back_its_spares_up_to_keep_and_unmaps_the_rest_and_after_close():
+    pool = BufferPool(PART, keep=2)
+    first, second, third = pool.take(), pool.take(), pool.take()
+    for buffer in (first, second, third):
+        pool.give(buffer)
+    assert third.closed and not first.closed and not second.closed  # two spares kept, the third unmapped
+    assert {id(pool.take()), id(pool.take())} == {id(first), id(second)}
+    pool.give(first)
+    pool.close()
+    assert first.closed
+    pool.give(second)  # given back after the close: unmapped at once
+    assert second.closed
+    assert not pool.take().closed  # a new buffer still, after the close
+
+
+def test_a_large_file_fills_its_uploaded_parts_buffers_again_within_the_memory_bound(monkeypatch):
+    import s3commit.transfer.parts as parts
+
+    mapped = []
+    real = parts.populated_buffer
+    monkeypatch.setattr(parts, "populated_buffer", lambda size: mapped.append(real(size)) or mapped[-1])
+    store = FakeStore()
+    data = bytes(range(256)) * (PART * 12 // 256 + 7)  # 12 full parts and a few bytes
+    with MultipartWriter(store, "b", "k", part_size=PART, max_in_flight=2, executor=ThreadPoolExecutor(2)) as f:
+        for i in range(0, len(data), 1_000_003):
+            f.write(data[i:i + 1_000_003])
+    assert store.completed["k"] == data  # a buffer filled again never changed a part already sent
+    # The first part grows in a bytearray; the next 11 full parts need at most max_in_flight + 1 mappings.
+    assert 1 <= len(mapped) <= 3
+    assert all(buffer.closed for buffer in mapped)  # the close unmapped every spare
+
+
+def test_an_aborted_writer_unmaps_every_part_buffer(monkeypatch):
+    import s3commit.transfer.parts as parts
+
+    mapped = []
+    real = parts.populated_buffer
+    monkeypatch.setattr(parts, "populated_buffer", lambda size: mapped.append(real(size)) or mapped[-1])
+    store = FakeStore()
+    writer = MultipartWriter(store, "b", "k", part_size=PART, max_in_flight=2, executor=ThreadPoolExecutor(2))
+    writer.write(b"x" * (PART * 5 + 3))  # parts 2-5 and a partial sixth in mapped buffers, some filled again
+    assert mapped
+    writer.abort()
+    assert store.aborted and store.completed == {}
+    assert all(buffer.closed for buffer in mapped)
