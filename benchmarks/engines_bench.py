@@ -309,7 +309,7 @@ def engines_plot(engines: dict[str, Any], out: Any) -> None:
     ax.axhline(1.0, color="grey", linestyle=":")
     ax.set_xticks(list(positions), [label for label, _ in rows], fontsize=7, rotation=20, ha="right")
     ax.set_ylabel("x the engine's own writer (paired median)")
-    ax.set_title("Python engines: committed writes against pyarrow's and Dask's own")
+    ax.set_title("Python engines: committed writes against pyarrow's, Dask's and Ray's own writers")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "engines.png", dpi=120)
