@@ -190,6 +190,31 @@ def test_auto_is_crc32c_where_awscrt_computes_it_else_crc32(monkeypatch):
     assert checksums.composite("CRC32", ["AAAAAA=="]) == checksums.checksum("CRC32", bytes(4)) + "-1"
 
 
+def test_tasks_that_chose_different_checksums_commit_one_exact_job(s3_server, s3_client, s3_bucket, dest, staging_dir):
+    """Executors with and without awscrt resolve ``auto`` differently: each upload records its own algorithm, and
+    the job commit names each one's at its Complete and validates each object against its own."""
+    pytest.importorskip("awscrt", reason="the crt extra (in .[all]) computes CRC32C")
+    options = store_options_for(s3_server)
+    committer = create_committer("magic", dest, store=S3Store(options), part_size=5 * MIB, validate_output=True,
+                                 job_id="0c9e4b1a-2f61-4d2e-9a57-6f1d2b8c3e10")
+    committer.setup_job()
+    data = payload(SIZES["3-part"])
+    messages = []
+    for task, algorithm in enumerate(("CRC32", "CRC32C")):
+        worker = create_committer("magic", dest, store=S3Store(replace(options, checksum_algorithm=algorithm)),
+                                  part_size=5 * MIB, job_id=committer.job_id)
+        attempt = worker.setup_task(worker.new_task_attempt_id(task))
+        with attempt.open(f"part-{task:05d}.bin") as out:
+            out.write(data)
+        messages.append(worker.commit_task(attempt))
+    success = committer.commit_job(messages)
+    assert success.metrics["committer_checksums_verified"] == 2  # each against the algorithm its parts record
+    for key in data_keys(s3_client, s3_bucket):
+        assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == data
+    assert len(data_keys(s3_client, s3_bucket)) == 2
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
 @pytest.mark.parametrize("algorithm", ["SHA256", "none", "CRC32C", "CRC64NVME"])
 def test_other_algorithms_and_none_commit_exact_output(s3_server, s3_client, s3_bucket, dest, staging_dir,
                                                        algorithm):
