@@ -11,15 +11,15 @@ writer of the same data to the same simulated S3 (pyarrow's ``S3FileSystem``, C+
 - Ray (where installed): the same table as 8 blocks on a local Ray of 2 CPUs, Ray Data's ``write_parquet``
   through pyarrow's filesystem against ``write_datasink(s3commit.ray.CommitDatasink(...))``.
 
-Each write runs ``overwrite`` (pyarrow ``existing_data_behavior="delete_matching"``) and, for the 16 partitions,
-``append`` too (pyarrow with new file names each round). Rounds are interleaved, each in the other order, after a
-warm-up of every path; medians, the ratio of medians and the paired ratio (the median of each round's ratio), the
-writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask; every
-process Ray started and this one for Ray) and CPU per GiB written. The server validates checksums as S3 does
+Each write runs ``overwrite`` (pyarrow ``existing_data_behavior="delete_matching"``) and, for the 16 and 200 partitions
+and the 1 GiB file, ``append`` too (pyarrow with new file names each round). Rounds are interleaved, each in the other
+order, after a warm-up of every path; medians, the ratio of medians and the paired ratio (the median of each round's
+ratio), the writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask;
+every process Ray started and this one for Ray) and CPU per GiB written. The server validates checksums as S3 does
 (``validate_checksums``), so s3commit sends its default checksum (CRC32C where awscrt is installed, else CRC32) with
 every part and skips the MD5 check of its ETag; one more row gives s3commit.arrow with that check forced
-(``verify_etag=True``: what a store that ignores checksums, such as moto, costs), and the cost of a Dask job that
-fails once and is run again.
+(``verify_etag=True``: what a store that ignores checksums, such as moto, costs), and the cost of a Dask job that fails
+once and is run again.
 """
 
 from __future__ import annotations
@@ -179,9 +179,14 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
     table16 = _table(sizes["rows16"], 16)
     shapes["16 partitions"] = arrow_pair("16 partitions", table16, ["day"], "overwrite")
     shapes["16 partitions, append"] = arrow_pair("16 partitions", table16, ["day"], "append")
-    shapes["200 partitions"] = arrow_pair("200 partitions", _table(sizes["rows200"], 200, seed=2), ["day"],
-                                          "overwrite")
-    shapes["1 GiB, one file"] = arrow_pair("1 GiB", _table(sizes["rows1g"], 1, seed=1), None, "overwrite")
+    table200 = _table(sizes["rows200"], 200, seed=2)
+    shapes["200 partitions"] = arrow_pair("200 partitions", table200, ["day"], "overwrite")
+    shapes["200 partitions, append"] = arrow_pair("200 partitions", table200, ["day"], "append")
+    del table200
+    table1g = _table(sizes["rows1g"], 1, seed=1)
+    shapes["1 GiB, one file"] = arrow_pair("1 GiB", table1g, None, "overwrite")
+    shapes["1 GiB, one file, append"] = arrow_pair("1 GiB", table1g, None, "append")
+    del table1g
     results["dask"] = _dask_runs(server, bucket, table16, store, native, rounds=rounds)
     results["ray"] = _ray_runs(server, bucket, table16, store, native, rounds=rounds)
     return results
@@ -302,7 +307,7 @@ def engines_plot(engines: dict[str, Any], out: Any) -> None:
             [*engines["shapes"].items(), ("dask, 2 workers", engines.get("dask")),
              ("ray, 2 CPUs", engines.get("ray"))] if compared and "paths" in compared
             for name, path in compared["paths"].items() if name != compared["baseline"]]
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.8))
     positions = range(len(rows))
     ax.bar([p - 0.2 for p in positions], [r["paired_wall_ratio"] for _, r in rows], width=0.4, label="wall")
     ax.bar([p + 0.2 for p in positions], [r["paired_cpu_ratio"] for _, r in rows], width=0.4, label="CPU")

@@ -85,8 +85,8 @@ def test_quick_run_of_every_section(tmp_path):
     engines = results["engines"]
     assert "skipped" not in engines
     assert engines["validates_checksum"] and not engines["md5_check"]  # the server checks checksums, as S3
-    assert {"one column", "16 partitions", "16 partitions, append", "200 partitions", "1 GiB, one file"} \
-        == set(engines["shapes"])
+    assert {"one column", "16 partitions", "16 partitions, append", "200 partitions", "200 partitions, append",
+            "1 GiB, one file", "1 GiB, one file, append"} == set(engines["shapes"])
     for shape, compared in [*engines["shapes"].items(), ("dask", engines["dask"])]:
         assert compared["bytes"] > 0, shape
         for name, path in compared["paths"].items():
