@@ -62,8 +62,12 @@ SINK_LOG_DIR = "_spark_metadata"
 """The file sink's log directory under the sink (Spark's ``FileStreamSink.metadataDir``)."""
 COMPACT_SUFFIX = ".compact"
 """A compaction batch's log file: every live entry of the batches up to it (Spark's ``CompactibleFileStreamLog``)."""
-_BATCH_JOB = re.compile(r"^b(?P<batch>\d{1,18})-[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_JOB_IN_NAME = re.compile(r"-(b\d{1,18}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_BATCH_JOB = re.compile(rf"^b(?P<batch>\d{{1,18}})-{_UUID}$")
+"""A batch job's id: ``b<batch>-`` and a whole UUID. A plain UUID never matches, even one whose first group is a ``b``
+and seven digits (``b5173623-d4e8-...``: about one random job id in 400), so another job in the sink's directory is
+never taken for a batch."""
+_JOB_IN_NAME = re.compile(rf"-(b\d{{1,18}}-{_UUID})")
 """A batch job's id in a file name the JVM made (``part-00003-b12-<uuid>.c000.snappy.parquet``)."""
 
 
@@ -71,11 +75,11 @@ class SinkRecoveryError(S3CommitError):
     """A batch the sink's log has committed could not be completed (its files are not all visible)."""
 
 
-def batch_job_id(batch_id: int, unique: str | None = None) -> str:
-    """The job id of one attempt at committing ``batch_id``: ``b<batch>-<uuid>``."""
+def batch_job_id(batch_id: int) -> str:
+    """The job id of one attempt at committing ``batch_id``: ``b<batch>-<uuid>`` (the JVM makes the same)."""
     if batch_id < 0:
         raise ConfigError(f"batch id {batch_id} is negative")
-    return f"b{batch_id}-{unique or uuid.uuid4()}"
+    return f"b{batch_id}-{uuid.uuid4()}"
 
 
 def batch_of_job(job_id: str) -> int | None:

@@ -62,6 +62,9 @@ def test_batch_job_ids_carry_the_batch():
     assert job.startswith("b42-") and batch_of_job(job) == 42
     assert batch_of_job("3f2c1d9e-aaaa-bbbb-cccc-000000000000") is None
     assert batch_of_job("b12") is None
+    # A plain job UUID whose first group happens to be "b" and seven digits is not batch 5173623's job.
+    assert batch_of_job("b5173623-d4e8-44a5-9a5b-4adfd4597faf") is None
+    assert batch_of_job("b5173623-3f2c1d9e-aaaa-bbbb-cccc-000000000000") == 5173623
     with pytest.raises(ConfigError):
         batch_job_id(-1)
 
@@ -203,7 +206,8 @@ def test_recovery_leaves_the_callers_own_job_and_other_jobs_alone(store, s3_clie
     mine = batch_job_id(0)
     write_batch_files(store, sink, mine)
     # A batch (non-streaming) magic job writing into the same directory is not a batch job: never touched.
-    batch_write = MagicCommitter(sink, store=store)
+    # Its id is a UUID shaped like a batch's prefix (b + 7 digits): a random one is so about once in 400 runs.
+    batch_write = MagicCommitter(sink, store=store, job_id="b5173623-d4e8-44a5-9a5b-4adfd4597faf")
     batch_write.setup_job()
     attempt = batch_write.setup_task(batch_write.new_task_attempt_id(0))
     with attempt.open("x.parquet") as out:
