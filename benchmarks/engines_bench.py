@@ -13,13 +13,13 @@ writer of the same data to the same simulated S3 (pyarrow's ``S3FileSystem``, C+
 
 Each write runs ``overwrite`` (pyarrow ``existing_data_behavior="delete_matching"``) and, for the 16 and 200 partitions
 and the 1 GiB file, ``append`` too (pyarrow with new file names each round). Rounds are interleaved, each in the other
-order, after a warm-up of every path; medians, the ratio of medians and the paired ratio (the median of each round's
-ratio), the writing processes' CPU (this process for pyarrow and s3commit.arrow; the workers' and this one's for Dask;
-every process Ray started and this one for Ray) and CPU per GiB written. The server validates checksums as S3 does
-(``validate_checksums``), so s3commit sends its default checksum (CRC32C where awscrt is installed, else CRC32) with
-every part and skips the MD5 check of its ETag; one more row gives s3commit.arrow with that check forced
-(``verify_etag=True``: what a store that ignores checksums, such as moto, costs), and the cost of a Dask job that fails
-once and is run again.
+order, after a warm-up of every path (a quick run: one round, no warm-up); medians, the ratio of medians and the
+paired ratio (the median of each round's ratio), the writing processes' CPU (this process for pyarrow and
+s3commit.arrow; the workers' and this one's for Dask; every process Ray started and this one for Ray) and CPU per GiB
+written. The server validates checksums as S3 does (``validate_checksums``), so s3commit sends its default checksum
+(CRC32C where awscrt is installed, else CRC32) with every part and skips the MD5 check of its ETag; one more row gives
+s3commit.arrow with that check forced (``verify_etag=True``: what a store that ignores checksums, such as moto,
+costs), and the cost of a Dask job that fails once and is run again.
 """
 
 from __future__ import annotations
@@ -86,10 +86,15 @@ class _Path:
         self.cpu_seconds.append(self.cpu() - cpu)
 
 
+def _warms_up(rounds: int) -> bool:
+    """A measured run warms each path up first; a quick run (one round, a smoke test of the code) does not."""
+    return rounds > 1
+
+
 def _compare(paths: dict[str, _Path], rounds: int, *, baseline: str, nbytes: int) -> dict[str, Any]:
     """Warm each path up, run ``rounds`` rounds each in the other order, and summarise against ``baseline``."""
     names = list(paths)
-    for name in names:
+    for name in names if _warms_up(rounds) else ():
         paths[name].run(-1)
     for round_ in range(rounds):
         for name in names if round_ % 2 == 0 else names[::-1]:
@@ -163,7 +168,7 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
         compared = _compare(paths, rounds, baseline="pyarrow (S3FileSystem)", nbytes=0)
         written = _bytes_under(store, bucket, f"{prefix}/s3commit/")
         if mode == "append":
-            written //= rounds + 1  # every round added the table once more
+            written //= rounds + _warms_up(rounds)  # every write (the warm-up's too) added the table once more
         compared["bytes"] = written
         for path in compared["paths"].values():
             path["cpu_per_gib"] = path["median_cpu_seconds"] / max(written / GIB, 1e-9)
