@@ -16,7 +16,7 @@ COMMITTERS = {"magic", "magic-no-checksums", "directory", "partitioned", "rename
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
-def test_quick_commit_and_memory_sections_write_results(tmp_path, capsys):
+def test_quick_commit_scaling_and_memory_sections_write_results(tmp_path, capsys):
     assert main(["--quick", "--sections", "commit,scaling,memory", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "quick.json").read_text())
     committers = results["commit"]["committers"]
@@ -147,13 +147,8 @@ def test_quick_engines_section(tmp_path):
 
 @pytest.mark.slow
 def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols(tmp_path):
-    # In a child Python: the section starts (and stops) a SparkSession of its own, on its own S3 server.
     pytest.importorskip("pyspark")
-    code = ("import sys; from benchmarks import main; "
-            f"sys.exit(main(['--quick', '--sections', 'streaming', '--out', {str(tmp_path)!r}]))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    streaming = json.loads((tmp_path / "quick.json").read_text())["streaming"]
+    streaming = _quick(tmp_path, "streaming")["streaming"]
     ours, spark_rename = streaming["checkpoint"]["s3commit"], streaming["checkpoint"]["Spark rename (FileContext)"]
     # Every batch: offsets and commits, each one LIST (exists) and one PUT; Spark's renames copy both files.
     assert ours["requests_per_batch"] == {"ListObjectsV2": 2.0, "PutObject": 2.0}
