@@ -277,8 +277,9 @@ def test_a_batch_whose_sink_log_entry_another_run_wrote_first_is_rolled_back(str
             time.sleep(0.02)
 
     # 1. Once batch 1's tasks write, GETs turn slow: its commit waits while it reads the tasks' pendingsets...
+    # (4 s each: with 1 s, a machine at a load of 9 on 2 cores once let the commit pass before step 2's PUT.)
     wait_for("")
-    s3_sim.configure(profile=LatencyProfile(name="slow-gets", first_byte_seconds={"GetObject": 1.0}))
+    s3_sim.configure(profile=LatencyProfile(name="slow-gets", first_byte_seconds={"GetObject": 4.0}))
     wait_for(".pendingset")
     # 2. ...and meanwhile another run of the query commits batch 1 into the sink's log.
     s3_client.put_object(Bucket=s3_bucket, Key="lost/sink/_spark_metadata/1", Body=b"v1")
