@@ -92,7 +92,8 @@ def _warms_up(rounds: int) -> bool:
 
 
 def _compare(paths: dict[str, _Path], rounds: int, *, baseline: str, nbytes: int) -> dict[str, Any]:
-    """Warm each path up, run ``rounds`` rounds each in the other order, and summarise against ``baseline``."""
+    """Warm each path up (not in a quick run), run ``rounds`` rounds each in the other order, and summarise against
+    ``baseline``."""
     names = list(paths)
     for name in names if _warms_up(rounds) else ():
         paths[name].run(-1)
