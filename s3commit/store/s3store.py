@@ -49,8 +49,8 @@ from s3commit.store.conditional import ConditionalRequests
 from s3commit.store.counters import StoreCounters
 from s3commit.store.ranged_gets import RangedGets
 from s3commit.store.requests import Requests
-from s3commit.store.responses import BrokenBody, answered_at, read_get_body
-from s3commit.store.retry import Attempts, Retry, build_retrying, is_retryable
+from s3commit.store.responses import answered_at, read_get_body
+from s3commit.store.retry import Attempts, Retry
 
 __all__ = ["DELETE_BATCH", "ObjectInfo", "S3Store", "StoreCounters", "UploadInfo", "multipart_etag"]
 
@@ -354,19 +354,18 @@ class S3Store:
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
-        streamed (:mod:`s3commit.store.ranged_gets`), never the whole range in memory. A transient failure part way (a
-        reset, a timeout, a short body) resumes from the next byte with a new GET, under the retry policy of
-        every request (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
+        streamed (:mod:`s3commit.store.ranged_gets`), never the whole range in memory. ``Retry.IDEMPOTENT``, in
+        one retry loop (:meth:`Requests.retrying`): a GET that fails, or whose body fails part way (a reset, a
+        timeout, a short body), is followed by a new GET from the next byte not yet read, and all of them share
+        the policy's attempts; each retry is counted once.
         """
         position = start
-        retrying = build_retrying(self.options.retry, sleep=self.requests.sleep,
-                                  on_retry=lambda _state: self.counters.add("retries", "GetObject"),
-                                  retry_on=lambda exc: isinstance(exc, BrokenBody) and is_retryable(exc.error))
+        seen = Attempts()
         try:
-            for attempt in retrying:
+            for attempt in self.requests.retrying("GetObject", Retry.IDEMPOTENT):
                 with attempt:
-                    body = self.requests.call("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
-                        self.client, bucket, key, p, end - 1), retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
+                    body = self.requests.attempt("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
+                        self.client, bucket, key, p, end - 1), seen, bucket=bucket, key=key)["Body"]
                     try:
                         while position < end:
                             data = read_get_body(body, min(chunk_size, end - position), bucket, key, position)
@@ -374,10 +373,9 @@ class S3Store:
                             yield data
                     finally:
                         body.close()
-        except BrokenBody as broken:
-            broken.error.attempts = retrying.statistics.get("attempt_number", 1)
-            self.counters.add("failures", "GetObject")
-            raise broken.error from broken.__cause__
+        except StoreError as err:
+            self.requests.gave_up("GetObject", err, seen)
+            raise
 
     def head_object(self, bucket: str, key: str, *, checksums: bool = False) -> ObjectInfo:
         """Metadata of an object (``checksums``: with the checksums S3 keeps); raises :class:`NotFoundError`."""
