@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from s3commit.errors import ManifestError, S3CommitError
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.store.capabilities import Capabilities, Outcome
 from s3commit.store.probe import endpoint_of, probe
 from s3commit.store.s3store import S3Store
@@ -146,7 +146,7 @@ def known(store: S3Store, bucket: str, *, prefix: str = "", refresh: bool = Fals
     if not refresh and _fresh(have, max_age) is not None:
         return have
     endpoint = endpoint_of(store)
-    if inprocess.answered_here(store.client):
+    if moto_inprocess.answered_here(store.client):
         # moto's in-process mock answers for AWS's endpoint: what it honours must never be taken for AWS's, so it is
         # known in memory only, apart from the real endpoint's.
         endpoint, max_age = f"{IN_PROCESS_MOCK}{endpoint}", 0.0

@@ -18,8 +18,7 @@ from tenacity import Retrying
 
 from s3commit.config.options import StoreOptions
 from s3commit.errors import ChecksumMismatchError, StoreError, translate_client_error
-from s3commit.store import body_policy as payload
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import body_policy, moto_inprocess
 from s3commit.store.counters import StoreCounters
 from s3commit.store.retry import Attempts, Retry, build_retrying, is_ambiguous, is_retryable
 
@@ -31,14 +30,14 @@ class Requests:
 
     Args:
         options: the store's options (endpoint, credentials, the retry policy).
-        client: an existing boto3 S3 client to use instead of building one (:func:`inprocess.adapt`).
+        client: an existing boto3 S3 client to use instead of building one (:func:`moto_inprocess.adapt`).
         sleep: injectable backoff sleep, for tests.
     """
 
     def __init__(self, options: StoreOptions, *, client: Any = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.options = options
-        self._client = payload.install_bodies(inprocess.adapt(client))
+        self._client = body_policy.install_bodies(moto_inprocess.adapt(client))
         self.sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -56,7 +55,7 @@ class Requests:
         # botocore's DEBUG logs print request headers and signed strings: clients keeps credentials out of them.
         from s3commit.store.client import build_s3_client
 
-        return payload.install_bodies(inprocess.adapt(build_s3_client(self.options)))
+        return body_policy.install_bodies(moto_inprocess.adapt(build_s3_client(self.options)))
 
     def call(
         self,

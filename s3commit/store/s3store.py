@@ -65,7 +65,8 @@ class S3Store:
 
     Args:
         options: endpoint, credentials, retry policy, write options (SSE, storage class, ACL).
-        client: an existing boto3 S3 client to use instead of building one (not pickled; :func:`inprocess.adapt`).
+        client: an existing boto3 S3 client to use instead of building one (not pickled;
+            :func:`~s3commit.store.moto_inprocess.adapt`).
 
     Composed of collaborators: :class:`~s3commit.store.requests.Requests` (the choke point every request goes
     through), :class:`~s3commit.store.body_policy.PayloadPolicy` (what is checked of the bodies sent) and

@@ -37,9 +37,8 @@ from s3commit.model.checksums import SentPart
 from s3commit.model.manifests import PendingUpload, now_millis
 from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow
 from s3commit.store.s3store import S3Store
-from s3commit.transfer import parts as buffers
 from s3commit.transfer.parallel import SerialExecutor
-from s3commit.transfer.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, Part, pieces_per_part, split_part
+from s3commit.transfer.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, BufferPool, Part, pieces_per_part, split_part
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +155,7 @@ class MultipartWriter(io.RawIOBase):
         # Slots count pieces (a part sent whole takes as many as its pieces): max_in_flight x part_size in flight.
         self._slots = threading.Semaphore(max_in_flight * self._pieces)
         # The part being filled (_fill bytes): the first a bytearray that grows, the next ones from the pool.
-        self._pool = buffers.BufferPool(part_size, keep=max_in_flight)
+        self._pool = BufferPool(part_size, keep=max_in_flight)
         self._buffer: bytearray | mmap.mmap = bytearray()
         self._fill = 0
         self._parts: list[tuple[Future[SentPart], Part]] = []
