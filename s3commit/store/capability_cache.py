@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from s3commit.config.local_cache import user_cache_dir
 from s3commit.errors import ManifestError, S3CommitError
 from s3commit.store import moto_inprocess
 from s3commit.store.capabilities import Capabilities, Outcome
@@ -44,11 +45,12 @@ _guard = threading.Lock()
 
 
 def cache_dir() -> Path:
+    """``$S3COMMIT_CAPABILITIES_DIR``, else ``capabilities/`` in s3commit's cache directory
+    (:func:`~s3commit.config.local_cache.user_cache_dir`)."""
     configured = os.environ.get(DIR_ENV)
     if configured:
         return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "s3commit" / "capabilities"
+    return user_cache_dir() / "capabilities"
 
 
 def cache_file(endpoint: str, bucket: str) -> Path:

@@ -205,3 +205,18 @@ def test_a_key_set_changes_its_field_and_the_defaults_are_keys_defaults():
     assert (defaults.connect_timeout, defaults.read_timeout) == (10.0, 60.0)
     assert CommitterOptions().part_size == 64 * MIB and CommitterOptions().threads == 32
     assert CommitterOptions().lease_wait == 1200.0 and CommitterOptions().job_liveness == 600.0
+
+
+def test_s3commits_cache_directory_has_one_rule(monkeypatch, tmp_path):
+    from s3commit.config.local_cache import user_cache_dir
+    from s3commit.store import capability_cache
+
+    monkeypatch.delenv(capability_cache.DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert user_cache_dir() == tmp_path / "xdg" / "s3commit"
+    assert capability_cache.cache_dir() == tmp_path / "xdg" / "s3commit" / "capabilities"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert user_cache_dir() == tmp_path / ".cache" / "s3commit"
+    monkeypatch.setenv(capability_cache.DIR_ENV, str(tmp_path / "elsewhere"))
+    assert capability_cache.cache_dir() == tmp_path / "elsewhere"
