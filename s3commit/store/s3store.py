@@ -67,11 +67,11 @@ class S3Store:
         options: endpoint, credentials, retry policy, write options (SSE, storage class, ACL).
         client: an existing boto3 S3 client to use instead of building one (not pickled;
             :func:`~s3commit.store.moto_inprocess.adapt`).
+        sleep: injectable backoff sleep, for tests.
 
     Composed of collaborators: :class:`~s3commit.store.requests.Requests` (the choke point every request goes
     through), :class:`~s3commit.store.body_policy.PayloadPolicy` (what is checked of the bodies sent) and
     :class:`~s3commit.store.conditional.ConditionalRequests` (the requests that check before they act).
-        sleep: injectable backoff sleep, for tests.
     """
 
     def __init__(
@@ -190,7 +190,7 @@ class S3Store:
 
         try:
             response = self.requests.call("UploadPart", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key,
-                                  upload_id=upload_id)
+                                          upload_id=upload_id)
         except ChecksumMismatchError as err:
             raise ChecksumMismatchError(
                 f"{where} could not be sent intact in {err.attempts} attempt(s) ({sending.describe()}): "
@@ -382,7 +382,7 @@ class S3Store:
         """Metadata of an object (``checksums``: with the checksums S3 keeps); raises :class:`NotFoundError`."""
         mode = {"ChecksumMode": "ENABLED"} if checksums else {}
         response = self.requests.call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key, **mode),
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
                           response.get("LastModified"), tuple((name[8:], str(value)) for name, value in
                                                               response.items() if name.startswith("Checksum")
@@ -399,8 +399,8 @@ class S3Store:
             if token:
                 args["ContinuationToken"] = token
             page = self.requests.call("ListObjectsV2",
-                              lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
+                                      lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for common in page.get("CommonPrefixes", []) or []:
                 yield ObjectInfo(common["Prefix"], -1)
             for obj in page.get("Contents", []) or []:
@@ -413,7 +413,7 @@ class S3Store:
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete one object (a missing one is fine). ``Retry.IDEMPOTENT``."""
         self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
-                   retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                           retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> int:
         """Delete keys in batches of 1,000; returns how many were deleted. ``Retry.IDEMPOTENT``."""
@@ -431,8 +431,8 @@ class S3Store:
     def _delete_batch(self, bucket: str, keys: list[str]) -> int:
         request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
         response = self.requests.call("DeleteObjects",
-                              lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
+                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
         errors = response.get("Errors") or []
         if errors:
             first = errors[0]
