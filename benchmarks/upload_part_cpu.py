@@ -19,7 +19,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from s3commit import S3Store, StoreOptions
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.testing.server import S3TestServer
 
 GIB = 1 << 30
@@ -57,10 +57,10 @@ def main() -> None:
         one_round(store, bucket, parts=2, body=body, threads=args.threads)  # warm-up: connections, imports
         results: dict[str, list[float]] = {"with the handler": [], "without it": []}
         for _ in range(args.rounds):
-            inprocess.adapt(client)
+            moto_inprocess.adapt(client)
             results["with the handler"].append(one_round(store, bucket, parts=args.parts, body=body,
                                                          threads=args.threads))
-            client.meta.events.unregister("before-send", unique_id=inprocess.BODY_HANDLER_ID)
+            client.meta.events.unregister("before-send", unique_id=moto_inprocess.BODY_HANDLER_ID)
             results["without it"].append(one_round(store, bucket, parts=args.parts, body=body,
                                                    threads=args.threads))
     for name, values in results.items():

@@ -53,6 +53,7 @@ def _version() -> str:
 
 
 def _cache() -> Path:
+    # s3commit.config.local_cache.user_cache_dir's rule, copied: this backend runs before s3commit is importable.
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "s3commit" / "build"
 

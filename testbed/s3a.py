@@ -42,6 +42,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from s3commit.config.local_cache import user_cache_dir
+
 AWS_SDK_V2_BUNDLE = "2.35.4"
 """The ``software.amazon.awssdk:bundle`` hadoop-aws 3.5.0 is built with (hadoop-project 3.5.0's
 ``aws-java-sdk-v2.version``, read from its pom with ``mvn dependency:get``); an older SDK is reported to fail at
@@ -152,12 +154,13 @@ def s3a_artifacts(versions: PySparkJars | None = None) -> list[Artifact]:
 
 
 def cache_dir(versions: PySparkJars | None = None) -> Path:
-    """``$S3COMMIT_S3A_JARS``, else ``~/.cache/s3commit/s3a-jars/<hadoop version>/``."""
+    """``$S3COMMIT_S3A_JARS``, else ``s3a-jars/<hadoop version>/`` in s3commit's cache directory
+    (:func:`~s3commit.config.local_cache.user_cache_dir`: ``~/.cache/s3commit/``)."""
     configured = os.environ.get("S3COMMIT_S3A_JARS")
     if configured:
         return Path(configured).expanduser()
     hadoop = (versions or installed_versions()).hadoop
-    return Path.home() / ".cache" / "s3commit" / "s3a-jars" / hadoop
+    return user_cache_dir() / "s3a-jars" / hadoop
 
 
 def _manifest(directory: Path) -> dict[str, Any]:

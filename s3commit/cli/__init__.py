@@ -10,6 +10,8 @@
     s3commit demo ...      (delegates to s3commit.demo)
     s3commit bench ...     (delegates to benchmarks)
 
+``python -m s3commit`` (or ``python -m s3commit.cli``) runs the same command where the script is not on the PATH.
+
 Endpoint, region and credentials come from boto3's own resolution (environment, profiles, instance
 roles), overridable with ``--endpoint-url`` and ``--region``. Credentials are never printed.
 

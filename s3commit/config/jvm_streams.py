@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from s3commit.config.options import KEYS, ValuedEnum
-from s3commit.config.values import MIB, parse_size
+from s3commit.config.options import ValuedEnum, setting, settings
+from s3commit.config.values import MIB, parse_int, parse_size
 from s3commit.errors import ConfigError
 
 
@@ -37,20 +37,27 @@ _POSITIVE = {"readahead": "fs.s3a.readahead.range", "prefetch_block_size": "fs.s
 """The options that must be at least 1, by the key each is read from."""
 
 
+def _parse_read_policy(text: str, *, what: str) -> ReadPolicy:
+    """S3A's input policy, its other names (``adaptive``, ``default``, ``whole-file``) included."""
+    policy = text.lower()
+    return ReadPolicy.parse({"adaptive": "normal", "default": "normal", "whole-file": "sequential"}
+                            .get(policy, policy), what=what)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StreamOptions:
     """How the JVM's ``s3a://`` streams read and buffer: parsed here once, sent to the JVM when it registers
     a configuration (``conf.register``), so the Java side has no defaults of its own."""
 
-    read_policy: ReadPolicy = ReadPolicy.NORMAL
-    readahead: int = 64 * 1024
-    prefetch_block_size: int = 8 * MIB
-    prefetch_block_count: int = 8
-    prefetch_max_block_size: int = 8 * MIB
-    prefetch_max_ahead: int = 64 * MIB
-    vectored_min_seek: int = 4 * 1024
-    vectored_max_merged: int = MIB
-    upload_buffer: UploadBuffer = UploadBuffer.DISK
+    read_policy: ReadPolicy = setting("fs.s3a.experimental.input.fadvise", _parse_read_policy)
+    readahead: int = setting("fs.s3a.readahead.range", parse_size)
+    prefetch_block_size: int = setting("fs.s3a.prefetch.block.size", parse_size)
+    prefetch_block_count: int = setting("fs.s3a.prefetch.block.count", parse_int)
+    prefetch_max_block_size: int = setting("s3commit.prefetch.max-block-size", parse_size)
+    prefetch_max_ahead: int = setting("s3commit.prefetch.max-ahead", parse_size)
+    vectored_min_seek: int = setting("fs.s3a.vectored.read.min.seek.size", parse_size)
+    vectored_max_merged: int = setting("fs.s3a.vectored.read.max.merged.size", parse_size)
+    upload_buffer: UploadBuffer = setting("fs.s3a.fast.upload.buffer", UploadBuffer.parse)
 
     def __post_init__(self) -> None:
         for name, key in _POSITIVE.items():
@@ -67,25 +74,7 @@ class StreamOptions:
 
     @classmethod
     def from_hadoop_conf(cls, conf: Mapping[str, str]) -> StreamOptions:
-        def get(name: str) -> str:
-            return str(conf.get(name, KEYS[name].default)).strip()
-
-        fadvise = get("fs.s3a.experimental.input.fadvise").lower()
-        return cls(
-            read_policy=ReadPolicy.parse({"adaptive": "normal", "default": "normal", "whole-file": "sequential"}
-                                         .get(fadvise, fadvise), what="fs.s3a.experimental.input.fadvise"),
-            readahead=parse_size(get("fs.s3a.readahead.range"), what="fs.s3a.readahead.range"),
-            prefetch_block_size=parse_size(get("fs.s3a.prefetch.block.size"), what="fs.s3a.prefetch.block.size"),
-            prefetch_block_count=int(get("fs.s3a.prefetch.block.count")),
-            prefetch_max_block_size=parse_size(get("s3commit.prefetch.max-block-size"),
-                                               what="s3commit.prefetch.max-block-size"),
-            prefetch_max_ahead=parse_size(get("s3commit.prefetch.max-ahead"), what="s3commit.prefetch.max-ahead"),
-            vectored_min_seek=parse_size(get("fs.s3a.vectored.read.min.seek.size"),
-                                         what="fs.s3a.vectored.read.min.seek.size"),
-            vectored_max_merged=parse_size(get("fs.s3a.vectored.read.max.merged.size"),
-                                           what="fs.s3a.vectored.read.max.merged.size"),
-            upload_buffer=UploadBuffer.parse(get("fs.s3a.fast.upload.buffer"), what="fs.s3a.fast.upload.buffer"),
-        )
+        return cls(**settings(cls, conf))
 
     def to_wire(self) -> dict[str, Any]:
         """What the JVM reads (``S3FileSystem``)."""

@@ -4,19 +4,32 @@ Plain Python callers pass keyword-only options; Spark (through the JVM bridge) p
 keys, parsed here by :meth:`CommitterOptions.from_hadoop_conf` and :meth:`StoreOptions.from_hadoop_conf`.
 Where S3A has a key with the same meaning we use it, so an existing S3A configuration works unchanged;
 new knobs use the ``s3commit.`` prefix. Pure: no I/O.
+
+A default is written once, as text, in :data:`KEYS` (what users read). An options field that a key sets is
+declared with :func:`setting` (the key and how its text is parsed): its default is that parse of the key's
+default, and :func:`settings` reads the same keys from a configuration, so the two cannot disagree.
 """
 
 from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from s3commit.config import connection
 from s3commit.config.connection import CredentialChain, Proxy
-from s3commit.config.values import MIB, parse_bool, parse_seconds, parse_size
+from s3commit.config.values import (
+    MIB,
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_optional,
+    parse_seconds,
+    parse_size,
+    parse_text,
+)
 from s3commit.errors import ConfigError
 from s3commit.model.checksums import normalise
 
@@ -237,6 +250,31 @@ KEYS: dict[str, Key] = {
 }
 
 
+Parse = Callable[..., Any]
+"""How a key's text becomes a field's value: ``parse(text, what=key)`` (``parse_size``, ``parse_bool``,
+``ConflictMode.parse``...), raising :class:`~s3commit.errors.ConfigError` naming the key."""
+
+_SETTING = "s3commit.setting"
+
+
+def setting(key: str, parse: Parse, **kwargs: Any) -> Any:
+    """An options field set by ``key``: its default is ``parse`` of the key's default in :data:`KEYS` (the one
+    place it is written), and :func:`settings` reads the key through the same ``parse``. ``kwargs`` go to
+    :func:`dataclasses.field` (``repr=False`` for a secret)."""
+    return field(default=parse(KEYS[key].default, what=key), metadata={_SETTING: (key, parse)}, **kwargs)
+
+
+def settings(cls: type, conf: Mapping[str, str]) -> dict[str, Any]:
+    """The fields of the options dataclass ``cls`` that keys set (:func:`setting`), read from ``conf``
+    (Hadoop-style keys, ``spark.hadoop.`` prefixes already stripped); a key not set has its default."""
+    values: dict[str, Any] = {}
+    for option in fields(cls):
+        if _SETTING in option.metadata:
+            key, parse = option.metadata[_SETTING]
+            values[option.name] = parse(str(conf.get(key, KEYS[key].default)).strip(), what=key)
+    return values
+
+
 def resolve_threads(value: int) -> int:
     """Hadoop's rule: negative means ×cores; 0 means run sequentially (1 thread)."""
     if value < 0:
@@ -248,9 +286,9 @@ def resolve_threads(value: int) -> int:
 class RetryPolicy:
     """How the store retries throttling, 5xx, timeouts and dropped connections (jittered exponential)."""
 
-    max_attempts: int = 7
-    initial_delay: float = 0.1
-    max_delay: float = 10.0
+    max_attempts: int = setting("fs.s3a.attempts.maximum", parse_int)
+    initial_delay: float = setting("s3commit.retry.initial-delay", parse_float)
+    max_delay: float = setting("s3commit.retry.max-delay", parse_float)
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
@@ -259,40 +297,60 @@ class RetryPolicy:
             raise ConfigError("RetryPolicy delays must be >= 0")
 
 
+_CONNECTION: dict[str, Any] = connection.connection_fields({})
+"""The connection fields' defaults: what :mod:`s3commit.config.connection` makes of no key set (its
+``CONNECTION_KEYS`` hold the defaults, listed in :data:`KEYS`)."""
+
+_SSE = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms"}
+
+
+def _parse_sse(text: str, *, what: str) -> str | None:
+    """S3A's encryption algorithm (``SSE-S3``, ``SSE-KMS``; the SDK's names too) as S3 names it."""
+    algorithm = text.upper() or None
+    if algorithm and algorithm not in _SSE:
+        raise ConfigError(f"{what} {algorithm!r} is not valid. Valid values are: SSE-S3, SSE-KMS")
+    return _SSE[algorithm] if algorithm else None
+
+
+def _parse_auto_bool(text: str, *, what: str) -> bool | None:
+    """``auto`` (None: decided later) or a boolean."""
+    return None if text.lower() == "auto" else parse_bool(text, what=what)
+
+
 @dataclass(frozen=True, kw_only=True)
 class StoreOptions:
     """How to reach S3. ``None`` fields fall back to boto3's own resolution (env, profiles, config)."""
 
-    endpoint_url: str | None = None
-    region: str | None = None
-    path_style: bool = False
-    access_key: str | None = field(default=None, repr=False)
-    secret_key: str | None = field(default=None, repr=False)
-    session_token: str | None = field(default=None, repr=False)
-    credentials: CredentialChain | None = None
+    endpoint_url: str | None = _CONNECTION["endpoint_url"]
+    region: str | None = setting("fs.s3a.endpoint.region", parse_optional)
+    path_style: bool = setting("fs.s3a.path.style.access", parse_bool)
+    access_key: str | None = setting("fs.s3a.access.key", parse_optional, repr=False)
+    secret_key: str | None = setting("fs.s3a.secret.key", parse_optional, repr=False)
+    session_token: str | None = setting("fs.s3a.session.token", parse_optional, repr=False)
+    credentials: CredentialChain | None = _CONNECTION["credentials"]
     """S3A's credential providers (``fs.s3a.aws.credentials.provider``); None: the keys above if set, else
     boto3's chain."""
-    use_ssl: bool = True
-    proxy: Proxy | None = None
+    use_ssl: bool = _CONNECTION["use_ssl"]
+    proxy: Proxy | None = _CONNECTION["proxy"]
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    max_pool_connections: int = 64
-    connect_timeout: float = 10.0
-    read_timeout: float = 60.0
-    sse_algorithm: str | None = None
-    sse_kms_key_id: str | None = None
-    storage_class: str | None = None
-    acl: str | None = None
-    checksum_algorithm: str | None = "auto"
+    max_pool_connections: int = _CONNECTION["max_pool_connections"]
+    connect_timeout: float = _CONNECTION["connect_timeout"]
+    read_timeout: float = _CONNECTION["read_timeout"]
+    sse_algorithm: str | None = setting("fs.s3a.encryption.algorithm", _parse_sse)
+    sse_kms_key_id: str | None = setting("fs.s3a.encryption.key", parse_optional)
+    storage_class: str | None = setting("fs.s3a.create.storage.class", parse_optional)
+    acl: str | None = setting("fs.s3a.acl.default", parse_optional)
+    checksum_algorithm: str | None = setting("fs.s3a.create.checksum.algorithm", parse_text)
     """Sent with every part and single-PUT object (:mod:`s3commit.model.checksums`); ``"auto"``: ``CRC32C`` where
     ``awscrt`` is installed, else ``CRC32`` (resolved here, so the field always names the algorithm sent); None or
     ``"none"``: off."""
-    verify_etag: bool | None = None
+    verify_etag: bool | None = setting("s3commit.checksum.verify-etag", _parse_auto_bool)
     """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
     store was not seen to validate the checksum sent (:meth:`S3Store.verifies_etags`)."""
-    payload_signing: str = "auto"
+    payload_signing: str = setting("s3commit.signing.payload", parse_text)
     """``s3commit.signing.payload``: ``auto`` (sign a body only where nothing else catches its damage) or ``signed``
     (:mod:`s3commit.store.body_policy`)."""
-    capabilities_max_age: float = 86400.0
+    capabilities_max_age: float = setting("s3commit.capabilities.cache", parse_seconds)
     """Seconds a probe's findings are kept on local disk (:mod:`s3commit.store.capability_cache`); 0: not kept."""
 
     def __post_init__(self) -> None:
@@ -327,38 +385,8 @@ class StoreOptions:
         """Build from ``fs.s3a.*`` keys (``spark.hadoop.`` prefixes already stripped), as S3A reads them for
         ``bucket`` (its ``fs.s3a.bucket.<bucket>.*`` keys win) with S3A's older key names honoured."""
         conf = connection.current_names(connection.resolve_bucket(conf, bucket))
-
-        def get(name: str) -> str:
-            return str(conf.get(name, KEYS[name].default)).strip()
-
-        algorithm = get("fs.s3a.encryption.algorithm").upper() or None
-        sse = {"SSE-S3": "AES256", "AES256": "AES256", "SSE-KMS": "aws:kms", "AWS:KMS": "aws:kms"}
-        if algorithm and algorithm not in sse:
-            raise ConfigError(
-                f"fs.s3a.encryption.algorithm {algorithm!r} is not valid. Valid values are: SSE-S3, SSE-KMS"
-            )
-        return cls(
-            **connection.connection_fields(conf),
-            region=get("fs.s3a.endpoint.region") or None,
-            path_style=parse_bool(get("fs.s3a.path.style.access"), what="fs.s3a.path.style.access"),
-            access_key=get("fs.s3a.access.key") or None,
-            secret_key=get("fs.s3a.secret.key") or None,
-            session_token=get("fs.s3a.session.token") or None,
-            retry=RetryPolicy(
-                max_attempts=int(get("fs.s3a.attempts.maximum")),
-                initial_delay=float(get("s3commit.retry.initial-delay")),
-                max_delay=float(get("s3commit.retry.max-delay")),
-            ),
-            sse_algorithm=sse[algorithm] if algorithm else None,
-            sse_kms_key_id=get("fs.s3a.encryption.key") or None,
-            storage_class=get("fs.s3a.create.storage.class") or None,
-            acl=get("fs.s3a.acl.default") or None,
-            checksum_algorithm=get("fs.s3a.create.checksum.algorithm"),
-            verify_etag=None if get("s3commit.checksum.verify-etag").lower() == "auto" else parse_bool(
-                get("s3commit.checksum.verify-etag"), what="s3commit.checksum.verify-etag"),
-            payload_signing=get("s3commit.signing.payload"),
-            capabilities_max_age=parse_seconds(get("s3commit.capabilities.cache"), what="s3commit.capabilities.cache"),
-        )
+        return cls(**connection.connection_fields(conf), retry=RetryPolicy(**settings(RetryPolicy, conf)),
+                   **settings(cls, conf))
 
 
 class LeaseMode(ValuedEnum):
@@ -381,25 +409,25 @@ class TrackUploads(ValuedEnum):
 class CommitterOptions:
     """Committer behaviour. Keyword-only; ``dataclasses.replace`` derives variants."""
 
-    threads: int = 32
-    part_size: int = 64 * MIB
-    max_in_flight: int = 4
-    conflict_mode: ConflictMode = ConflictMode.APPEND
-    unique_filenames: bool = True
-    success_marker: bool = True
-    staging_dir: str | None = None
-    journal: bool = True
-    rate_limit: float = 0.0
-    track_uploads: TrackUploads = TrackUploads.AUTO
-    abort_orphans: bool = True
-    validate_output: bool = False
-    summary_report_dir: str | None = None
-    track_commits_in_memory: bool = True
-    lease: LeaseMode = LeaseMode.AUTO
-    lease_wait: float = 1200.0
-    lease_duration: float = 120.0
-    job_liveness: float = 600.0
-    sweep_dead_jobs: bool = True
+    threads: int = setting("fs.s3a.committer.threads", parse_int)
+    part_size: int = setting("fs.s3a.multipart.size", parse_size)
+    max_in_flight: int = setting("fs.s3a.fast.upload.active.blocks", parse_int)
+    conflict_mode: ConflictMode = setting("fs.s3a.committer.staging.conflict-mode", ConflictMode.parse)
+    unique_filenames: bool = setting("fs.s3a.committer.staging.unique-filenames", parse_bool)
+    success_marker: bool = setting("mapreduce.fileoutputcommitter.marksuccessfuljobs", parse_bool)
+    staging_dir: str | None = setting("s3commit.staging.dir", parse_optional)
+    journal: bool = setting("s3commit.commit.journal", parse_bool)
+    rate_limit: float = setting("s3commit.commit.rate-limit", parse_float)
+    track_uploads: TrackUploads = setting("s3commit.magic.track-uploads", TrackUploads.parse)
+    abort_orphans: bool = setting("s3commit.abort.orphans", parse_bool)
+    validate_output: bool = setting("s3commit.committer.validate.output", parse_bool)
+    summary_report_dir: str | None = setting("fs.s3a.committer.summary.report.directory", parse_optional)
+    track_commits_in_memory: bool = setting("fs.s3a.committer.magic.track.commits.in.memory.enabled", parse_bool)
+    lease: LeaseMode = setting("s3commit.commit.lease", LeaseMode.parse)
+    lease_wait: float = setting("s3commit.commit.lease.wait", parse_seconds)
+    lease_duration: float = setting("s3commit.commit.lease.duration", parse_seconds)
+    job_liveness: float = setting("s3commit.job.liveness", parse_seconds)
+    sweep_dead_jobs: bool = setting("s3commit.job.sweep", parse_bool)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "conflict_mode",
@@ -434,37 +462,7 @@ class CommitterOptions:
     @classmethod
     def from_hadoop_conf(cls, conf: Mapping[str, str]) -> CommitterOptions:
         """Build from Hadoop-style keys (``spark.hadoop.`` prefixes already stripped)."""
-        def get(name: str) -> str:
-            return str(conf.get(name, KEYS[name].default)).strip()
-
-        staging_dir = get("s3commit.staging.dir") or None
-        return cls(
-            threads=int(get("fs.s3a.committer.threads")),
-            part_size=parse_size(get("fs.s3a.multipart.size"), what="fs.s3a.multipart.size"),
-            max_in_flight=int(get("fs.s3a.fast.upload.active.blocks")),
-            conflict_mode=ConflictMode.parse(get("fs.s3a.committer.staging.conflict-mode"),
-                                             what="fs.s3a.committer.staging.conflict-mode"),
-            unique_filenames=parse_bool(get("fs.s3a.committer.staging.unique-filenames"),
-                                        what="fs.s3a.committer.staging.unique-filenames"),
-            success_marker=parse_bool(get("mapreduce.fileoutputcommitter.marksuccessfuljobs"),
-                                      what="mapreduce.fileoutputcommitter.marksuccessfuljobs"),
-            staging_dir=staging_dir,
-            journal=parse_bool(get("s3commit.commit.journal"), what="s3commit.commit.journal"),
-            rate_limit=float(get("s3commit.commit.rate-limit")),
-            track_uploads=TrackUploads.parse(get("s3commit.magic.track-uploads"),
-                                             what="s3commit.magic.track-uploads"),
-            abort_orphans=parse_bool(get("s3commit.abort.orphans"), what="s3commit.abort.orphans"),
-            validate_output=parse_bool(get("s3commit.committer.validate.output"),
-                                       what="s3commit.committer.validate.output"),
-            summary_report_dir=get("fs.s3a.committer.summary.report.directory") or None,
-            lease=LeaseMode.parse(get("s3commit.commit.lease"), what="s3commit.commit.lease"),
-            lease_wait=parse_seconds(get("s3commit.commit.lease.wait"), what="s3commit.commit.lease.wait"),
-            lease_duration=parse_seconds(get("s3commit.commit.lease.duration"), what="s3commit.commit.lease.duration"),
-            job_liveness=parse_seconds(get("s3commit.job.liveness"), what="s3commit.job.liveness"),
-            sweep_dead_jobs=parse_bool(get("s3commit.job.sweep"), what="s3commit.job.sweep"),
-            track_commits_in_memory=parse_bool(get("fs.s3a.committer.magic.track.commits.in.memory.enabled"),
-                                               what="fs.s3a.committer.magic.track.commits.in.memory.enabled"),
-        )
+        return cls(**settings(cls, conf))
 
 
 def committer_name_from_conf(conf: Mapping[str, str]) -> CommitterName:

@@ -1,4 +1,6 @@
-"""Configuration values as users write them: sizes (``64M``), booleans, durations (``90s``, ``10m``), seconds.
+"""Configuration values as users write them: sizes (``64M``), booleans, durations (``90s``, ``10m``), seconds;
+numbers and text. The ``parse_*`` functions take ``what`` (the key, named in an error): options' fields read keys
+through them (:func:`s3commit.config.options.setting`).
 
 May import: :mod:`s3commit.errors` only.
 """
@@ -21,6 +23,23 @@ def parse_size(text: str | int, *, what: str) -> int:
         raise ConfigError(f"{what}: {text!r} is not a size (examples: 64M, 128m, 1G, 8388608)")
     number, unit = int(match.group(1)), match.group(2).lower()
     return number * {"": 1, "k": 1024, "m": MIB, "g": 1024 * MIB, "t": 1024 * 1024 * MIB}[unit]
+
+
+def parse_int(text: str, *, what: str) -> int:
+    return int(text)
+
+
+def parse_float(text: str, *, what: str) -> float:
+    return float(text)
+
+
+def parse_text(text: str, *, what: str) -> str:
+    return text
+
+
+def parse_optional(text: str, *, what: str) -> str | None:
+    """Text, or None where empty (nothing set: boto3's own resolution, or no such setting)."""
+    return text or None
 
 
 def parse_bool(text: str | bool, *, what: str) -> bool:

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from s3commit.committers.attempt import TaskAttempt
-from s3commit.engines import common as engines
+from s3commit.engines import common
 from s3commit.errors import ConfigError
 from s3commit.store.s3store import S3Store
 
@@ -42,7 +42,7 @@ def _handler_class() -> type:
             if not relative:
                 raise ConfigError(f"pyarrow asked to write the dataset's root {path!r} as a file")
             self.opened.append(relative)
-            return engines.native_stream(self.attempt.open(relative))
+            return common.native_stream(self.attempt.open(relative))
 
         def get_type_name(self) -> str:
             return "s3commit-attempt"
@@ -119,8 +119,8 @@ def write_dataset(data: Any, dest: str, *, format: str = "parquet", partitioning
     import pyarrow.dataset as ds
     import pyarrow.fs as pafs
 
-    committer_options, writer_options = engines.split_options(options)
-    engines.check_mode(mode)
+    committer_options, writer_options = common.split_options(options)
+    common.check_mode(mode)
     reader = as_reader(data)
     schema = reader.schema
     missing = [c for c in partitioning or () if c not in schema.names]
@@ -133,9 +133,9 @@ def write_dataset(data: Any, dest: str, *, format: str = "parquet", partitioning
         file_options = file_format.make_write_options(**format_args)
     except TypeError as err:
         raise ConfigError(f"write_dataset: {err}") from err
-    job = engines.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
-                          options=committer_options)
-    attempt = job.setup_task(engines.execution_attempt_id(0))
+    job = common.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
+                         options=committer_options)
+    attempt = job.setup_task(common.execution_attempt_id(0))
     try:
         handler = _handler_class()(attempt)
         ds.write_dataset(
@@ -145,7 +145,7 @@ def write_dataset(data: Any, dest: str, *, format: str = "parquet", partitioning
             basename_template=writer_options.pop("basename_template", f"part-{{i}}-{job.job_id}.{format}"),
             existing_data_behavior="overwrite_or_ignore", **writer_options)
         message = job.commit_task(attempt)
-        return engines.commit(job, [message], mode)
+        return common.commit(job, [message], mode)
     except BaseException:
         _abort(job, attempt)
         raise

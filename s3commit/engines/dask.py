@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from s3commit.committers.attempt import TaskCommitMessage
-from s3commit.engines import common as engines
+from s3commit.engines import common
 from s3commit.errors import CommitStateError, ConfigError
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store
 
 
@@ -106,13 +106,13 @@ def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Seque
     """One execution of one partition's task, in the worker: a new attempt, its files, its commit."""
     import pyarrow as pa
 
-    job = engines.worker_job(pickle.loads(payload))
-    attempt = job.setup_task(engines.execution_attempt_id(index))
+    job = common.worker_job(pickle.loads(payload))
+    attempt = job.setup_task(common.execution_attempt_id(index))
     try:
         if fence.aborted():
             raise CommitStateError(f"job {job.job_id} was aborted: partition {index} is not written")
-        engines.write_parquet_partitions(attempt, pa.Table.from_pandas(frame, preserve_index=False), partition_on,
-                                         f"part.{index}-{job.job_id}.parquet", writer_options)
+        common.write_parquet_partitions(attempt, pa.Table.from_pandas(frame, preserve_index=False), partition_on,
+                                        f"part.{index}-{job.job_id}.parquet", writer_options)
         with fence.lock():
             if fence.aborted():
                 raise CommitStateError(f"job {job.job_id} was aborted while partition {index} was written")
@@ -145,18 +145,18 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
     """
     import dask
 
-    committer_options, writer_options = engines.split_options(options)
-    engines.check_mode(mode)
+    committer_options, writer_options = common.split_options(options)
+    common.check_mode(mode)
     columns = list(getattr(ddf, "columns", []))
     missing = [c for c in partition_on or () if c not in columns]
     if missing:
         raise ConfigError(f"to_parquet: partition column(s) {', '.join(missing)} not in the frame's columns "
                           f"({', '.join(map(str, columns))})")
     store = store or S3Store()
-    if inprocess.started() and _tasks_in_other_processes(compute_kwargs or {}):
-        inprocess.refuse_other_processes("Dask's tasks run in worker processes here", lambda: store.client)
-    job = engines.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
-                          options=committer_options)
+    if moto_inprocess.started() and _tasks_in_other_processes(compute_kwargs or {}):
+        moto_inprocess.refuse_other_processes("Dask's tasks run in worker processes here", lambda: store.client)
+    job = common.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
+                         options=committer_options)
     fence = _fence(job.job_id)
     payload = pickle.dumps(job)
     tasks = [dask.delayed(_write_partition, pure=False)(payload, i, part, list(partition_on or ()), writer_options,
@@ -169,4 +169,4 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
         with fence.lock():  # no task is committing now, and none will: every commit is aborted by the job
             job.abort_job()
         raise
-    return engines.commit(job, messages, mode)
+    return common.commit(job, messages, mode)

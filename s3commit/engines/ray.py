@@ -20,10 +20,10 @@ from ray.data import Datasink
 
 from s3commit.committers import create_committer
 from s3commit.committers.attempt import TaskCommitMessage
-from s3commit.engines import common as engines
+from s3commit.engines import common
 from s3commit.errors import ConfigError
 from s3commit.model.uri import S3Uri
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store
 
 
@@ -52,13 +52,13 @@ class CommitDatasink(Datasink):
         if format != "parquet":
             raise ConfigError(f"CommitDatasink: format {format!r} is not valid. Valid values are: parquet")
         self.dest = str(S3Uri.parse(dest))
-        self.mode = engines.check_mode(mode)
+        self.mode = common.check_mode(mode)
         self.partition_cols = list(partition_cols or ())
-        committer_options, self.writer_options = engines.split_options(options)
+        committer_options, self.writer_options = common.split_options(options)
         # Made here, not at write start, so that the workers' pickled copies share its job id.
         self.job = create_committer(committer, dest, store=store, job_id=job_id, **committer_options)
-        inprocess.refuse_other_processes("Ray Data's write tasks run in Ray's worker processes",
-                                         lambda: self.job.store.client)
+        moto_inprocess.refuse_other_processes("Ray Data's write tasks run in Ray's worker processes",
+                                              lambda: self.job.store.client)
         self.result: dict[str, Any] | None = None
 
     def get_name(self) -> str:
@@ -69,19 +69,19 @@ class CommitDatasink(Datasink):
         if missing:
             raise ConfigError(f"CommitDatasink: partition column(s) {', '.join(missing)} not in the data's "
                               f"columns ({', '.join(schema.names)})")
-        engines.start(self.job, self.mode)
+        common.start(self.job, self.mode)
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> TaskCommitMessage:
         from ray.data.block import BlockAccessor
 
-        job = engines.worker_job(self.job)  # this worker's copy of the job, shared by its tasks
-        attempt = job.setup_task(engines.execution_attempt_id(int(ctx.task_idx)))
+        job = common.worker_job(self.job)  # this worker's copy of the job, shared by its tasks
+        attempt = job.setup_task(common.execution_attempt_id(int(ctx.task_idx)))
         try:
             for n, block in enumerate(blocks):
-                engines.write_parquet_partitions(attempt, BlockAccessor.for_block(block).to_arrow(),
-                                                 self.partition_cols,
-                                                 f"part-{int(ctx.task_idx):05d}-{n}-{job.job_id}.parquet",
-                                                 self.writer_options)
+                common.write_parquet_partitions(attempt, BlockAccessor.for_block(block).to_arrow(),
+                                                self.partition_cols,
+                                                f"part-{int(ctx.task_idx):05d}-{n}-{job.job_id}.parquet",
+                                                self.writer_options)
             return job.commit_task(attempt)
         except BaseException:
             job.abort_task(attempt)
@@ -89,7 +89,7 @@ class CommitDatasink(Datasink):
 
     def on_write_complete(self, write_result: Any) -> None:
         returns = getattr(write_result, "write_returns", write_result)
-        self.result = engines.commit(self.job, [m for m in returns if m is not None], self.mode)
+        self.result = common.commit(self.job, [m for m in returns if m is not None], self.mode)
 
     def on_write_failed(self, error: Exception) -> None:
         self.job.abort_job()

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from s3commit.config import s3a_keys as s3akeys
+from s3commit.config import s3a_keys
 from s3commit.config.options import CommitterName, ConflictMode, StoreOptions
 from s3commit.errors import ConfigError
 from s3commit.spark.cluster_conf import (
@@ -26,7 +26,7 @@ from s3commit.spark.cluster_conf import (
 )
 from s3commit.spark.jar import jar_path, spark_defaults, spark_jars_dir
 from s3commit.spark.jarbuild import BridgeBuildError
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store
 
 PROTOCOL_CLASS = "s3commit.spark.S3CommitProtocol"
@@ -102,7 +102,7 @@ def hadoop_options(*, committer: str = "magic", endpoint_url: str | None = None,
         options["fs.s3a.multipart.size"] = str(part_size)
     for key, value in (extra or {}).items():
         options[key] = str(value).lower() if isinstance(value, bool) else str(value)
-    for bucket in {None, *s3akeys.buckets(options)}:  # a bad credential, proxy or timeout key fails here, by name
+    for bucket in {None, *s3a_keys.buckets(options)}:  # a bad credential, proxy or timeout key fails here, by name
         StoreOptions.from_hadoop_conf(options, bucket=bucket)
     return options
 
@@ -136,8 +136,8 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     options = hadoop_options(committer=committer, endpoint_url=endpoint_url, region=region, path_style=path_style,
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
                              conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
-    inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
-                                     lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
+    moto_inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
+                                          lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
     jar = jar_path()
     conf = {"spark.jars": jar, "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
     if use_s3a_filesystem:
@@ -150,7 +150,7 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
     elif use_s3a_filesystem:
         conf["spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a"] = RENAME_FACTORY_CLASS
     conf.update({f"spark.hadoop.{key}": value for key, value in options.items()})
-    message = s3akeys.warning(options)
+    message = s3a_keys.warning(options)
     if message:
         warnings.warn(message, S3AKeyWarning, stacklevel=2)
     python = python or sidecar_python(dict(spark_options or {}))

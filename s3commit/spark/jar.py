@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from s3commit._version import __version__
+from s3commit.config.local_cache import user_cache_dir
 from s3commit.spark.cluster_conf import read_spark_defaults
 from s3commit.spark.jarbuild import (
     BUILT_AGAINST,
@@ -89,11 +90,6 @@ def spark_defaults() -> dict[str, str]:
     return read_spark_defaults(Path(conf_dir) / "spark-defaults.conf")
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "s3commit"
-
-
 SHIPPED_JARS = PACKAGE_DIR / "jars"
 """Where a wheel carries its prebuilt jars, one per Spark fingerprint
 (:data:`s3commit.spark.jarbuild.BUILT_AGAINST`)."""
@@ -136,7 +132,7 @@ def jar_path() -> str:
         digest.update(file.relative_to(root).as_posix().encode())
         digest.update(file.read_bytes())
     name = f"s3commit-bridge-{__version__}-spark{pyspark.__version__}-scala{fp.scala}-{digest.hexdigest()[:12]}.jar"
-    jar = _cache_dir() / name
+    jar = user_cache_dir() / name
     if not jar.is_file():
         compile_jar(root, jars, jar, __version__, javac=javac)
     return str(jar)

@@ -22,8 +22,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from s3commit.config.local_cache import user_cache_dir
 from s3commit.errors import ManifestError, S3CommitError
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 from s3commit.store.capabilities import Capabilities, Outcome
 from s3commit.store.probe import endpoint_of, probe
 from s3commit.store.s3store import S3Store
@@ -44,11 +45,12 @@ _guard = threading.Lock()
 
 
 def cache_dir() -> Path:
+    """``$S3COMMIT_CAPABILITIES_DIR``, else ``capabilities/`` in s3commit's cache directory
+    (:func:`~s3commit.config.local_cache.user_cache_dir`)."""
     configured = os.environ.get(DIR_ENV)
     if configured:
         return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "s3commit" / "capabilities"
+    return user_cache_dir() / "capabilities"
 
 
 def cache_file(endpoint: str, bucket: str) -> Path:
@@ -146,7 +148,7 @@ def known(store: S3Store, bucket: str, *, prefix: str = "", refresh: bool = Fals
     if not refresh and _fresh(have, max_age) is not None:
         return have
     endpoint = endpoint_of(store)
-    if inprocess.answered_here(store.client):
+    if moto_inprocess.answered_here(store.client):
         # moto's in-process mock answers for AWS's endpoint: what it honours must never be taken for AWS's, so it is
         # known in memory only, apart from the real endpoint's.
         endpoint, max_age = f"{IN_PROCESS_MOCK}{endpoint}", 0.0

@@ -84,8 +84,8 @@ class ConditionalRequests:
         attempts = Attempts()
         try:
             self.requests.call("DeleteObject",
-                       lambda: self.client.delete_object(Bucket=bucket, Key=key, IfMatch=etag),
-                       retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
+                               lambda: self.client.delete_object(Bucket=bucket, Key=key, IfMatch=etag),
+                               retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
         except (PreconditionFailedError, NotFoundError):
             if attempts.ambiguous and self.read_if_exists(bucket, key) is None:
                 return
@@ -135,7 +135,7 @@ class ConditionalRequests:
             return body, info, answered_at(response)
 
         result: tuple[bytes, ObjectInfo, datetime] = self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT,
-                                                                bucket=bucket, key=key)
+                                                                        bucket=bucket, key=key)
         return result
 
     def read_if_exists(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo] | None:
@@ -149,7 +149,7 @@ class ConditionalRequests:
         """Delete an object, ignoring any failure (clean-up of scratch objects)."""
         with contextlib.suppress(StoreError):
             self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
-                       retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                               retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def store_time(self, bucket: str) -> datetime:
         """The store's clock now (the ``Date`` of a HEAD of the bucket): ages judged without this host's clock.
@@ -162,7 +162,7 @@ class ConditionalRequests:
         """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
         try:
             self.requests.call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
-                       bucket=bucket)
+                               bucket=bucket)
         except NotFoundError as err:
             raise NoSuchBucketError(
                 f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from typing import Any
 from xml.etree import ElementTree
 
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import moto_inprocess
 
 URL_EXPIRES = 900
 """Seconds a presigned GET URL is valid for."""
@@ -54,7 +54,7 @@ class RangedGets:
     def get(self, client: Any, bucket: str, key: str, first: int, last: int) -> dict[str, Any]:
         """Bytes ``[first, last]`` of ``s3://bucket/key``: ``{"Body": StreamingBody, "ContentLength": n}``."""
         session = getattr(getattr(client, "_endpoint", None), "http_session", None)
-        if session is None or last < first or inprocess.answered_here(client):  # (an empty range: S3 ignores it)
+        if session is None or last < first or moto_inprocess.answered_here(client):  # (an empty range: S3 ignores it)
             return dict(client.get_object(Bucket=bucket, Key=key, Range=f"bytes={first}-{last}"))
         url, kept = self._url(client, bucket, key)
         response = self._send(session, url, first, last)

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tenacity import Retrying
+
 from s3commit.config.options import StoreOptions
 from s3commit.errors import ChecksumMismatchError, StoreError, translate_client_error
-from s3commit.store import body_policy as payload
-from s3commit.store import moto_inprocess as inprocess
+from s3commit.store import body_policy, moto_inprocess
 from s3commit.store.counters import StoreCounters
 from s3commit.store.retry import Attempts, Retry, build_retrying, is_ambiguous, is_retryable
 
@@ -29,14 +30,14 @@ class Requests:
 
     Args:
         options: the store's options (endpoint, credentials, the retry policy).
-        client: an existing boto3 S3 client to use instead of building one (:func:`inprocess.adapt`).
+        client: an existing boto3 S3 client to use instead of building one (:func:`moto_inprocess.adapt`).
         sleep: injectable backoff sleep, for tests.
     """
 
     def __init__(self, options: StoreOptions, *, client: Any = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.options = options
-        self._client = payload.install_bodies(inprocess.adapt(client))
+        self._client = body_policy.install_bodies(moto_inprocess.adapt(client))
         self.sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -54,7 +55,7 @@ class Requests:
         # botocore's DEBUG logs print request headers and signed strings: clients keeps credentials out of them.
         from s3commit.store.client import build_s3_client
 
-        return payload.install_bodies(inprocess.adapt(build_s3_client(self.options)))
+        return body_policy.install_bodies(moto_inprocess.adapt(build_s3_client(self.options)))
 
     def call(
         self,
@@ -76,35 +77,51 @@ class Requests:
         if retry is not Retry.IDEMPOTENT and attempts is None:
             raise TypeError(f"{operation}: a {retry.value} request needs an Attempts record")
         seen = attempts if attempts is not None else Attempts()
+        try:
+            return self.retrying(operation, retry, recorded=recorded)(
+                lambda: self.attempt(operation, fn, seen, bucket=bucket, key=key, upload_id=upload_id))
+        except StoreError as err:
+            self.gave_up(operation, err, seen)
+            raise
 
-        def attempt() -> T:
-            if not seen.made:
-                seen.first_sent = time.monotonic()
-            seen.made += 1
-            self.counters.add("requests", operation)
-            try:
-                return fn()
-            except Exception as err:  # botocore raises many unrelated types; translate all once
-                if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
-                    err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
-                error = err if isinstance(err, StoreError) else translate_client_error(
-                    err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
-                seen.failed(error)
-                if error is err:
-                    raise
-                raise error from err
+    def retrying(self, operation: str, retry: Retry, *, recorded: bool = False) -> Retrying:
+        """The one retry loop of one request: the store's policy, as ``retry`` allows, each retry counted.
 
-        retrying = build_retrying(
+        :meth:`call` runs a request in it; a request whose answer is read after the call returns (a GET's body
+        streamed, :meth:`S3Store.stream_object <s3commit.store.s3store.S3Store.stream_object>`) iterates it
+        itself, sending each attempt with :meth:`attempt` and reporting the end with :meth:`gave_up`, so that
+        the reads of the answer share the request's budget instead of adding a loop of their own.
+        """
+        return build_retrying(
             self.options.retry, sleep=self.sleep,
             on_retry=lambda _state: self.counters.add("retries", operation),
             retry_on=lambda exc: retry.may_retry(exc, recorded=recorded),
         )
+
+    def attempt(self, operation: str, fn: Callable[[], T], seen: Attempts, *, bucket: str,
+                key: str | None = None, upload_id: str | None = None) -> T:
+        """One attempt of a request, no retry: counted (in ``seen`` and the counters), its error translated."""
+        if not seen.made:
+            seen.first_sent = time.monotonic()
+        seen.made += 1
+        self.counters.add("requests", operation)
         try:
-            return retrying(attempt)
-        except StoreError as err:
-            err.attempts = seen.made
-            self.counters.add("failures", operation)
-            raise
+            return fn()
+        except Exception as err:  # botocore raises many unrelated types; translate all once
+            if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
+                err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
+            error = err if isinstance(err, StoreError) else translate_client_error(
+                err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
+            seen.failed(error)
+            if error is err:
+                raise
+            raise error from err
+
+    def gave_up(self, operation: str, error: StoreError, seen: Attempts) -> None:
+        """A request failed for good (retries exhausted or not allowed): ``error`` names its attempts, and
+        the failure is counted once."""
+        error.attempts = seen.made
+        self.counters.add("failures", operation)
 
     def send_once(self, operation: str, bucket: str, key: str | None = None, **params: Any) -> Any:
         """Send one request for a capability probe, whose point is what the store answers it, and return the

@@ -18,22 +18,16 @@ def answered_at(response: Any) -> datetime:
         return datetime.now(timezone.utc)
 
 
-class BrokenBody(Exception):
-    """A GET's body failed part way (``error``, translated): :meth:`S3Store.stream_object` resumes it."""
-
-    def __init__(self, error: StoreError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
 def read_get_body(body: Any, size: int, bucket: str, key: str, position: int) -> bytes:
-    """One read of a GET's body; a failure, or an early end, comes out as :class:`BrokenBody`."""
+    """One read of a GET's body; a failure, or an early end, is raised as a :class:`~s3commit.errors.StoreError`
+    (translated once; :meth:`S3Store.stream_object <s3commit.store.s3store.S3Store.stream_object>` resumes it)."""
     try:
         data = body.read(size)
     except Exception as err:
-        raise BrokenBody(err if isinstance(err, StoreError) else translate_client_error(
-            err, operation="GetObject", bucket=bucket, key=key)) from err
+        if isinstance(err, StoreError):
+            raise
+        raise translate_client_error(err, operation="GetObject", bucket=bucket, key=key) from err
     if not data:
-        raise BrokenBody(TransientError(f"s3://{bucket}/{key}: the body ended early, at byte {position}",
-                                         operation="GetObject", bucket=bucket, key=key))
+        raise TransientError(f"s3://{bucket}/{key}: the body ended early, at byte {position}",
+                             operation="GetObject", bucket=bucket, key=key)
     return bytes(data)

@@ -49,8 +49,8 @@ from s3commit.store.conditional import ConditionalRequests
 from s3commit.store.counters import StoreCounters
 from s3commit.store.ranged_gets import RangedGets
 from s3commit.store.requests import Requests
-from s3commit.store.responses import BrokenBody, answered_at, read_get_body
-from s3commit.store.retry import Attempts, Retry, build_retrying, is_retryable
+from s3commit.store.responses import answered_at, read_get_body
+from s3commit.store.retry import Attempts, Retry
 
 __all__ = ["DELETE_BATCH", "ObjectInfo", "S3Store", "StoreCounters", "UploadInfo", "multipart_etag"]
 
@@ -65,12 +65,13 @@ class S3Store:
 
     Args:
         options: endpoint, credentials, retry policy, write options (SSE, storage class, ACL).
-        client: an existing boto3 S3 client to use instead of building one (not pickled; :func:`inprocess.adapt`).
+        client: an existing boto3 S3 client to use instead of building one (not pickled;
+            :func:`~s3commit.store.moto_inprocess.adapt`).
+        sleep: injectable backoff sleep, for tests.
 
     Composed of collaborators: :class:`~s3commit.store.requests.Requests` (the choke point every request goes
     through), :class:`~s3commit.store.body_policy.PayloadPolicy` (what is checked of the bodies sent) and
     :class:`~s3commit.store.conditional.ConditionalRequests` (the requests that check before they act).
-        sleep: injectable backoff sleep, for tests.
     """
 
     def __init__(
@@ -189,7 +190,7 @@ class S3Store:
 
         try:
             response = self.requests.call("UploadPart", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key,
-                                  upload_id=upload_id)
+                                          upload_id=upload_id)
         except ChecksumMismatchError as err:
             raise ChecksumMismatchError(
                 f"{where} could not be sent intact in {err.attempts} attempt(s) ({sending.describe()}): "
@@ -354,19 +355,18 @@ class S3Store:
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
         """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
-        streamed (:mod:`s3commit.store.ranged_gets`), never the whole range in memory. A transient failure part way (a
-        reset, a timeout, a short body) resumes from the next byte with a new GET, under the retry policy of
-        every request (``Retry.IDEMPOTENT``); a GET that fails before its body is retried by :meth:`_call` alone.
+        streamed (:mod:`s3commit.store.ranged_gets`), never the whole range in memory. ``Retry.IDEMPOTENT``, in
+        one retry loop (:meth:`Requests.retrying`): a GET that fails, or whose body fails part way (a reset, a
+        timeout, a short body), is followed by a new GET from the next byte not yet read, and all of them share
+        the policy's attempts; each retry is counted once.
         """
         position = start
-        retrying = build_retrying(self.options.retry, sleep=self.requests.sleep,
-                                  on_retry=lambda _state: self.counters.add("retries", "GetObject"),
-                                  retry_on=lambda exc: isinstance(exc, BrokenBody) and is_retryable(exc.error))
+        seen = Attempts()
         try:
-            for attempt in retrying:
+            for attempt in self.requests.retrying("GetObject", Retry.IDEMPOTENT):
                 with attempt:
-                    body = self.requests.call("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
-                        self.client, bucket, key, p, end - 1), retry=Retry.IDEMPOTENT, bucket=bucket, key=key)["Body"]
+                    body = self.requests.attempt("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
+                        self.client, bucket, key, p, end - 1), seen, bucket=bucket, key=key)["Body"]
                     try:
                         while position < end:
                             data = read_get_body(body, min(chunk_size, end - position), bucket, key, position)
@@ -374,16 +374,15 @@ class S3Store:
                             yield data
                     finally:
                         body.close()
-        except BrokenBody as broken:
-            broken.error.attempts = retrying.statistics.get("attempt_number", 1)
-            self.counters.add("failures", "GetObject")
-            raise broken.error from broken.__cause__
+        except StoreError as err:
+            self.requests.gave_up("GetObject", err, seen)
+            raise
 
     def head_object(self, bucket: str, key: str, *, checksums: bool = False) -> ObjectInfo:
         """Metadata of an object (``checksums``: with the checksums S3 keeps); raises :class:`NotFoundError`."""
         mode = {"ChecksumMode": "ENABLED"} if checksums else {}
         response = self.requests.call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key, **mode),
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
         return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
                           response.get("LastModified"), tuple((name[8:], str(value)) for name, value in
                                                               response.items() if name.startswith("Checksum")
@@ -400,8 +399,8 @@ class S3Store:
             if token:
                 args["ContinuationToken"] = token
             page = self.requests.call("ListObjectsV2",
-                              lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
+                                      lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for common in page.get("CommonPrefixes", []) or []:
                 yield ObjectInfo(common["Prefix"], -1)
             for obj in page.get("Contents", []) or []:
@@ -414,7 +413,7 @@ class S3Store:
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete one object (a missing one is fine). ``Retry.IDEMPOTENT``."""
         self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
-                   retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+                           retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def delete_objects(self, bucket: str, keys: Iterable[str]) -> int:
         """Delete keys in batches of 1,000; returns how many were deleted. ``Retry.IDEMPOTENT``."""
@@ -432,8 +431,8 @@ class S3Store:
     def _delete_batch(self, bucket: str, keys: list[str]) -> int:
         request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
         response = self.requests.call("DeleteObjects",
-                              lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
-                              retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
+                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
         errors = response.get("Errors") or []
         if errors:
             first = errors[0]

@@ -37,9 +37,8 @@ from s3commit.model.checksums import SentPart
 from s3commit.model.manifests import PendingUpload, now_millis
 from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow
 from s3commit.store.s3store import S3Store
-from s3commit.transfer import parts as buffers
 from s3commit.transfer.parallel import SerialExecutor
-from s3commit.transfer.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, Part, pieces_per_part, split_part
+from s3commit.transfer.parts import PIECE_MIN, SPLIT_PARTS, BufferPart, BufferPool, Part, pieces_per_part, split_part
 
 log = logging.getLogger(__name__)
 
@@ -153,10 +152,11 @@ class MultipartWriter(io.RawIOBase):
         self._if_none_match = if_none_match
         self._executor: Executor = executor or SerialExecutor()
         self._pieces = pieces_per_part(part_size)
-        # Slots count pieces (a part sent whole takes as many as its pieces): max_in_flight x part_size in flight.
+        # Slots are counted in pieces: a part sent whole takes as many as it would have pieces, so the bytes in
+        # flight stay within max_in_flight x part_size however the parts are cut.
         self._slots = threading.Semaphore(max_in_flight * self._pieces)
         # The part being filled (_fill bytes): the first a bytearray that grows, the next ones from the pool.
-        self._pool = buffers.BufferPool(part_size, keep=max_in_flight)
+        self._pool = BufferPool(part_size, keep=max_in_flight)
         self._buffer: bytearray | mmap.mmap = bytearray()
         self._fill = 0
         self._parts: list[tuple[Future[SentPart], Part]] = []
@@ -176,7 +176,13 @@ class MultipartWriter(io.RawIOBase):
     # --- io.RawIOBase ---------------------------------------------------------------------------
 
     def writable(self) -> bool:
-        return True  # not readable, not seekable: io.RawIOBase's defaults
+        return True
+
+    def readable(self) -> bool:
+        return False
+
+    def seekable(self) -> bool:
+        return False
 
     def tell(self) -> int:
         return self._length
@@ -198,9 +204,12 @@ class MultipartWriter(io.RawIOBase):
                 self._buffer += view[start:start + take]
             else:
                 self._buffer[self._fill:self._fill + take] = view[start:start + take]
-            start, self._fill, self._length = start + take, self._fill + take, self._length + take
+            start += take
+            self._fill += take
+            self._length += take
             if self._fill == self.part_size:
-                part, self._buffer, self._fill = BufferPart(self._buffer, self._fill, pool=self._pool), bytearray(), 0
+                part = BufferPart(self._buffer, self._fill, pool=self._pool)
+                self._buffer, self._fill = bytearray(), 0
                 self._submit_part(part)
         return size
 
@@ -384,7 +393,8 @@ class MultipartWriter(io.RawIOBase):
             last = None
         if last is None and (self._fill or not self._parts):
             # The last part may be short; an empty file is one empty part.
-            last, self._buffer, self._fill = BufferPart(self._buffer, self._fill), bytearray(), 0
+            last = BufferPart(self._buffer, self._fill)
+            self._buffer, self._fill = bytearray(), 0
         if self._single_put and self.upload_id is None and last is not None and not self._parts:
             # Small plain write: one PUT is cheaper than Create + Part + Complete.
             try:

@@ -22,7 +22,7 @@ from s3commit.cli import main as cli_main
 from s3commit.config.options import StoreOptions
 from s3commit.errors import AccessDeniedError, ConfigError
 from s3commit.model.paths import PROBE_PATH_PREFIX
-from s3commit.store import capability_cache as known_stores
+from s3commit.store import capability_cache
 from s3commit.store.capabilities import Capabilities, Finding, Outcome
 from s3commit.store.probe import CHECKERS, endpoint_of, probe
 from s3commit.testing._sim.profiles import get_profile
@@ -60,10 +60,10 @@ def server_name(server) -> str:
 @pytest.fixture
 def cold(monkeypatch, tmp_path):
     """Nothing known of any store: a cache directory of this test's own, nothing in memory."""
-    monkeypatch.setenv(known_stores.DIR_ENV, str(tmp_path / "capabilities"))
-    known_stores.forget()
+    monkeypatch.setenv(capability_cache.DIR_ENV, str(tmp_path / "capabilities"))
+    capability_cache.forget()
     yield tmp_path / "capabilities"
-    known_stores.forget()
+    capability_cache.forget()
 
 
 def fresh_bucket(server) -> str:
@@ -114,7 +114,7 @@ def test_doctor_prints_the_table_and_json_and_its_exit_status_says_whether_every
         EXPECTED[server_name(s3_server)]["checksum-crc32"]
     assert report["actions"]["list-uploads"].startswith("job commit and abort sweep")
     # The doctor refreshed the cache jobs read: a job in this process asks nothing more.
-    assert known_stores.cache_file(endpoint_of(S3Store(store_options_for(s3_server))), s3_bucket).is_file()
+    assert capability_cache.cache_file(endpoint_of(S3Store(store_options_for(s3_server))), s3_bucket).is_file()
     assert left_under(s3_server, s3_bucket, "") == ([], [])
 
 
@@ -197,10 +197,10 @@ def test_a_store_is_probed_once_then_known_to_later_jobs_and_processes_without_a
     assert total(first) > total(second) + 40  # the first job probed; the second, in this process, asked nothing
     assert success.diagnostics["s3commit.capabilities"].startswith("put-if-none-match=honoured")
     assert success.diagnostics["s3commit.checksum.verify-etag.effective"] == "true"  # moto validates nothing
-    assert known_stores.cache_file(s3_server.endpoint_url, bucket).is_file()
+    assert capability_cache.cache_file(s3_server.endpoint_url, bucket).is_file()
 
     def job_in_a_process(directory, dest) -> int:
-        env = {**os.environ, known_stores.DIR_ENV: str(directory)}
+        env = {**os.environ, capability_cache.DIR_ENV: str(directory)}
         out = subprocess.run([sys.executable, "-c", JOB_IN_A_PROCESS, s3_server.endpoint_url, dest, staging_dir],
                              env=env, capture_output=True, text=True, check=True, cwd=os.getcwd()).stdout
         return int(json.loads(out.splitlines()[-1])["requests"])
@@ -214,19 +214,19 @@ def test_a_store_is_probed_once_then_known_to_later_jobs_and_processes_without_a
 def test_an_old_cache_entry_is_probed_again_and_age_zero_keeps_nothing_on_disk(s3_server, cold):
     bucket = fresh_bucket(s3_server)
     store = S3Store(replace(store_options_for(s3_server), capabilities_max_age=60))
-    first = known_stores.known(store, bucket)
+    first = capability_cache.known(store, bucket)
     assert first is not None
-    path = known_stores.cache_file(endpoint_of(store), bucket)
+    path = capability_cache.cache_file(endpoint_of(store), bucket)
     stale = replace(first, probed_at=first.probed_at - 120)
     path.write_bytes(stale.to_json())
-    known_stores.forget()
-    again = known_stores.known(S3Store(store.options), bucket)
+    capability_cache.forget()
+    again = capability_cache.known(S3Store(store.options), bucket)
     assert again is not None and again.probed_at > stale.probed_at
 
     path.unlink()
-    known_stores.forget()
+    capability_cache.forget()
     transient = S3Store(replace(store_options_for(s3_server), capabilities_max_age=0))
-    assert known_stores.known(transient, bucket) is not None
+    assert capability_cache.known(transient, bucket) is not None
     assert not path.exists()
 
 
@@ -274,10 +274,10 @@ def test_damage_in_transit_is_caught_with_the_endpoint_given_only_through_the_en
 def seen(server, bucket: str, **changes: Finding) -> None:
     """Make ``bucket`` known to honour what ``server`` does, but for ``changes``."""
     store = S3Store(store_options_for(server))
-    found = known_stores.known(store, bucket)
+    found = capability_cache.known(store, bucket)
     assert found is not None
     findings = {**found.findings, **{k.replace("_", "-"): v for k, v in changes.items()}}
-    known_stores.remember(Capabilities(found.endpoint, bucket, time.time(), findings))
+    capability_cache.remember(Capabilities(found.endpoint, bucket, time.time(), findings))
 
 
 def test_verify_etag_asked_for_explicitly_is_refused_where_etags_are_no_md5s(s3_server, s3_bucket, cold):
@@ -308,7 +308,7 @@ def test_doctor_ends_on_sigterm_and_removes_what_it_made(s3_server, s3_bucket, t
     config = SimulatorConfig(profile=get_profile("s3-standard"))
     with SimulatorServer(upstream=s3_server.raw_endpoint_url, config=config) as proxy:
         env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               known_stores.DIR_ENV: str(tmp_path)}
+               capability_cache.DIR_ENV: str(tmp_path)}
         doctor = subprocess.Popen([sys.executable, "-m", "s3commit.cli", "doctor", f"s3://{s3_bucket}/t",
                                    "--endpoint-url", proxy.url, "--region", "us-east-1"], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -363,4 +363,4 @@ def test_what_moto_in_process_honours_is_never_kept_for_aws(cold, monkeypatch, s
         success = one_file_job(store, "s3://mocked/t", staging_dir)
         assert success.diagnostics["s3commit.capabilities"].startswith("put-if-none-match=honoured")
     assert not list(cold.glob("*.json"))  # nothing on disk for https://s3...amazonaws.com
-    assert all(key[0].startswith(known_stores.IN_PROCESS_MOCK) for key in known_stores._memory)
+    assert all(key[0].startswith(capability_cache.IN_PROCESS_MOCK) for key in capability_cache._memory)

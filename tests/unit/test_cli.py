@@ -6,6 +6,9 @@ from __future__ import annotations
 import importlib
 import io
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -25,6 +28,15 @@ def run(capsys, *argv):
     code = cli.main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def test_python_dash_m_s3commit_runs_the_command():
+    root = str(Path(cli.__file__).resolve().parents[2])  # this checkout's s3commit, first on the path
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "s3commit", "--help"], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: s3commit ") and "recover" in done.stdout
 
 
 # --- durations ------------------------------------------------------------------------------------------

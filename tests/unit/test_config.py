@@ -182,3 +182,41 @@ def test_the_etag_check_follows_what_the_store_was_seen_to_validate_unless_chose
     with pytest.raises(ConfigError, match=r"s3commit\.capabilities\.cache"):
         StoreOptions.from_hadoop_conf({"s3commit.capabilities.cache": "-1"})
 
+
+
+def test_the_options_parsed_from_no_key_are_the_dataclasses_defaults():
+    # Each default is written once, in KEYS; a field's default is parsed from it (config.options.setting).
+    from s3commit.config.jvm_streams import StreamOptions
+    from s3commit.config.options import RetryPolicy
+
+    assert CommitterOptions.from_hadoop_conf({}) == CommitterOptions()
+    assert StoreOptions.from_hadoop_conf({}) == StoreOptions()
+    assert StoreOptions.from_hadoop_conf({}).retry == RetryPolicy()
+    assert StreamOptions.from_hadoop_conf({}) == StreamOptions()
+
+
+def test_a_key_set_changes_its_field_and_the_defaults_are_keys_defaults():
+    assert CommitterOptions.from_hadoop_conf({"s3commit.job.liveness": "90s"}).job_liveness == 90.0
+    assert StoreOptions.from_hadoop_conf({"fs.s3a.attempts.maximum": "3"}).retry.max_attempts == 3
+    assert StoreOptions.from_hadoop_conf({"s3commit.checksum.verify-etag": "true"}).verify_etag is True
+    defaults = StoreOptions()
+    assert defaults.verify_etag is None and defaults.capabilities_max_age == 86400.0
+    assert defaults.retry.max_attempts == 7 and defaults.max_pool_connections == 64 and defaults.use_ssl
+    assert (defaults.connect_timeout, defaults.read_timeout) == (10.0, 60.0)
+    assert CommitterOptions().part_size == 64 * MIB and CommitterOptions().threads == 32
+    assert CommitterOptions().lease_wait == 1200.0 and CommitterOptions().job_liveness == 600.0
+
+
+def test_s3commits_cache_directory_has_one_rule(monkeypatch, tmp_path):
+    from s3commit.config.local_cache import user_cache_dir
+    from s3commit.store import capability_cache
+
+    monkeypatch.delenv(capability_cache.DIR_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert user_cache_dir() == tmp_path / "xdg" / "s3commit"
+    assert capability_cache.cache_dir() == tmp_path / "xdg" / "s3commit" / "capabilities"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert user_cache_dir() == tmp_path / ".cache" / "s3commit"
+    monkeypatch.setenv(capability_cache.DIR_ENV, str(tmp_path / "elsewhere"))
+    assert capability_cache.cache_dir() == tmp_path / "elsewhere"

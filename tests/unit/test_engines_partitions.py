@@ -1,4 +1,5 @@
-"""engines.write_parquet_partitions: the Dask and Ray sinks' split of one task's rows into hive partitions, in Arrow."""
+"""engines.common.write_parquet_partitions: the Dask and Ray sinks' split of one task's rows into hive partitions,
+in Arrow."""
 
 import io
 
@@ -8,7 +9,7 @@ pa = pytest.importorskip("pyarrow")
 import pyarrow.dataset as ds  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from s3commit.engines import common as engines  # noqa: E402
+from s3commit.engines import common  # noqa: E402
 
 
 class FakeAttempt:
@@ -36,10 +37,10 @@ def table():
 
 def test_each_value_combination_is_one_file_in_value_order_without_the_partition_columns():
     attempt = FakeAttempt()
-    engines.write_parquet_partitions(attempt, table(), ["day", "hour"], "part-0.parquet", {})
+    common.write_parquet_partitions(attempt, table(), ["day", "hour"], "part-0.parquet", {})
     assert list(attempt.files) == ["day=a/hour=2/part-0.parquet", "day=a/hour=9/part-0.parquet",
                                    "day=b/hour=1/part-0.parquet", "day=c/hour=1/part-0.parquet",
-                                   f"day={engines.NULL_PARTITION}/hour=3/part-0.parquet"]
+                                   f"day={common.NULL_PARTITION}/hour=3/part-0.parquet"]
     rows = {path: pq.read_table(io.BytesIO(data)) for path, data in attempt.files.items()}
     assert rows["day=a/hour=2/part-0.parquet"].column_names == ["id", "text"]
     assert rows["day=a/hour=2/part-0.parquet"]["id"].to_pylist() == [1, 3, 8]  # the rows' order kept
@@ -49,7 +50,7 @@ def test_each_value_combination_is_one_file_in_value_order_without_the_partition
 
 def test_a_null_value_reads_back_as_null_through_pyarrows_hive_partitioning(tmp_path):
     attempt = FakeAttempt()
-    engines.write_parquet_partitions(attempt, table(), ["day"], "part-0.parquet", {"compression": "zstd"})
+    common.write_parquet_partitions(attempt, table(), ["day"], "part-0.parquet", {"compression": "zstd"})
     for path, data in attempt.files.items():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_bytes(data)
@@ -60,9 +61,9 @@ def test_a_null_value_reads_back_as_null_through_pyarrows_hive_partitioning(tmp_
 
 def test_no_partition_columns_write_one_file_and_an_empty_table_with_partitions_writes_none():
     attempt = FakeAttempt()
-    engines.write_parquet_partitions(attempt, table(), [], "part-0.parquet", {})
+    common.write_parquet_partitions(attempt, table(), [], "part-0.parquet", {})
     assert list(attempt.files) == ["part-0.parquet"]
     assert pq.read_table(io.BytesIO(attempt.files["part-0.parquet"])).equals(table())
     empty = FakeAttempt()
-    engines.write_parquet_partitions(empty, table().slice(0, 0), ["day"], "part-0.parquet", {})
+    common.write_parquet_partitions(empty, table().slice(0, 0), ["day"], "part-0.parquet", {})
     assert empty.files == {}

@@ -1,7 +1,10 @@
 """The package's layout keeps the architecture readable (docs/architecture.md): one layer per package, imports
 pointing down only (lazy imports inside functions included), no runtime package importing the test API, the demo
-or the repository's tooling, no import cycle, no module over 500 lines, no class over 400, every top-level name
-defined in one module only, and every module named in docs/architecture.md."""
+or the repository's tooling, no import cycle, every top-level name defined in one module only, and every module
+named in docs/architecture.md.
+
+Sizes are reported, not limited (a concept is not cut in two to meet a number): ``python -m tests.unit.test_layout``
+prints the largest modules and classes, and so does ``test_size_report`` under ``pytest -s``."""
 
 from __future__ import annotations
 
@@ -13,8 +16,6 @@ import s3commit
 
 PACKAGE = Path(s3commit.__file__).parent
 ARCHITECTURE = PACKAGE.parent / "docs" / "architecture.md"
-MAX_LINES = 500
-MAX_CLASS_LINES = 400
 PROTOCOL_NAMES = {
     "__all__", "log",
     "main",  # the entry point of each runnable module (python -m ..., console scripts)
@@ -110,11 +111,6 @@ def test_no_import_cycle_between_the_packages_modules():
 
 def test_the_cycle_detector_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
-
-
-def test_no_module_is_over_500_lines():
-    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
-    assert long == {}
 
 
 def test_every_top_level_name_is_defined_in_one_module():
@@ -223,10 +219,39 @@ def test_every_package_says_what_it_holds_and_what_it_may_import():
     assert silent == []
 
 
-def test_no_class_is_over_400_lines():
-    long = {}
+# --- sizes: a report, not a limit ------------------------------------------------------------------------------
+
+
+def module_sizes() -> dict[str, int]:
+    """Lines of each of the package's modules."""
+    return {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
+
+
+def class_sizes() -> dict[str, int]:
+    """Lines of each class of the package (nested ones included), by ``module.Class``."""
+    sizes = {}
     for name, path in MODULES.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ClassDef) and (n := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
-                long[f"{name}.{node.name}"] = n
-    assert long == {}
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+                sizes[f"{name}.{node.name}"] = node.end_lineno - node.lineno + 1
+    return sizes
+
+
+def size_report(top: int = 15) -> str:
+    """The ``top`` largest modules and classes, largest first: something to read when a module grows, not a
+    limit (docs/architecture.md: a concept is not cut in two to meet a number)."""
+    lines = []
+    for title, sizes in (("modules", module_sizes()), ("classes", class_sizes())):
+        lines.append(f"largest {title} (lines):")
+        lines.extend(f"  {n:5d}  {name}" for name, n in sorted(sizes.items(), key=lambda item: -item[1])[:top])
+    return "\n".join(lines)
+
+
+def test_size_report():
+    sizes = module_sizes()
+    assert set(sizes) == set(MODULES) and all(n >= 0 for n in sizes.values())
+    print(size_report())
+
+
+if __name__ == "__main__":
+    print(size_report(top=40))

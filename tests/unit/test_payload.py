@@ -14,7 +14,7 @@ import pytest
 from s3commit.config.options import StoreOptions
 from s3commit.errors import ConfigError
 from s3commit.model import checksums
-from s3commit.store import body_policy as payload
+from s3commit.store import body_policy
 from s3commit.store.capabilities import Capabilities, Finding, Outcome
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parts import BufferPart, FilePart, memory_buffer
@@ -138,7 +138,7 @@ def test_botocore_sends_the_parts_own_buffer_without_a_copy(block_file):
 
 def test_a_client_without_the_handler_still_sends_the_exact_bytes():
     data = os.urandom(100_000)
-    body = payload.Payload(memoryview(data), signed=None)
+    body = body_policy.Payload(memoryview(data), signed=None)
     assert body.read() == data and body.read() == b""
     body.seek(10)
     assert body.read(5) == data[10:15]

@@ -239,31 +239,31 @@ def test_the_conf_command_without_a_subcommand_is_a_usage_error(capsys):
 
 
 def test_a_shipped_jar_that_fits_this_spark_is_chosen_over_building(clean_env, monkeypatch, tmp_path):
-    import s3commit.spark.jar as spark_module
+    from s3commit.spark import jar
     from s3commit.spark.jarbuild import fingerprint, shipped_jar_name
 
     monkeypatch.delenv("S3COMMIT_JAR", raising=False)
-    fp = fingerprint(spark_module.spark_jars_dir())
-    (tmp_path / shipped_jar_name(spark_module.__version__, fp)).write_bytes(b"jar")
+    fp = fingerprint(jar.spark_jars_dir())
+    (tmp_path / shipped_jar_name(jar.__version__, fp)).write_bytes(b"jar")
     monkeypatch.setattr("s3commit.spark.jar.SHIPPED_JARS", tmp_path)
     monkeypatch.setattr("s3commit.spark.jar.shutil.which", lambda name: pytest.fail("no build when a shipped jar fits"))
-    assert spark_module.jar_path() == str(tmp_path / shipped_jar_name(spark_module.__version__, fp))
+    assert jar.jar_path() == str(tmp_path / shipped_jar_name(jar.__version__, fp))
 
 
 def test_no_fitting_jar_and_no_javac_is_a_clear_error_naming_spark_the_jars_and_the_remedies(clean_env, monkeypatch,
                                                                                             tmp_path):
     import pyspark
 
-    import s3commit.spark.jar as spark_module
+    from s3commit.spark import jar
     from s3commit.spark.jarbuild import Fingerprint, shipped_jar_name
 
     monkeypatch.delenv("S3COMMIT_JAR", raising=False)
-    other = shipped_jar_name(spark_module.__version__, Fingerprint("2.11", "streaming-2", False))
+    other = shipped_jar_name(jar.__version__, Fingerprint("2.11", "streaming-2", False))
     (tmp_path / other).write_bytes(b"jar")
     monkeypatch.setattr("s3commit.spark.jar.SHIPPED_JARS", tmp_path)
     monkeypatch.setattr("s3commit.spark.jar.shutil.which", lambda name: None)
     with pytest.raises(BridgeBuildError) as failure:
-        spark_module.jar_path()
+        jar.jar_path()
     message = str(failure.value)
     assert f"PySpark {pyspark.__version__}" in message and "Scala 2." in message and other in message
     assert "javac was not found" in message and "S3COMMIT_JAR" in message and "JDK 17" in message

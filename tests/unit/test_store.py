@@ -244,6 +244,37 @@ def test_a_stream_that_keeps_breaking_fails_after_the_policys_attempts_naming_th
     assert store.counters.snapshot()["failures"]["GetObject"] == 1
 
 
+def test_a_stream_whose_gets_always_fail_makes_at_most_the_policys_attempts_in_all():
+    # GETs that fail outright (503) and GETs whose body breaks at once, alternately: one retry loop owns them
+    # all, so the policy's attempts bound the GETs in total (nested loops would make attempts x attempts).
+    broken = [{"Body": BrokenBody(b"abcdefgh", fail_at=0, error=ReadTimeoutError(endpoint_url="http://s3"))},
+              client_error("SlowDown", 503)]
+    client = ScriptedClient(get_object=broken * 10)
+    store, sleeps = store_with(client, attempts=4)
+    with pytest.raises(StoreError) as failure:
+        list(store.stream_object("b", "k", start=0, end=8))
+    assert len(client.calls) == 4 and failure.value.attempts == 4
+    counters = store.counters.snapshot()
+    assert counters["requests"]["GetObject"] == 4 and counters["retries"]["GetObject"] == 3
+    assert counters["failures"]["GetObject"] == 1 and len(sleeps) == 3
+
+
+def test_a_stream_resumed_part_way_shares_the_budget_of_its_first_get():
+    # Each GET delivers 4 bytes and breaks: with 3 attempts the stream reads 12 of 16 bytes and gives up.
+    data = b"0123456789abcdef"
+    client = ScriptedClient(get_object=[
+        {"Body": BrokenBody(data[n:], fail_at=4, error=ReadTimeoutError(endpoint_url="http://s3"))}
+        for n in (0, 4, 8)])
+    store, sleeps = store_with(client, attempts=3)
+    read = []
+    with pytest.raises(TransientError) as failure:
+        for chunk in store.stream_object("b", "k", start=0, end=16, chunk_size=4):
+            read.append(chunk)
+    assert b"".join(read) == data[:12] and failure.value.attempts == 3
+    assert [kwargs["Range"] for _, kwargs in client.calls] == ["bytes=0-15", "bytes=4-15", "bytes=8-15"]
+    assert store.counters.snapshot()["retries"]["GetObject"] == 2 and len(sleeps) == 2
+
+
 def test_a_stream_refused_outright_is_not_resumed():
     client = ScriptedClient(get_object=[client_error("AccessDenied", 403)])
     store, sleeps = store_with(client)

@@ -3,7 +3,7 @@
 A test server is probed once, when it starts, on a bucket of its own (:func:`probe_server`); each bucket created
 after is then known to honour the same (:func:`know_bucket`), as a user's bucket is once its first job has probed
 it (the cache of a day). So the probe's requests land in no test's counts, latency or faults; tests of the probe
-itself start from a cold cache (``known_stores.forget()`` and another ``S3COMMIT_CAPABILITIES_DIR``).
+itself start from a cold cache (``capability_cache.forget()`` and another ``S3COMMIT_CAPABILITIES_DIR``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def probe_server(server: Any) -> Capabilities:
 
 
 def know_bucket(server: Any, bucket: str) -> None:
-    """Tell ``known_stores`` that ``bucket`` honours what ``server`` was seen to (nothing if never probed)."""
+    """Tell ``capability_cache`` that ``bucket`` honours what ``server`` was seen to (nothing if never probed)."""
     from s3commit.store.capability_cache import remember
 
     found = _seen.get(str(server.endpoint_url).rstrip("/"))
