@@ -302,7 +302,11 @@ class StoreOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
-        object.__setattr__(self, "etag_form", EtagForm(self.etag_form))
+        try:
+            object.__setattr__(self, "etag_form", EtagForm(self.etag_form))
+        except ValueError:
+            raise ConfigError(f"etag_form {self.etag_form!r} is not valid. Valid values are: "
+                              f"{', '.join(f.value for f in EtagForm)}") from None
         if self.sse_algorithm not in (None, "AES256", "aws:kms"):
             raise ConfigError(
                 f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"

@@ -212,6 +212,8 @@ def test_manifests_are_saved_in_the_etag_form_the_stores_options_name(form):
     options = StoreOptions() if form is None else StoreOptions(etag_form=form)
     expected = EtagForm.OBJECTS if form is None else EtagForm(form)
     assert options.etag_form is expected
+    with pytest.raises(ValueError, match=r"etag_form 'lists' is not valid\. Valid values are: objects, strings"):
+        StoreOptions(etag_form="lists")
     store = _Recording(options)
     pendingset = PendingSet(commits=(pending(),))
     save_pending_upload(store, "bkt", "a.pending", pending())
