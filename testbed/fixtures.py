@@ -23,7 +23,7 @@ def every_server_fixture(servers: list[Any] | None = None) -> Any:
     @pytest.fixture(scope="session", params=servers or SERVERS)
     def s3_server(request: pytest.FixtureRequest) -> Iterator[Any]:
         if request.param == "moto":
-            yield request.getfixturevalue("moto_server")
+            yield request.getfixturevalue("s3commit_server")
             return
         yield request.getfixturevalue(f"{request.param}_server")
 

@@ -1,5 +1,6 @@
 """Shared fixtures. The S3 server fixtures (``s3_server``, ``s3_bucket``, ``s3_client``) come from the
-``s3commit.testing`` pytest plugin, SeaweedFS's and rclone's from the test bed (``testbed.fixtures``); these build
+``s3commit.testing`` pytest plugin under their unprefixed names (this suite opts in to them:
+``s3commit.testing.unprefixed``), SeaweedFS's and rclone's from the test bed (``testbed.fixtures``); these build
 s3commit objects on top of them."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from s3commit import S3Store, StoreOptions
 from s3commit.config.options import RetryPolicy
 from s3commit.testing.assertions import assert_no_pending_uploads
 from testbed.fixtures import rclone_server, seaweedfs_server  # noqa: F401 - registered for every test
+
+pytest_plugins = ["s3commit.testing.unprefixed"]  # s3_server, s3_bucket, s3_client...: the plugin's short names
 
 STAGING_AND_MAGIC = ["magic", "directory", "partitioned"]
 MAGIC_IN_DEFAULT_TIER = ["magic", *(pytest.param(name, marks=pytest.mark.slow) for name in STAGING_AND_MAGIC[1:])]

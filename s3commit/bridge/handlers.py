@@ -30,6 +30,7 @@ from s3commit.bridge.sink import StreamOps
 from s3commit.committers import Committer, create_committer
 from s3commit.committers.magic import REGISTRY
 from s3commit.config.s3a_keys import unsupported
+from s3commit.model.manifests import EtagForm
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +40,14 @@ __all__ = ["BridgeHandlers", "Handler", "Reply", "error_header", "error_type"]
 
 
 class BridgeHandlers:
-    """Request handlers, keyed by ``op``; safe to call from many threads."""
+    """Request handlers, keyed by ``op``; safe to call from many threads. Manifests are written with part ETags in
+    ``etag_form`` (the sidecar passes the form of its JVM's S3A)."""
 
     def __init__(self, *, blocks: BlockDirectories | None = None,
-                 committer_factory: Callable[..., Committer] = create_committer) -> None:
+                 committer_factory: Callable[..., Committer] = create_committer,
+                 etag_form: EtagForm = EtagForm.OBJECTS) -> None:
         self.blocks = blocks or BlockDirectories()
-        self.confs = Configurations()
+        self.confs = Configurations(etag_form=etag_form)
         self.files = FileOps(self.confs)
         self.streams = Streams(self.confs, self.blocks)
         self.commits = CommitOps(self.confs, self.streams, factory=committer_factory)

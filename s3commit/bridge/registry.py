@@ -2,9 +2,10 @@
 
 A configuration's id is a hash of its keys, so the JVM can register the same keys again and get the same
 id: that is how it recovers when a new sidecar (started after the last one died) answers
-``UnknownConfiguration``. The table is bounded (least recently used out), so a session that cycles through
-many configurations does not grow; an evicted id is simply registered again. Nothing here outlives the
-process, and nothing here cannot be rebuilt from a request.
+``UnknownConfiguration``. Every store made here saves manifests with part ETags in the form the sidecar was given
+(its JVM's S3A's, :class:`~s3commit.model.manifests.EtagForm`). The table is bounded (least recently used out),
+so a session that cycles through many configurations does not grow; an evicted id is simply registered again.
+Nothing here outlives the process, and nothing here cannot be rebuilt from a request.
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import json
 import threading
 from collections import Counter, OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from s3commit.config.jvm_streams import StreamOptions
 from s3commit.config.options import CommitterOptions, StoreOptions
 from s3commit.errors import S3CommitError
+from s3commit.model.manifests import EtagForm
 from s3commit.store.s3store import S3Store
 
 LIMIT = 64
@@ -75,10 +77,12 @@ def conf_id_of(conf: dict[str, str]) -> str:
 
 
 class Configurations:
-    """conf id -> :class:`Registered`, least recently used out past :data:`LIMIT`."""
+    """conf id -> :class:`Registered`, least recently used out past :data:`LIMIT`; every store writes part ETags in
+    ``etag_form``."""
 
-    def __init__(self, limit: int = LIMIT) -> None:
+    def __init__(self, limit: int = LIMIT, *, etag_form: EtagForm = EtagForm.OBJECTS) -> None:
         self._limit = limit
+        self.etag_form = etag_form
         self._lock = threading.Lock()
         self._table: OrderedDict[str, Registered] = OrderedDict()
         self._retired: Counter[str] = Counter()
@@ -94,7 +98,8 @@ class Configurations:
             if found is not None:
                 self._table.move_to_end(conf_id)
                 return conf_id
-            self._table[conf_id] = Registered(conf_id, keys, S3Store(StoreOptions.from_hadoop_conf(keys)))
+            options = replace(StoreOptions.from_hadoop_conf(keys), etag_form=self.etag_form)
+            self._table[conf_id] = Registered(conf_id, keys, S3Store(options))
             while len(self._table) > self._limit:
                 _, evicted = self._table.popitem(last=False)
                 self._retire(evicted)

@@ -209,9 +209,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=os.environ.get("S3COMMIT_BRIDGE_LOG", "WARNING"), stream=sys.stderr,
                         format="s3commit-sidecar %(levelname)s %(name)s: %(message)s")
-    manifests.write_etags_for(os.environ.get(manifests.HADOOP_VERSION_ENV))  # the form the JVM's own S3A reads
+    etag_form = manifests.EtagForm.of_hadoop(os.environ.get(manifests.HADOOP_VERSION_ENV))  # what the JVM's S3A reads
     blocks = BlockDirectories(BlockDirectory.create())  # 0700; sweeps the directories of sidecars that are gone
-    server = SidecarServer.listen_in(blocks.path, token, BridgeHandlers(blocks=blocks))
+    server = SidecarServer.listen_in(blocks.path, token, BridgeHandlers(blocks=blocks, etag_form=etag_form))
     print(json.dumps({"socket": server.socket_path, "blocks_dir": blocks.path, "version": __version__,
                       "pid": os.getpid()}), flush=True)
     if not args.no_stdin_watch:

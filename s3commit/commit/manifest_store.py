@@ -1,7 +1,8 @@
 """The manifests and upload records in S3: load and save ``.pending`` files and pendingsets, write and read
 upload markers (``.upload``), and find them in a job's directories.
 
-The formats are :mod:`s3commit.model.manifests`'s (pure); this module moves them to and from the store. A task's
+The formats are :mod:`s3commit.model.manifests`'s (pure); this module moves them to and from the store, writing
+part ETags in the form the store's options name (``StoreOptions.etag_form``). A task's
 pendingset is saved last-attempt-wins, as in Hadoop, and the uploads of the attempt it supersedes are
 aborted. What a job's records mean (which uploads are the job's) is :mod:`s3commit.commit.job_uploads`'s question.
 """
@@ -28,7 +29,7 @@ def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
 
 
 def save_pending_upload(store: S3Store, bucket: str, key: str, pending: PendingUpload) -> None:
-    store.put_object(bucket, key, pending.to_json(), content_type="application/json")
+    store.put_object(bucket, key, pending.to_json(etag_form=store.options.etag_form), content_type="application/json")
 
 
 def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
@@ -37,7 +38,8 @@ def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
 
 def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:
     """Save (overwrite: the last task attempt to commit wins, as in Hadoop)."""
-    store.put_object(bucket, key, pendingset.to_json(), content_type="application/json")
+    store.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form),
+                     content_type="application/json")
 
 
 def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet, *,
@@ -59,7 +61,8 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
         # No GET, but no blind overwrite either: a later attempt of the task may have committed first (attempt 0
         # ran late). Where the store honours If-None-Match that one's pendingset refuses this PUT, and is read.
         try:
-            store.put_object(bucket, key, pendingset.to_json(), if_none_match=True, content_type="application/json")
+            store.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form), if_none_match=True,
+                             content_type="application/json")
             return key
         except PreconditionFailedError:
             first_attempt = False

@@ -32,6 +32,7 @@ from s3commit.config.values import (
 )
 from s3commit.errors import ConfigError
 from s3commit.model.checksums import normalise
+from s3commit.model.manifests import EtagForm
 
 MIN_PART_SIZE = 5 * MIB
 """S3's minimum size of every part but the last."""
@@ -352,9 +353,18 @@ class StoreOptions:
     (:mod:`s3commit.store.body_policy`)."""
     capabilities_max_age: float = setting("s3commit.capabilities.cache", parse_seconds)
     """Seconds a probe's findings are kept on local disk (:mod:`s3commit.store.capability_cache`); 0: not kept."""
+    etag_form: EtagForm = EtagForm.OBJECTS
+    """How the ``.pending`` and ``.pendingset`` files saved through this store write their part ETags
+    (:class:`~s3commit.model.manifests.EtagForm`): objects (hadoop-aws 3.4.2 and later) or strings (older S3A). A
+    Spark sidecar sets the form of its JVM's S3A (:mod:`s3commit.bridge.registry`); no Hadoop key sets it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
+        try:
+            object.__setattr__(self, "etag_form", EtagForm(self.etag_form))
+        except ValueError:
+            raise ConfigError(f"etag_form {self.etag_form!r} is not valid. Valid values are: "
+                              f"{', '.join(f.value for f in EtagForm)}") from None
         if self.sse_algorithm not in (None, "AES256", "aws:kms"):
             raise ConfigError(
                 f"sse_algorithm {self.sse_algorithm!r} is not valid. Valid values are: AES256, aws:kms"

@@ -9,12 +9,14 @@ every error names the file and the rule it broke. Pure: no I/O.
 Part ETags come in two forms under the same version 2 of ``.pending``: a list of strings (``List<String>``: Hadoop
 3.3 and 3.4.1) or a list of objects ``{"etag", "checksumAlgorithm", "checksum"}`` (``List<UploadEtag>``: hadoop-aws
 3.4.2 and 3.5.0, checked with javap). Each Hadoop's Jackson reads only its own form. s3commit reads both and
-writes the form of the S3A beside it (:func:`write_etags_for`: a Spark sidecar, its JVM's Hadoop; else the objects),
-with the part checksums it sent where it recorded them.
+writes the form it is asked for (:class:`EtagForm`, a parameter of ``to_json``/``to_dict``; objects by default, with
+the part checksums it sent where it recorded them): the store's ``StoreOptions.etag_form`` says which, and a Spark
+sidecar sets it to the form of its JVM's S3A (:meth:`EtagForm.of_hadoop`).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import socket
 import time
@@ -39,7 +41,21 @@ one form only: S3A 3.5.0's ``PendingSet.load`` refuses strings ("no String-argum
 strings refuses objects. s3commit reads both."""
 HADOOP_VERSION_ENV = "S3COMMIT_HADOOP_VERSION"
 """Set by the JVM for its sidecar: the Hadoop inside that Spark (``VersionInfo.getVersion()``)."""
-_etag_objects = True
+
+
+class EtagForm(enum.Enum):
+    """How a ``.pending`` entry's part ETags are written (both are read)."""
+
+    OBJECTS = "objects"
+    """``[{"etag", "checksumAlgorithm", "checksum"}, ...]``: hadoop-aws 3.4.2 and later (``List<UploadEtag>``); the
+    default."""
+    STRINGS = "strings"
+    """``["<etag>", ...]``: hadoop-aws 3.4.1 and older (``List<String>``)."""
+
+    @classmethod
+    def of_hadoop(cls, hadoop_version: str | None) -> EtagForm:
+        """The form the S3A of ``hadoop_version`` reads and writes (None or unparsable: the newest, objects)."""
+        return cls.OBJECTS if etags_as_objects(hadoop_version) else cls.STRINGS
 
 
 def etags_as_objects(hadoop_version: str | None) -> bool:
@@ -52,14 +68,6 @@ def etags_as_objects(hadoop_version: str | None) -> bool:
             return True
         numbers.append(int(piece))
     return tuple(numbers) >= ETAG_OBJECTS_SINCE
-
-
-def write_etags_for(hadoop_version: str | None) -> bool:
-    """Write part ETags in the form of the S3A of ``hadoop_version`` from now on, in this process (a sidecar serves
-    one JVM, so one Hadoop; Python engines keep the newest form); returns whether that is the object form."""
-    global _etag_objects
-    _etag_objects = etags_as_objects(hadoop_version)
-    return _etag_objects
 
 
 def empty_iostatistics() -> dict[str, dict[str, Any]]:
@@ -172,15 +180,15 @@ class PendingUpload:
         checksums.recorded(self.extra_data, len(self.etags), src or self.dest_uri)  # refuses a mismatch
         return self
 
-    def etags_json(self) -> list[Any]:
-        """The part ETags as written (:func:`write_etags_for`): objects carry each part's recorded checksum."""
-        if not _etag_objects:
+    def etags_json(self, etag_form: EtagForm = EtagForm.OBJECTS) -> list[Any]:
+        """The part ETags as written in ``etag_form``: objects carry each part's recorded checksum."""
+        if etag_form is EtagForm.STRINGS:
             return list(self.etags)
         algorithm, values = checksums.recorded(self.extra_data, len(self.etags), self.filename)
         return [{"etag": etag, "checksumAlgorithm": algorithm, "checksum": values[i] if algorithm else None}
                 for i, etag in enumerate(self.etags)]
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, etag_form: EtagForm = EtagForm.OBJECTS) -> dict[str, Any]:
         self.validate()
         return {
             "version": PENDING_VERSION,
@@ -195,7 +203,7 @@ class PendingUpload:
             "jobId": self.job_id,
             "taskId": self.task_id,
             "text": self.text,
-            "etags": self.etags_json(),
+            "etags": self.etags_json(etag_form),
             "extraData": dict(self.extra_data),
             "iostatistics": dict(self.iostatistics),
             "length": self.length,
@@ -225,8 +233,9 @@ class PendingUpload:
         )
         return upload.validate(source)
 
-    def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":")).encode("utf-8")
+    def to_json(self, *, etag_form: EtagForm = EtagForm.OBJECTS) -> bytes:
+        """The ``.pending`` file's bytes, its part ETags in ``etag_form``."""
+        return json.dumps(self.to_dict(etag_form=etag_form), separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_json(cls, data: bytes | str, *, source: str | None = None) -> PendingUpload:
@@ -261,11 +270,11 @@ class PendingSet:
             seen.add(where)
         return self
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, etag_form: EtagForm = EtagForm.OBJECTS) -> dict[str, Any]:
         self.validate()
         commits = []
         for c in self.commits:
-            entry = c.to_dict()
+            entry = c.to_dict(etag_form=etag_form)
             entry["filename"] = None  # set on load by readers; the persisted value is meaningless
             commits.append(entry)
         return {
@@ -296,8 +305,9 @@ class PendingSet:
             iostatistics=_field(obj, "iostatistics", dict, empty_iostatistics(), source),
         ).validate(source)
 
-    def to_json(self) -> bytes:
-        return json.dumps(self.to_dict(), separators=(",", ":")).encode("utf-8")
+    def to_json(self, *, etag_form: EtagForm = EtagForm.OBJECTS) -> bytes:
+        """The ``.pendingset`` file's bytes, its commits' part ETags in ``etag_form``."""
+        return json.dumps(self.to_dict(etag_form=etag_form), separators=(",", ":")).encode("utf-8")
 
     @classmethod
     def from_json(cls, data: bytes | str, *, source: str | None = None) -> PendingSet:

@@ -18,10 +18,10 @@ signature of the store's signer (:mod:`s3commit.store.signing`), which moto does
   path's CPU per byte is unchanged.
 - **Conditional writes.** moto checks ``If-None-Match``/``If-Match`` and then writes, with nothing between:
   requests from several threads (a job's commit pool, the capability probe's eight racing PUTs) answered here
-  could both pass a check that S3 lets exactly one pass, so the probe found the race lost now and then, and the
-  commit lease came and went from one run of a suite to the next. The first request moto answers here makes
-  its conditional writes atomic (:func:`atomic_conditional_writes`: a lock
-  around the check and the write of conditional requests only; what moto answers is unchanged).
+  could both pass a check that S3 lets exactly one pass, so the probe may find the race lost now and then, and the
+  commit lease come and go from one run of a suite to the next. Nothing here changes moto: a suite that wants
+  its conditional writes atomic, as on S3, asks for it (``s3commit.testing.atomic_conditional_writes()``, in the
+  public test API).
 - **Other processes.** The mock lives in this interpreter: a Spark sidecar, a Dask worker process or a Ray
   worker made the same request to AWS itself, with moto's fake credentials. :func:`refuse_other_processes`
   says so before anything is written, and names the pytest fixtures that run moto as a server every process
@@ -34,16 +34,16 @@ check costs a dictionary lookup.
 from __future__ import annotations
 
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from s3commit.errors import ConfigError
 
-FIXTURES = ("s3commit's pytest fixtures run moto as a server on 127.0.0.1 that every process reaches: s3_env "
-            "(boto3's default endpoint and credentials, in this process and its children), s3_bucket (a new "
-            "bucket) and s3_server (the server: endpoint_url, client()), from s3commit.testing.fixtures, the "
-            "s3commit pytest plugin")
+FIXTURES = ("s3commit's pytest fixtures run moto as a server on 127.0.0.1 that every process reaches: s3commit_env "
+            "(boto3's default endpoint and credentials, in this process and its children), s3commit_bucket (a new "
+            "bucket) and s3commit_server (the server: endpoint_url, client()), from the s3commit pytest plugin "
+            "(s3commit.testing.fixtures; s3_env, s3_bucket and s3_server where a suite loads "
+            "s3commit.testing.unprefixed)")
 """What an error names instead of the in-process mock."""
 
 BODY_HANDLER_ID = "s3commit-inprocess-bodies"
@@ -102,11 +102,9 @@ def answered_here(client: Any) -> bool:
 
 def _body_as_bytes(request: Any, **_: Any) -> None:
     """``before-send``, ahead of moto's stubber, for a request moto answers here: a bytes-like body that is not
-    ``bytes`` becomes ``bytes``, and moto's conditional writes are made atomic (see the module). Outside a mock
-    it costs a dictionary lookup."""
+    ``bytes`` becomes ``bytes`` (see the module). Outside a mock it costs a dictionary lookup."""
     if _active_stubber() is None or not _answers(request.url):
         return
-    atomic_conditional_writes()
     if isinstance(request.body, (bytearray, memoryview)):
         request.body = bytes(request.body)
 
@@ -132,36 +130,3 @@ def refuse_other_processes(what: str, client: Callable[[], Any]) -> None:
         "from there the requests would go to AWS itself, with moto's fake credentials. Nothing was written. "
         f"Test this with moto as a server instead: {FIXTURES}.")
 
-
-_CONDITIONAL = threading.RLock()
-
-
-def atomic_conditional_writes() -> None:
-    """Patch moto so that a conditional write is atomic, as on S3.
-
-    moto checks ``If-None-Match``/``If-Match`` and then writes, with nothing between the two: under load two of
-    eight racing ``If-None-Match: *`` PUTs of one new key both won, so the capability probe (rightly) found the
-    race lost and turned the commit lease off for that server. Here every PUT, DELETE and Complete that carries a
-    condition, and every DeleteObjects (whose conditions are in its body), runs its check and its write under one
-    lock. Unconditional requests (parts, plain PUTs) are not serialised.
-    """
-    from moto.s3.responses import S3Response
-
-    if getattr(S3Response, "_s3commit_atomic", False):
-        return
-
-    def guarded(method: Any, *, always: bool = False) -> Any:
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if always or self.headers.get("If-None-Match") or self.headers.get("If-Match"):
-                with _CONDITIONAL:
-                    return method(self, *args, **kwargs)
-            return method(self, *args, **kwargs)
-
-        return run
-
-    S3Response._key_response_put = guarded(S3Response._key_response_put)  # type: ignore[method-assign]
-    S3Response._key_response_post = guarded(S3Response._key_response_post)  # type: ignore[method-assign]
-    S3Response.delete_object = guarded(S3Response.delete_object)  # type: ignore[method-assign]
-    S3Response._bucket_response_delete_keys = guarded(  # type: ignore[method-assign]
-        S3Response._bucket_response_delete_keys, always=True)
-    S3Response._s3commit_atomic = True  # type: ignore[attr-defined]

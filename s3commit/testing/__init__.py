@@ -9,8 +9,10 @@
   (The simulator's modules are private, under ``_sim``: import these names from here.)
 - :func:`assert_no_pending_uploads`, :func:`list_keys`, :func:`count_requests` (``assertions``).
 - pytest fixtures ``s3commit_server``, ``s3commit_sim``, ``s3commit_bucket``, ``s3commit_client``,
-  ``s3commit_env`` (``fixtures``, registered as the ``s3commit`` pytest plugin; the unprefixed ``s3_*`` names
-  are kept as aliases).
+  ``s3commit_env`` (``fixtures``, registered as the ``s3commit`` pytest plugin); the unprefixed names of earlier
+  releases (``s3_server``, ``s3_bucket``...) only where a suite loads the plugin ``s3commit.testing.unprefixed``.
+- :func:`atomic_conditional_writes`: moto's conditional writes made atomic in this process, as on S3, for a suite
+  that tests inside moto's in-process mock (``mock_aws``). Nothing patches moto unless asked.
 
 The public test API: the layer above every runtime package (which never imports it). SeaweedFS, rclone and the
 Spark standalone cluster the project's own tests use are repository tooling (``testbed/``), not shipped.
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from s3commit.testing._sim.classify import RequestTarget, S3Operation, classify_request
     from s3commit.testing._sim.config import SimulatorConfig
     from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind, FaultSpec
+    from s3commit.testing._sim.moto_patches import atomic_conditional_writes
     from s3commit.testing._sim.profiles import (
         PROFILES,
         LatencyProfile,
@@ -63,6 +66,7 @@ _EXPORTS = {
     "FaultInjector": "_sim.faults",
     "FaultKind": "_sim.faults",
     "FaultSpec": "_sim.faults",
+    "atomic_conditional_writes": "_sim.moto_patches",
     "PROFILES": "_sim.profiles",
     "LatencyProfile": "_sim.profiles",
     "ProfileName": "_sim.profiles",
@@ -96,6 +100,7 @@ __all__ = [
     "Throttle",
     "ThrottleSpec",
     "assert_no_pending_uploads",
+    "atomic_conditional_writes",
     "classify_request",
     "count_requests",
     "get_profile",

@@ -13,11 +13,12 @@ installed can use them without a ``conftest.py``:
 - ``s3commit_env`` (function): sets the ``AWS_*`` environment variables so that boto3's *default* resolution
   (``boto3.client("s3")``, and child processes) reaches the server; returns them as a dict.
 
-The unprefixed names of earlier releases stay as aliases: ``s3_server`` (which a ``conftest.py`` may override,
-e.g. to run on several servers: ``s3_sim``, ``s3_bucket``, ``s3_client`` and ``s3_env`` follow it) and
-``moto_server``.
+Only these ``s3commit_`` names are registered, so none of them takes a name a suite's own fixtures or another plugin
+may use. The unprefixed names of earlier releases (``s3_server``, ``s3_sim``, ``s3_bucket``, ``s3_client``,
+``s3_env``, ``moto_server``) are a plugin of their own, loaded only where a suite asks for it:
+:mod:`s3commit.testing.unprefixed`.
 
-Nothing is imported until a fixture is used: loading the plugin costs pytest nothing.
+Nothing is imported until a fixture is used, and nothing is patched: loading the plugin costs pytest nothing.
 """
 
 from __future__ import annotations
@@ -88,43 +89,3 @@ def _point_boto3_at(server: S3TestServer, monkeypatch: pytest.MonkeyPatch) -> di
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env
-
-
-# The unprefixed names (aliases). ``s3_server`` is the one a conftest.py overrides to choose the server; the
-# other aliases follow it.
-
-
-@pytest.fixture(scope="session")
-def moto_server(s3commit_server: S3TestServer) -> S3TestServer:
-    """Alias of ``s3commit_server``: the moto server, whatever ``s3_server`` is overridden with."""
-    return s3commit_server
-
-
-@pytest.fixture(scope="session")
-def s3_server(s3commit_server: S3TestServer) -> S3TestServer:
-    """Alias of ``s3commit_server``, unless a ``conftest.py`` or module overrides it (e.g. with several servers)."""
-    return s3commit_server
-
-
-@pytest.fixture
-def s3_sim(s3_server: S3TestServer) -> Iterator[S3TestServer]:
-    """``s3commit_sim`` for ``s3_server``."""
-    yield from _clean_simulator(s3_server)
-
-
-@pytest.fixture
-def s3_bucket(s3_server: S3TestServer) -> str:
-    """``s3commit_bucket`` on ``s3_server``."""
-    return _new_bucket(s3_server)
-
-
-@pytest.fixture
-def s3_client(s3_server: S3TestServer) -> Any:
-    """``s3commit_client`` for ``s3_server``."""
-    return s3_server.client()
-
-
-@pytest.fixture
-def s3_env(s3_server: S3TestServer, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """``s3commit_env`` for ``s3_server``."""
-    return _point_boto3_at(s3_server, monkeypatch)

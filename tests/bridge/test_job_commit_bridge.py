@@ -176,3 +176,51 @@ def test_a_commit_whose_caller_is_interrupted_runs_to_its_end_and_abort_and_rese
     data = [k for k in list_keys(s3_client, s3_bucket, "cancelled/") if not is_scratch_key(k)]
     assert len(data) == 9  # 8 files and _SUCCESS: committed, never rolled back under its _SUCCESS
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+
+ATTEMPT = "attempt_202611280000_0001_m_000000_0"
+
+
+@pytest.mark.parametrize(("hadoop", "strings"), [("3.3.4", True), ("3.4.2", False), (None, False)])
+def test_a_sidecar_writes_part_etags_in_the_form_of_its_jvms_s3a(tmp_path, s3_server, s3_bucket, s3_client,
+                                                                   hadoop, strings):
+    # A sidecar as the JVM starts it (python -m s3commit.bridge), told its Hadoop: the .pending file (kept in S3,
+    # not in memory) and the task's pendingset it saves carry the part ETags in that S3A's form, and commit.
+    import os
+    import subprocess
+    import sys
+
+    from s3commit.bridge.server import TOKEN_ENV
+    from s3commit.model.manifests import HADOOP_VERSION_ENV
+
+    def read(key):
+        return json.loads(s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read())
+
+    env = {k: v for k, v in os.environ.items() if k != HADOOP_VERSION_ENV}
+    env.update({TOKEN_ENV: "t", "TMPDIR": str(tmp_path), **({HADOOP_VERSION_ENV: hadoop} if hadoop else {})})
+    sidecar = subprocess.Popen([sys.executable, "-m", "s3commit.bridge", "--no-stdin-watch"], env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True)
+    try:
+        assert sidecar.stdout is not None
+        with BridgeClient(json.loads(sidecar.stdout.readline())["socket"], "t") as client:
+            conf = {"fs.s3a.endpoint": s3_server.endpoint_url, "fs.s3a.path.style.access": "true",
+                    "fs.s3a.access.key": "testing", "fs.s3a.secret.key": "testing",
+                    "fs.s3a.endpoint.region": "us-east-1", "fs.s3a.committer.name": "magic",
+                    "fs.s3a.committer.magic.track.commits.in.memory.enabled": "false"}
+            job = {"conf_id": str(client.call("conf.register", conf=conf)[0]["conf_id"]),
+                   "dest": f"s3://{s3_bucket}/forms", "job_id": "20261128120000123456789"}
+            assert client.call("job.setup", **job)[0]["ok"]
+            work_path = client.call("task.setup", **job, task_attempt_id=ATTEMPT)[0]["work_path"]
+            opened = client.call("fs.open_write", conf_id=job["conf_id"], path=f"{work_path}/p")[0]
+            assert client.call("fs.close_write", b"x", handle=opened["handle"], length=1)[0]["ok"]
+            pending = [read(k) for k in list_keys(s3_client, s3_bucket, "forms/") if k.endswith(".pending")]
+            message = client.call("task.commit", **job, task_attempt_id=ATTEMPT)[0]["message"]
+            pendingset = read(message["pendingset_key"])
+            etags = [e for p in pending for e in p["etags"]] + [e for c in pendingset["commits"] for e in c["etags"]]
+            assert len(etags) == 2 and all(isinstance(e, str) is strings for e in etags), etags
+            assert client.call_stream("job.commit", ndjson([message]), **job)[0]["ok"]
+        assert s3_client.get_object(Bucket=s3_bucket, Key="forms/p")["Body"].read() == b"x"
+    finally:
+        sidecar.terminate()
+        sidecar.wait(timeout=30)

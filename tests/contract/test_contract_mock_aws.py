@@ -16,6 +16,7 @@ import boto3  # noqa: E402
 
 from s3commit import S3Store, StoreOptions  # noqa: E402
 from s3commit.config.options import RetryPolicy  # noqa: E402
+from s3commit.testing import atomic_conditional_writes  # noqa: E402
 from tests.conftest import MAGIC_IN_DEFAULT_TIER  # noqa: E402
 from tests.contract.test_committer_contract import *  # noqa: E402,F403  (the cases and their fixtures)
 
@@ -26,7 +27,9 @@ pytestmark = [pytest.mark.usefixtures("no_pending_uploads"), pytest.mark.paramet
 @pytest.fixture(scope="module", autouse=True)
 def mocked():
     """``mock_aws`` around the module's tests, their fixtures' set-up and tear-down included: one in-process
-    S3 (as the server-mode runs have one server), a new bucket per test."""
+    S3 (as the server-mode runs have one server), a new bucket per test; its conditional writes atomic, as on
+    S3 (asked for, as a user's suite asks)."""
+    atomic_conditional_writes()
     with pytest.MonkeyPatch.context() as env:
         for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
             env.delenv(name, raising=False)  # boto3's default resolution: AWS's own endpoint, which moto takes

@@ -27,6 +27,7 @@ from s3commit.commit.recovery import RecoveryAction, recover  # noqa: E402
 from s3commit.commit.upload_actions import commit_upload  # noqa: E402
 from s3commit.config.options import MIB  # noqa: E402
 from s3commit.store.moto_inprocess import InProcessMockError, answered_here  # noqa: E402
+from s3commit.testing import atomic_conditional_writes  # noqa: E402
 from s3commit.testing.assertions import (  # noqa: E402
     assert_no_pending_uploads,
     list_keys,
@@ -41,9 +42,11 @@ BIG = bytes(range(256)) * (6 * MIB // 256)  # two parts of 5 MiB, the last one s
 
 @pytest.fixture
 def s3(monkeypatch):
-    """Inside ``mock_aws``: a boto3 client made the default way, and the bucket ``bkt1`` made with it."""
+    """Inside ``mock_aws``: a boto3 client made the default way, and the bucket ``bkt1`` made with it; moto's
+    conditional writes atomic, as on S3 (asked for, as a user's suite asks)."""
     for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
         monkeypatch.delenv(name, raising=False)  # boto3's default resolution: AWS's own endpoint
+    atomic_conditional_writes()
     with moto.mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket=BUCKET)
@@ -281,7 +284,31 @@ def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
 
 
 def test_racing_conditional_puts_have_exactly_one_winner_inside_mock_aws(s3):
-    client = S3Store(StoreOptions()).client  # the store's client: the first request it sends meets the mock
+    client = S3Store(StoreOptions()).client  # the store's client, inside the mock the fixture made atomic
     for round_ in range(10):
         wins = racing_conditional_puts(client, BUCKET, f"race-{round_}")
         assert len(wins) == 1, (round_, wins)
+
+
+def test_moto_is_patched_only_where_a_test_asks():
+    # In a fresh process: s3commit's store writing inside mock_aws, with the test API and its plugin imported, leaves
+    # moto as it is; s3commit.testing.atomic_conditional_writes() changes it.
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import boto3, moto
+from moto.s3.responses import S3Response
+import s3commit.testing, s3commit.testing.fixtures
+from s3commit import S3Store, StoreOptions
+with moto.mock_aws():
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bkt1")
+    S3Store(StoreOptions(region="us-east-1")).put_object("bkt1", "k", bytearray(b"x"), if_none_match=True)
+    before = getattr(S3Response, "_s3commit_atomic", False)
+    s3commit.testing.atomic_conditional_writes()
+    print(before, S3Response._s3commit_atomic)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT_URL", "AWS_PROFILE"))}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["False", "True"], run.stdout + run.stderr

@@ -169,14 +169,66 @@ def test_part_etags_are_written_in_the_form_of_the_s3a_beside(version, objects):
     from s3commit.model import manifests
 
     upload = replace(pending(), etags=("e1", "e2"), length=6)
-    try:
-        assert manifests.write_etags_for(version) is objects
-        etags = json.loads(upload.to_json())["etags"]
-        if objects:
-            assert etags == [{"etag": "e1", "checksumAlgorithm": None, "checksum": None},
-                             {"etag": "e2", "checksumAlgorithm": None, "checksum": None}]
-        else:
-            assert etags == ["e1", "e2"]
-        assert manifests.PendingUpload.from_json(upload.to_json()).etags == upload.etags  # read in either form
-    finally:
-        manifests.write_etags_for(None)
+    form = manifests.EtagForm.of_hadoop(version)
+    assert (form is manifests.EtagForm.OBJECTS) is objects
+    etags = json.loads(upload.to_json(etag_form=form))["etags"]
+    if objects:
+        assert etags == [{"etag": "e1", "checksumAlgorithm": None, "checksum": None},
+                         {"etag": "e2", "checksumAlgorithm": None, "checksum": None}]
+    else:
+        assert etags == ["e1", "e2"]
+    assert manifests.PendingUpload.from_json(upload.to_json(etag_form=form)).etags == upload.etags  # either form
+
+
+def test_a_pendingset_writes_every_commits_part_etags_in_the_form_asked_and_objects_by_default():
+    from s3commit.model.manifests import EtagForm
+
+    pendingset = PendingSet(commits=(pending(), pending(destination_key="out/b.txt", upload_id="u2")))
+    as_strings = json.loads(pendingset.to_json(etag_form=EtagForm.STRINGS))
+    assert [c["etags"] for c in as_strings["commits"]] == [['"e1"'], ['"e1"']]
+    assert pendingset.to_json() == pendingset.to_json(etag_form=EtagForm.OBJECTS)
+    assert json.loads(pendingset.to_json())["commits"][0]["etags"][0]["etag"] == '"e1"'
+    assert PendingSet.from_json(pendingset.to_json(etag_form=EtagForm.STRINGS)) == PendingSet.from_json(
+        pendingset.to_json())
+
+
+class _Recording:
+    """What the manifest store needs of a store: its options and the PUTs it is asked for (recorded)."""
+
+    def __init__(self, options):
+        self.options = options
+        self.puts = {}
+
+    def put_object(self, bucket, key, body, **_):
+        self.puts[key] = body
+
+
+@pytest.mark.parametrize("form", ["objects", "strings", None])
+def test_manifests_are_saved_in_the_etag_form_the_stores_options_name(form):
+    from s3commit.commit.manifest_store import save_pending_upload, save_pendingset, save_task_pendingset
+    from s3commit.config.options import StoreOptions
+    from s3commit.model.manifests import EtagForm
+
+    options = StoreOptions() if form is None else StoreOptions(etag_form=form)
+    expected = EtagForm.OBJECTS if form is None else EtagForm(form)
+    assert options.etag_form is expected
+    with pytest.raises(ValueError, match=r"etag_form 'lists' is not valid\. Valid values are: objects, strings"):
+        StoreOptions(etag_form="lists")
+    store = _Recording(options)
+    pendingset = PendingSet(commits=(pending(),))
+    save_pending_upload(store, "bkt", "a.pending", pending())
+    save_pendingset(store, "bkt", "a.pendingset", pendingset)
+    save_task_pendingset(store, "bkt", "t.pendingset", pendingset, first_attempt=True)
+    assert store.puts == {"a.pending": pending().to_json(etag_form=expected),
+                          "a.pendingset": pendingset.to_json(etag_form=expected),
+                          "t.pendingset": pendingset.to_json(etag_form=expected)}
+
+
+def test_a_sidecars_stores_write_the_etag_form_it_was_given():
+    from s3commit.bridge.registry import Configurations
+    from s3commit.model.manifests import EtagForm
+
+    conf = {"fs.s3a.endpoint": "http://127.0.0.1:9"}
+    for confs, form in ((Configurations(), EtagForm.OBJECTS),
+                        (Configurations(etag_form=EtagForm.STRINGS), EtagForm.STRINGS)):
+        assert confs.get(confs.register(conf)).store.options.etag_form is form

@@ -1,4 +1,6 @@
-"""Changes to moto, inside the test server's own process only, where moto's cost model is not S3's.
+"""Changes to moto where its cost model or its semantics are not S3's: applied in the test server's own process, and
+in a test's process only where the test asks (:func:`atomic_conditional_writes`, public as
+``s3commit.testing.atomic_conditional_writes``, for moto's in-process mock); never on import.
 
 moto answers every GET by reading the whole object into memory and then slicing out the range asked for
 (``FakeKey.value`` in ``moto/s3/models.py``, sliced in ``S3Response._handle_range_header``). On S3 a ranged
@@ -23,6 +25,9 @@ moto computes CRC32C with the optional ``crc32c`` package and, where it is missi
 instead (``compute_checksum`` in ``moto/s3/utils.py``): every CRC32C it then records and returns (a part's, an
 object's COMPOSITE one) is wrong, and a client that compares them (``s3commit.committer.validate.output``) finds
 nothing comparable. :func:`crc32c_as_s3` computes CRC32C as S3 does, with AWS's CRT where it is installed.
+
+moto checks a conditional write's ``If-None-Match``/``If-Match`` and then writes, with nothing between: racing
+writers could both win where S3 lets exactly one (:func:`atomic_conditional_writes`).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import threading
 from typing import Any
 
 _RANGED = threading.local()
+
+_CONDITIONAL = threading.RLock()
 
 
 class _LazyValue:
@@ -241,3 +248,36 @@ def crc32c_as_s3() -> None:
     for module in (utils, models, responses):
         module.compute_checksum = compute_checksum  # type: ignore[attr-defined]
     utils._s3commit_crc32c = True  # type: ignore[attr-defined]
+
+
+def atomic_conditional_writes() -> None:
+    """Patch moto, in this process, so that a conditional write is atomic, as on S3 (idempotent).
+
+    moto checks ``If-None-Match``/``If-Match`` and then writes, with nothing between the two: under load two of
+    eight racing ``If-None-Match: *`` PUTs of one new key both won, so the capability probe (rightly) found the
+    race lost and turned the commit lease off for that server. Here every PUT, DELETE and Complete that carries a
+    condition, and every DeleteObjects (whose conditions are in its body), runs its check and its write under one
+    lock. Unconditional requests (parts, plain PUTs) are not serialised. The test server's process always applies
+    it; inside moto's in-process mock (``mock_aws``) a test calls it (``s3commit.testing.atomic_conditional_writes``)
+    before its first request.
+    """
+    from moto.s3.responses import S3Response
+
+    if getattr(S3Response, "_s3commit_atomic", False):
+        return
+
+    def guarded(method: Any, *, always: bool = False) -> Any:
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if always or self.headers.get("If-None-Match") or self.headers.get("If-Match"):
+                with _CONDITIONAL:
+                    return method(self, *args, **kwargs)
+            return method(self, *args, **kwargs)
+
+        return run
+
+    S3Response._key_response_put = guarded(S3Response._key_response_put)  # type: ignore[method-assign]
+    S3Response._key_response_post = guarded(S3Response._key_response_post)  # type: ignore[method-assign]
+    S3Response.delete_object = guarded(S3Response.delete_object)  # type: ignore[method-assign]
+    S3Response._bucket_response_delete_keys = guarded(  # type: ignore[method-assign]
+        S3Response._bucket_response_delete_keys, always=True)
+    S3Response._s3commit_atomic = True  # type: ignore[attr-defined]

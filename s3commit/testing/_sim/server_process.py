@@ -70,8 +70,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["S3_UPLOAD_PART_MIN_SIZE"] = str(args.min_part_size)
     from moto.server import ThreadedMotoServer
 
-    from s3commit.store.moto_inprocess import atomic_conditional_writes
-    from s3commit.testing._sim.moto_patches import complete_without_copying, crc32c_as_s3, serve_ranges_lazily
+    from s3commit.testing._sim.moto_patches import (
+        atomic_conditional_writes,
+        complete_without_copying,
+        crc32c_as_s3,
+        serve_ranges_lazily,
+    )
 
     if not args.moto_costs:
         serve_ranges_lazily()  # a ranged GET costs its range, as on S3 (see the module)
