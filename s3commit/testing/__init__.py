@@ -7,6 +7,7 @@
 - :class:`S3Operation`, :func:`classify_request`: which S3 operation a request is.
 - :class:`StatsSnapshot`: request/byte/fault/delay counters.
   (The simulator's modules are private, under ``_sim``: import these names from here.)
+- :class:`MemoryS3` (``memory``): S3 in memory, whose stores' processes can die at their Nth request.
 - :func:`assert_no_pending_uploads`, :func:`list_keys`, :func:`count_requests` (``assertions``).
 - pytest fixtures ``s3commit_server``, ``s3commit_sim``, ``s3commit_bucket``, ``s3commit_client``,
   ``s3commit_env`` (``fixtures``, registered as the ``s3commit`` pytest plugin); the unprefixed names of earlier
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         list_keys,
         list_pending_uploads,
     )
+    from s3commit.testing.memory import MemoryS3, ProcessStopped
     from s3commit.testing.server import S3TestServer, S3TestServerError
 
 _EXPORTS = {
@@ -73,6 +75,8 @@ _EXPORTS = {
     "Throttle": "_sim.profiles",
     "ThrottleSpec": "_sim.profiles",
     "get_profile": "_sim.profiles",
+    "MemoryS3": "memory",
+    "ProcessStopped": "memory",
     "S3TestServer": "server",
     "S3TestServerError": "server",
     "SimulatorConfig": "_sim.config",
@@ -88,6 +92,8 @@ __all__ = [
     "FaultSpec",
     "LatencyProfile",
     "ListedUpload",
+    "MemoryS3",
+    "ProcessStopped",
     "ProfileName",
     "RequestCounter",
     "RequestTarget",

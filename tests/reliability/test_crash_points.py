@@ -1,0 +1,396 @@
+"""Every crash point of the commit engine: the driver "dies" at each request of a commit in turn, then ``recover``,
+``recover --abort``, or the next job (and the sweep) runs in another process; every end state must be one that a
+serial order of the jobs allows.
+
+The store is :class:`s3commit.testing.memory.MemoryS3`: S3 in memory, shared by the simulated processes, whose
+client stops a process at its Nth request, before the request is applied (``before``) or after it was applied and
+before its answer arrived (``after``). The dead process's threads die with it (their requests raise
+:class:`ProcessStopped`); what it kept in memory (its liveness keeper, its task registry) is dropped as a process's
+death drops it. Time passes on the store's clock (:meth:`MemoryS3.advance`), so leases and liveness records of the
+dead expire without anyone sleeping.
+
+End states checked after each follow-up:
+
+- the visible files (the destination less ``_SUCCESS`` and scratch keys) are exactly the old data, or exactly what
+  the job's commit makes of it (appended, replacing everything, replacing the partitions it wrote), byte for byte;
+- ``_SUCCESS`` names the job whose files are visible (the job that wrote the old data, or the crashed job, or the
+  next job);
+- after the follow-ups, no upload is pending and no job directory is left, and no lease is held.
+
+The same scenarios run through moto, with real processes SIGKILLed at named points, in ``test_crash_matrix.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from s3commit import create_committer
+from s3commit.commit import liveness
+from s3commit.commit.recovery import recover
+from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
+from s3commit.commit.sweep import sweep_dead_jobs
+from s3commit.committers.base import Committer
+from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
+from s3commit.committers.tracking import REGISTRY
+from s3commit.config.options import CommitterOptions
+from s3commit.errors import S3CommitError
+from s3commit.model.paths import LEASE_NAME, is_scratch_key
+from s3commit.model.uri import S3Uri
+from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of
+
+BUCKET = "b"
+DEST = f"s3://{BUCKET}/t"
+OPTIONS = CommitterOptions(threads=4, lease_wait=5)
+"""A follow-up that waits for a lease fails in seconds, naming the holder, instead of hanging."""
+LATER = OPTIONS.job_liveness + OPTIONS.lease_duration + 1
+"""Seconds of the store's clock after which the dead job's lease and liveness record have both expired."""
+
+
+def visible(s3: MemoryS3, prefix: str = "t/") -> dict[str, bytes]:
+    """What a reader listing the destination sees: every object but scratch keys and ``_SUCCESS``."""
+    return {k: v for k, v in s3.objects(BUCKET, prefix).items()
+            if not is_scratch_key(k) and not k.endswith("/_SUCCESS") and SINK_LOG_DIR not in k}
+
+
+def success_job(s3: MemoryS3) -> str | None:
+    body = s3.objects(BUCKET, "t/_SUCCESS").get("t/_SUCCESS")
+    return json.loads(body)["jobId"] if body else None
+
+
+def assert_clean(s3: MemoryS3, why: str) -> None:
+    assert s3.uploads(BUCKET) == [], f"{why}: uploads left {s3.uploads(BUCKET)}"
+    scratch = [k for k in s3.objects(BUCKET) if is_scratch_key(k) and not k.endswith(LEASE_NAME)]
+    assert scratch == [], f"{why}: scratch objects left {scratch}"
+    lease = s3.objects(BUCKET).get(f"t/{LEASE_NAME}")
+    assert lease is None or json.loads(lease).get("holder") is None, f"{why}: a lease is still held"
+
+
+def die(committer: Committer) -> None:
+    """What the death of the committer's process takes with it: its liveness keeper and its task registry."""
+    liveness.release(committer.dest, committer.job_id)
+    REGISTRY.end_job(committer.job_id)
+
+
+# --- jobs ------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    """A job written through ``committer``: its files (relative -> bytes), then how its commit is called."""
+
+    name: str
+    files: dict[str, bytes]
+    commit_args: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def run_tasks(self, s3: MemoryS3, job_id: str) -> tuple[Committer, list[Any]]:
+        """Set the job up in a driver process and run its tasks in an executor process; returns the driver's
+        committer (its store a process of its own) and the task commit messages."""
+        options = CommitterOptions(threads=4, **self.options)
+        driver = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options)
+        driver.setup_job()
+        executor = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options)
+        by_task: dict[int, list[tuple[str, bytes]]] = {}
+        for i, (relative, body) in enumerate(sorted(self.files.items())):
+            by_task.setdefault(i % 3, []).append((relative, body))
+        messages = []
+        for task, files in sorted(by_task.items()):
+            attempt = executor.setup_task(executor.new_task_attempt_id(task))
+            for relative, body in files:
+                with attempt.open(relative) as out:
+                    out.write(body)
+            messages.append(executor.commit_task(attempt))
+        return driver, messages
+
+    def final(self, committer: Committer) -> dict[str, bytes]:
+        """Final key -> bytes of the job's files (staging committers put the job id in each name)."""
+        from s3commit.model.paths import add_uuid
+
+        name = (lambda r: r) if committer.name == "magic" else (lambda r: add_uuid(r, committer.job_id))
+        return {f"t/{name(r)}": b for r, b in self.files.items()}
+
+    def after(self, old: dict[str, bytes], committer: Committer) -> dict[str, bytes]:
+        """What the destination holds once this job committed over ``old``."""
+        new = self.final(committer)
+        replaces_all = self.options.get("conflict_mode") == "replace" and committer.name == "directory"
+        if self.commit_args.get("delete_paths") == [""] or replaces_all:
+            return new
+        if self.commit_args.get("replace_partitions") or self.options.get("conflict_mode") == "replace":
+            written = {k.rsplit("/", 1)[0] for k in new}
+            return {**{k: v for k, v in old.items() if k.rsplit("/", 1)[0] not in written}, **new}
+        return {**old, **new}
+
+
+def files(tag: str, partitions: tuple[str, ...] = ("p=0", "p=1"), *, big: bool = True) -> dict[str, bytes]:
+    """Two files a partition and, if ``big``, one large enough that the writer sends two parts (5 MiB + a tail)."""
+    out = {f"{p}/part-{i}-{tag}.txt": f"{tag}:{p}:{i}".encode() * 20 for p in partitions for i in range(2)}
+    if big:
+        out[f"{partitions[0]}/big-{tag}.bin"] = tag.encode()[:1] * (5 * 1024 * 1024 + 17)
+    return out
+
+
+SCENARIOS: dict[str, Callable[[], Job]] = {
+    "magic-append": lambda: Job("magic", files("new")),
+    "magic-overwrite": lambda: Job("magic", files("new"), commit_args={"delete_paths": [""]}),
+    "magic-dynamic-overwrite": lambda: Job("magic", files("new"), commit_args={"replace_partitions": True}),
+    "directory-replace": lambda: Job("directory", files("new"), options={"conflict_mode": "replace"}),
+    "partitioned-replace": lambda: Job("partitioned", files("new"), options={"conflict_mode": "replace"}),
+}
+
+
+def old_data(s3: MemoryS3) -> tuple[dict[str, bytes], str]:
+    """The table before the job: three partitions written by a first job (its ``_SUCCESS``)."""
+    job = Job("magic", files("old", ("p=0", "p=1", "p=2"), big=False))
+    committer, messages = job.run_tasks(s3, str(uuid.uuid4()))
+    committer.commit_job(messages)
+    return visible(s3), committer.job_id
+
+
+@dataclass
+class Crash:
+    """One crashed commit: the store, the table before, the job and its driver, where it died."""
+
+    s3: MemoryS3
+    old: dict[str, bytes]
+    old_job: str
+    job: Job
+    driver: Committer
+    point: str
+
+    def allowed(self) -> dict[str, tuple[dict[str, bytes], str]]:
+        """The end states a serial order allows: name -> (visible files, the job ``_SUCCESS`` names)."""
+        return {"old": (self.old, self.old_job),
+                "new": (self.job.after(self.old, self.driver), self.driver.job_id)}
+
+    def check(self, when: str, *, allowed: dict[str, tuple[dict[str, bytes], str]] | None = None) -> str:
+        """The end state is one of ``allowed``; returns its name."""
+        now, named = visible(self.s3), success_job(self.s3)
+        for name, (expected, job) in (allowed or self.allowed()).items():
+            if now == expected and named == job:
+                return name
+        raise AssertionError(
+            f"{self.point}, {when}: not a serial state. Visible {len(now)} files, _SUCCESS names {named}; "
+            f"differs from old by {sorted(set(now) ^ set(self.old))[:6]}, from new by "
+            f"{sorted(set(now) ^ set(self.job.after(self.old, self.driver)))[:6]}")
+
+
+def crash_commit(scenario: str, stop_at: int | None, stop: str) -> tuple[Crash, int]:
+    """Run the scenario's job and its commit, its driver dying at the ``stop_at``-th request of the commit (None: it
+    does not die). Returns the crash and how many requests the commit sent."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    old, old_job = old_data(s3)
+    job = SCENARIOS[scenario]()
+    driver, messages = job.run_tasks(s3, str(uuid.uuid4()))
+    client = client_of(driver.store)
+    before = len(client.requests)
+    if stop_at is not None:
+        client.stop_at, client.stop = before + stop_at, stop
+    point = "no crash"
+    try:
+        driver.commit_job(messages, **job.commit_args)
+    except ProcessStopped:
+        assert client.stopped is not None
+        point = f"{stop} request {stop_at} ({client.stopped.operation} {client.stopped.key})"
+        die(driver)
+    return Crash(s3, old, old_job, job, driver, point), len(client.requests) - before
+
+
+def commit_requests(scenario: str) -> int:
+    crash, sent = crash_commit(scenario, None, "before")
+    assert crash.check("a commit that does not die") == "new"
+    assert_clean(crash.s3, "a commit that does not die")
+    return sent
+
+
+# --- the follow-ups --------------------------------------------------------------------------------------------
+
+
+def follow_recover(crash: Crash) -> None:
+    """An operator runs ``s3commit recover`` (finish), then ``recover --abort`` for a job it could not finish."""
+    s3, job_id = crash.s3, crash.driver.job_id
+    s3.advance(LATER)  # the operator comes after the dead driver's lease expired
+    report = recover(s3.store(), DEST, job_id, options=OPTIONS)
+    state = crash.check(f"after recover ({report.action.value})")
+    if state == "old":
+        recover(s3.store(), DEST, job_id, abort=True, options=OPTIONS)
+        crash.check("after recover --abort")
+    assert_clean(s3, f"{crash.point}, after recover")
+
+
+def follow_abort(crash: Crash) -> None:
+    """An operator runs ``s3commit recover --abort``; where it refuses (the job had committed, or its overwrite may
+    have begun), ``recover`` finishes it."""
+    s3, job_id = crash.s3, crash.driver.job_id
+    s3.advance(LATER)
+    try:
+        report = recover(s3.store(), DEST, job_id, abort=True, options=OPTIONS)
+        state = crash.check("after recover --abort")
+        # A job that had committed (only its lease's release was cut short) is left committed, and the report says so.
+        assert state == "old" or (report.action is RecoveryAction.NOTHING and "has committed" in report.message), (
+            f"{crash.point}: recover --abort left the new data: {report}")
+    except (AlreadyCommittedError, RecoveryError):
+        recover(s3.store(), DEST, job_id, options=OPTIONS)
+        assert crash.check("after recover (--abort refused)") == "new"
+    assert_clean(s3, f"{crash.point}, after recover --abort")
+
+
+def follow_next_job(crash: Crash) -> None:
+    """Later (the dead job's lease and liveness record expired on the store's clock), the next job overwrites the
+    table in another process: it settles the dead commit under the lease and sweeps the dead job; then the sweep
+    runs. The table is then exactly the next job's."""
+    s3 = crash.s3
+    s3.advance(LATER)
+    nxt = Job("magic", files("next", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]})
+    driver, messages = nxt.run_tasks(s3, str(uuid.uuid4()))
+    driver.commit_job(messages, **nxt.commit_args)
+    crash.check("after the next job", allowed={"next": (nxt.final(driver), driver.job_id)})
+    s3.advance(LATER)
+    sweep_dead_jobs(s3.store(), S3Uri.parse(DEST), liveness=OPTIONS.job_liveness, sweeper="test", conditional=True)
+    assert_clean(s3, f"{crash.point}, after the next job and the sweep")
+
+
+FOLLOW_UPS = {"recover": follow_recover, "abort": follow_abort, "next-job": follow_next_job}
+
+
+@pytest.mark.parametrize("follow_up", list(FOLLOW_UPS))
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_a_commit_killed_at_every_request_ends_in_a_serial_state(scenario, follow_up, tally) -> None:
+    total = commit_requests(scenario)
+    assert total > 10
+    seen: dict[str, int] = {}
+    for stop in ("before", "after"):
+        for n in range(1, total + 1):
+            crash, _ = crash_commit(scenario, n, stop)
+            FOLLOW_UPS[follow_up](crash)
+            seen[stop] = seen.get(stop, 0) + 1
+    tally["crash points (memory store)"] += sum(seen.values())
+    assert seen == {"before": total, "after": total}
+
+
+# --- an abort killed at every request --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["magic-overwrite", "directory-replace"])
+def test_an_abort_killed_at_every_request_leaves_the_old_data_and_recover_abort_clears_it(scenario, tally) -> None:
+    def run(stop_at: int | None, stop: str) -> tuple[Crash, int]:
+        s3 = MemoryS3()
+        s3.create_bucket(BUCKET)
+        old, old_job = old_data(s3)
+        job = SCENARIOS[scenario]()
+        driver, _messages = job.run_tasks(s3, str(uuid.uuid4()))
+        client = client_of(driver.store)
+        before = len(client.requests)
+        if stop_at is not None:
+            client.stop_at, client.stop = before + stop_at, stop
+        try:
+            driver.abort_job()
+        except ProcessStopped:
+            die(driver)
+        return Crash(s3, old, old_job, job, driver, f"abort {stop} request {stop_at}"), len(client.requests) - before
+
+    _, total = run(None, "before")
+    for stop in ("before", "after"):
+        for n in range(1, total + 1):
+            crash, _ = run(n, stop)
+            assert crash.check("after the killed abort") == "old"
+            crash.s3.advance(LATER)
+            recover(crash.s3.store(), DEST, crash.driver.job_id, abort=True, options=OPTIONS)
+            assert crash.check("after recover --abort") == "old"
+            assert_clean(crash.s3, crash.point)
+            tally["crash points (memory store)"] += 1
+
+
+# --- a recovery killed at every request ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scenario", ["magic-overwrite", "partitioned-replace"])
+def test_a_recovery_killed_at_every_request_is_finished_by_the_next_recovery(scenario, tally) -> None:
+    """The commit dies after its journal (half its Completes done), then ``recover`` dies at each of its requests;
+    a second ``recover`` finishes the commit."""
+    total = commit_requests(scenario)
+    recover_requests = None
+    for n in [None, *range(1, 200)]:
+        crash, _ = crash_commit(scenario, total // 2, "after")
+        crash.s3.advance(LATER)
+        store = crash.s3.store()
+        client = client_of(store)
+        client.stop_at = n
+        with contextlib.suppress(ProcessStopped):
+            recover(store, DEST, crash.driver.job_id, options=OPTIONS)
+        if n is None:
+            recover_requests = len(client.requests)
+            assert crash.check("after an undisturbed recovery") == "new"
+            continue
+        assert recover_requests is not None
+        if n > recover_requests:
+            break
+        crash.s3.advance(LATER)
+        recover(crash.s3.store(), DEST, crash.driver.job_id, options=OPTIONS)
+        assert crash.check(f"recovery killed at request {n}, then recovered again") == "new"
+        assert_clean(crash.s3, f"recovery killed at request {n}")
+        tally["crash points (memory store)"] += 1
+    assert recover_requests and recover_requests > 5
+
+
+# --- a streaming batch killed at every request -----------------------------------------------------------------
+
+
+def test_a_streaming_batch_killed_at_every_request_ends_committed_once(tally) -> None:
+    """A batch's commit (prepare, the sink's log entry: its commit point, then finish) dies at each request; the next
+    run of the query commits the batch again (a new job) unless the log has it, then settles the sink
+    (``recover_sink``). The log names exactly one job's files, those files are visible, and no upload is left."""
+    def run(stop_at: int | None, stop: str) -> tuple[MemoryS3, str, int, int]:
+        s3 = MemoryS3()
+        s3.create_bucket(BUCKET)
+        job_id = batch_job_id(0)
+        driver_store = s3.store()
+        # Spark's sink names each file with the batch job's id: what the sink's recovery matches the log on.
+        _, messages = Job("magic", files(job_id)).run_tasks(s3, job_id)
+        client = client_of(driver_store)
+        if stop_at is not None:
+            client.stop_at, client.stop = stop_at, stop
+        try:
+            commit_batch(driver_store, job_id, messages)
+        except ProcessStopped:
+            REGISTRY.end_job(job_id)
+        return s3, job_id, len(client.requests), len(messages)
+
+    _, _, total, _ = run(None, "before")
+    for stop in ("before", "after"):
+        for n in range(1, total + 1):
+            s3, _, _, _ = run(n, stop)
+            log_key = f"t/{SINK_LOG_DIR}/0"
+            if log_key not in s3.objects(BUCKET):  # the batch is not committed: the next run redoes it
+                again = batch_job_id(0)
+                _, messages = Job("magic", files(again)).run_tasks(s3, again)
+                commit_batch(s3.store(), again, messages)
+            recover_sink(s3.store(), DEST)
+            entry = s3.objects(BUCKET)[log_key].decode()
+            named = sorted(json.loads(line)["path"].split(f"{BUCKET}/", 1)[1] for line in entry.splitlines()[1:])
+            assert sorted(visible(s3)) == named, f"batch killed {stop} request {n}: visible files differ from the log"
+            assert_clean(s3, f"batch killed {stop} request {n}")
+            tally["crash points (memory store)"] += 1
+
+
+def commit_batch(store: Any, job_id: str, messages: list[Any]) -> None:
+    """What the JVM's streaming commit protocol does: prepare, write the log entry with If-None-Match, finish (or
+    roll back where another run wrote the entry first)."""
+    batch = BatchCommit(store, DEST, job_id, options=OPTIONS)
+    uploads = batch.prepare(messages)
+    entry = "v1\n" + "\n".join(json.dumps({"path": f"s3a://{BUCKET}/{u.destination_key}", "size": u.length,
+                                           "isDir": False, "modificationTime": 0, "blockReplication": 1,
+                                           "blockSize": 0, "action": "add"}) for u in uploads)
+    try:
+        store.put_object(BUCKET, f"t/{SINK_LOG_DIR}/{batch.batch_id}", entry.encode(), if_none_match=True)
+    except S3CommitError:
+        batch.roll_back()
+        return
+    batch.finish()
