@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from s3commit.commit.job_commit import JobCommit
+from s3commit.commit.engine import CommitEngine
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, StoreOptions
@@ -253,7 +253,7 @@ def memory_run(*, uploads: int, pendingsets: int) -> dict[str, Any]:
     serialized = sum(len(v) for v in objects.values())
     store = InMemoryStore(objects)
     options = CommitterOptions(threads=32, journal=True)
-    engine = JobCommit(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options)
+    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options)
     tracemalloc.start()
     baseline = tracemalloc.get_traced_memory()[0]
     started = time.perf_counter()
@@ -263,7 +263,7 @@ def memory_run(*, uploads: int, pendingsets: int) -> dict[str, Any]:
     tracemalloc.stop()
     return {"uploads": uploads, "pendingsets": pendingsets, "completed": store.completed,
             "peak_bytes_above_baseline": peak, "serialized_pendingset_bytes": serialized, "seconds": seconds,
-            "measure": "tracemalloc peak of Python allocations during JobCommit.run"}
+            "measure": "tracemalloc peak of Python allocations during CommitEngine.run"}
 
 
 def dumps(data: Any) -> str:

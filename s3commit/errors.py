@@ -174,6 +174,10 @@ class OutputMismatchError(S3CommitError):
     """``validate_output``: a committed object is not what its manifest says (size or checksum)."""
 
 
+class SinkRecoveryError(S3CommitError):
+    """A streaming batch the sink's log has committed could not be completed (its files are not all visible)."""
+
+
 class JobCommitError(S3CommitError):
     """Job commit failed; completed uploads were reverted and the rest aborted.
 

@@ -65,6 +65,7 @@ def java_families() -> tuple[tuple[type[BaseException], str], ...]:
         (errors.LeaseLostError, "IO"),
         (errors.LeaseError, "IO"),
         (errors.JobCommitError, "IO"),
+        (errors.SinkRecoveryError, "IO"),
         (errors.StoreError, "IO"),
         (errors.S3CommitError, "IO"),
         (FileNotFoundError, "FileNotFound"),

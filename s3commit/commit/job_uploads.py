@@ -1,7 +1,7 @@
 """The uploads of one job: every multipart upload that provably belongs to job X, and no other.
 
 The one home of this question, asked by a job abort (:meth:`Committer.abort_job`), the clean-up after a job
-commit (:meth:`JobCommit.cleanup`), ``s3commit recover`` (with or without a journal) and ``s3commit uploads
+commit (:meth:`CommitEngine.cleanup`), ``s3commit recover`` (with or without a journal) and ``s3commit uploads
 --job``. An upload in the destination's bucket belongs to job X when
 
 1. the job recorded it, naming exactly its bucket, key and upload id: a task attempt's ``.pending`` file or

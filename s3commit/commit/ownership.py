@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 from s3commit.errors import CommitConflictError, ConfigError, NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.model.markers import OwnerRecord
@@ -33,7 +34,17 @@ log = logging.getLogger(__name__)
 OWNER_FILE = "_owner.json"
 """The owner record in a job's scratch directory (its job attempt directory)."""
 
-_job_locks: dict[tuple[str, str, str], threading.RLock] = {}
+@dataclass
+class _JobLock:
+    """One job's lock in this process, and how many operations hold or wait for it (the entry goes with the last)."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    users: int = 0
+
+
+_job_locks: dict[tuple[str, str, str], _JobLock] = {}
+"""The jobs with an operation running or waiting in this process: an entry lives as long as they do, so a long-lived
+process (a sidecar serving thousands of jobs) keeps none for jobs that ended."""
 _job_locks_guard = threading.Lock()
 
 
@@ -41,17 +52,25 @@ _job_locks_guard = threading.Lock()
 def one_operation(dest: S3Uri, job_id: str, what: str) -> Iterator[None]:
     """Hold this process's lock of job ``job_id`` on ``dest`` while ``what`` runs (re-entrant in a thread: a
     failed commit aborts itself under it). Another operation on the job waits, and says so."""
+    slot = (dest.bucket, dest.key, job_id)
     with _job_locks_guard:
-        lock = _job_locks.setdefault((dest.bucket, dest.key, job_id), threading.RLock())
-    if not lock.acquire(blocking=False):
-        started = time.monotonic()
-        log.warning("job %s: %s waits for another operation of this job in this process to end", job_id, what)
-        lock.acquire()
-        log.info("job %s: %s waited %.1f s", job_id, what, time.monotonic() - started)
+        entry = _job_locks.setdefault(slot, _JobLock())
+        entry.users += 1
     try:
-        yield
+        if not entry.lock.acquire(blocking=False):
+            started = time.monotonic()
+            log.warning("job %s: %s waits for another operation of this job in this process to end", job_id, what)
+            entry.lock.acquire()
+            log.info("job %s: %s waited %.1f s", job_id, what, time.monotonic() - started)
+        try:
+            yield
+        finally:
+            entry.lock.release()
     finally:
-        lock.release()
+        with _job_locks_guard:
+            entry.users -= 1
+            if entry.users == 0 and _job_locks.get(slot) is entry:
+                del _job_locks[slot]
 
 
 def owner_key(layout: JobLayout) -> str:

@@ -1,7 +1,7 @@
 """The commit session: one job's commit or abort, from the lease to the report (Hadoop's ``CommitContext``).
 
 A committer decides *when* a job commits or aborts; the session owns everything *around* the engine
-(:class:`~s3commit.commit.job_commit.JobCommit`) that makes one commit or abort whole:
+(:class:`~s3commit.commit.engine.CommitEngine`) that makes one commit or abort whole:
 
 - the destination's commit lease (:mod:`s3commit.commit.lease`), taken by the engine after validation, and a dead
   holder of another job settled before this one goes on (:func:`s3commit.commit.recovery.settle_interrupted`);
@@ -29,7 +29,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from s3commit.commit.job_commit import CommitStats, JobCommit
+from s3commit.commit.engine import CommitEngine, CommitStats
 from s3commit.commit.job_uploads import JobUploads
 from s3commit.commit.lease import CommitLease, NoLease, committed_here, lease_for
 from s3commit.commit.overwrite import OverwritePlan
@@ -124,7 +124,7 @@ class CommitSession:
         error is raised."""
         job = self.job
         lease = job.lease("commit")
-        engine = JobCommit(job.store, dest=job.dest, layout=job.layout, job_id=job.job_id, committer=job.committer,
+        engine = CommitEngine(job.store, dest=job.dest, layout=job.layout, job_id=job.job_id, committer=job.committer,
                            options=job.options, job_id_source=job.job_id_source, absolute_dirs=request.absolute_dirs,
                            lease=lease, create_only=request.create_only)
         self.stats = engine.stats
@@ -158,7 +158,7 @@ class CommitSession:
         self.job.report(success)
         return success
 
-    def _sweep_dead_jobs(self, engine: JobCommit) -> None:
+    def _sweep_dead_jobs(self, engine: CommitEngine) -> None:
         """Sweep the dead jobs under the destination (:mod:`s3commit.commit.sweep`), counted in ``_SUCCESS``. Best
         effort: never fails the commit. Not on a store that ignores conditional writes (said once)."""
         job = self.job
@@ -185,7 +185,7 @@ class CommitSession:
         engine.stats.dead_jobs_swept = len(result.swept)
         engine.stats.dead_job_uploads_aborted = result.uploads_aborted
 
-    def _resume_under(self, lease: CommitLease | NoLease, engine: JobCommit, err: CommitStateError,
+    def _resume_under(self, lease: CommitLease | NoLease, engine: CommitEngine, err: CommitStateError,
                       request: CommitRequest) -> SuccessData:
         resumed = False
         try:
@@ -196,7 +196,7 @@ class CommitSession:
             lease.release(committed=resumed, files=engine.stats.files if resumed else -1)
         return success
 
-    def _resume(self, engine: JobCommit, err: CommitStateError, request: CommitRequest) -> SuccessData:
+    def _resume(self, engine: CommitEngine, err: CommitStateError, request: CommitRequest) -> SuccessData:
         job = self.job
         success = resume_commit(job.store, job.dest, job.job_id, layout=job.layout, options=job.options,
                                 pendingsets=set(request.pendingsets), plan=request.plan,
@@ -209,7 +209,7 @@ class CommitSession:
             raise err
         return done
 
-    def _committed_already(self, engine: JobCommit, request: CommitRequest) -> SuccessData | None:
+    def _committed_already(self, engine: CommitEngine, request: CommitRequest) -> SuccessData | None:
         """The job's ``_SUCCESS`` data if it has committed while no journal is left (the commit and its clean-up
         finished, or it ran without a journal): ``_SUCCESS`` names it (and counts the request's files), or,
         whatever ``_SUCCESS`` says now, the destination's commit lease records it (then a ``_SUCCESS`` rebuilt from
@@ -243,7 +243,7 @@ class CommitSession:
         except Exception as err:  # never hide the error that made us abort
             log.warning("abort of job %s after a failed commit was incomplete: %s", self.job.job_id, err)
 
-    def _report_failure(self, engine: JobCommit, error: BaseException) -> None:
+    def _report_failure(self, engine: CommitEngine, error: BaseException) -> None:
         if self.job.options.summary_report_dir:
             self.job.report(failed(engine.success_data(), error))
 

@@ -4,7 +4,7 @@ Writing to a *magic path* (``dest/__magic_job-U/job-U/00/tasks/<attempt>/__base/
 upload for the *final* key (``dest/<relative>``), created in the background as the file opens; closing the
 file defers its completion to the job commit. Task commit gathers the attempt's pending uploads into
 ``<taskId>.pendingset`` (last attempt wins); task abort aborts every upload the attempt started. Job commit is
-:mod:`s3commit.commit.job_commit`.
+:mod:`s3commit.commit.engine`.
 
 By default (``track_commits_in_memory``, S3A's ``fs.s3a.committer.magic.track.commits.in.memory.enabled``)
 the pending uploads live only in the memory of the process that wrote them (:mod:`.tracking`): a file's close

@@ -30,7 +30,8 @@ yet, nothing in the job directory), by an upload in progress whose file name car
 
 This module knows nothing of the JVM; the sidecar's ``stream.*`` operations (:mod:`s3commit.bridge.sink`)
 call it. The job directory, pendingsets and orphan sweep are the magic committer's; the steps are the job
-commit engine's (:class:`~s3commit.commit.job_commit.JobCommit`); only their order and the log are new here.
+commit engine's (:class:`~s3commit.commit.engine.CommitEngine`, its commit point the sink's log); only when they
+run, and what the log decides, are this module's.
 """
 
 from __future__ import annotations
@@ -40,16 +41,13 @@ import re
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from s3commit.commit.job_commit import JobCommit
-from s3commit.commit.job_uploads import JobRecords
-from s3commit.commit.prefixes import keys_under
+from s3commit.commit.engine import CommitEngine, CommitPoint
 from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.committers.magic import MagicCommitter
 from s3commit.config.options import CommitterOptions
-from s3commit.errors import ConfigError, NotFoundError, PreconditionFailedError, S3CommitError
+from s3commit.errors import ConfigError, NotFoundError, S3CommitError
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import PendingUpload
 from s3commit.model.paths import MAGIC_PATH_PREFIX
@@ -69,10 +67,6 @@ and seven digits (``b5173623-d4e8-...``: about one random job id in 400), so ano
 never taken for a batch."""
 _JOB_IN_NAME = re.compile(rf"-(b\d{{1,18}}-{_UUID})")
 """A batch job's id in a file name the JVM made (``part-00003-b12-<uuid>.c000.snappy.parquet``)."""
-
-
-class SinkRecoveryError(S3CommitError):
-    """A batch the sink's log has committed could not be completed (its files are not all visible)."""
 
 
 def batch_job_id(batch_id: int) -> str:
@@ -133,8 +127,9 @@ class SinkLog:
 
 
 class BatchCommit:
-    """One attempt at committing one batch of a file sink: :meth:`prepare`, then (the JVM writes the log
-    entry) :meth:`finish`, or :meth:`roll_back`.
+    """One attempt at committing one batch of a file sink: :meth:`prepare`, then (the JVM writes the log entry)
+    :meth:`finish`, or :meth:`roll_back`. The steps are the commit engine's, with the sink's log as the commit point
+    (:class:`~s3commit.commit.engine.CommitPoint` ``SINK_LOG``); this class decides when.
 
     Args:
         store: the S3 store.
@@ -155,14 +150,12 @@ class BatchCommit:
         self.sink = self.committer.dest
         self.job_id = job_id
         self.layout = self.committer.layout
-        self.engine = JobCommit(store, dest=self.sink, layout=self.layout, job_id=job_id,
-                                committer="magic-streaming", options=self.options, job_id_source="spark-streaming")
+        self.engine = CommitEngine(store, dest=self.sink, layout=self.layout, job_id=job_id,
+                                   committer="magic-streaming", options=self.options, job_id_source="spark-streaming",
+                                   point=CommitPoint.SINK_LOG)
         self.pendingsets: tuple[str, ...] | None = None
         self.files = 0
         self.bytes = 0
-
-    def _pool(self) -> ThreadPoolExecutor:
-        return ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:12]}")
 
     def prepare(self, messages: Iterable[TaskCommitMessage]) -> list[PendingUpload]:
         """Validate the committed tasks' pendingsets and journal them; returns the uploads (the batch's files,
@@ -174,83 +167,26 @@ class BatchCommit:
             if message.pendingset_key is not None:
                 accepted.setdefault(message.pendingset_key, set()).add(message.task_attempt_id)
         keys = sorted(accepted)
-        with self._pool() as pool:
-            self.engine.load_and_validate(pool, keys, accepted)
-        uploads = list(self.engine.validated_uploads(keys))
-        if keys:
-            self._write_journal(BatchJournal(job_id=self.job_id, batch_id=self.batch_id, bucket=self.sink.bucket,
-                                             dest_key=self.sink.key, pendingsets=tuple(keys)))
+        uploads = self.engine.prepare(keys, accepted)
         self.pendingsets = tuple(keys)
         self.files = len(uploads)
         self.bytes = sum(u.length for u in uploads)
         return uploads
 
-    def _write_journal(self, journal: BatchJournal) -> None:
-        try:
-            self.store.put_object(self.sink.bucket, self.layout.batch_journal_key, journal.to_json(),
-                                  if_none_match=True, content_type="application/json")
-        except PreconditionFailedError as err:
-            raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.sink.bucket}/"
-                                f"{self.layout.batch_journal_key}: was this batch job prepared twice?") from err
-
     def journal(self) -> BatchJournal | None:
         """The job's journal, or None if it has none (it never reached its commit, or finished)."""
-        source = f"s3://{self.sink.bucket}/{self.layout.batch_journal_key}"
-        try:
-            return BatchJournal.from_json(self.store.get_object(self.sink.bucket, self.layout.batch_journal_key),
-                                          source=source)
-        except NotFoundError:
-            return None
+        return self.engine.batch_journal()
 
-    def finish(self, pendingsets: Sequence[str] | None = None) -> int:
-        """Complete every upload of the batch, then clean up (the job directory, this job's orphan uploads,
-        the journal last). Idempotent: completed uploads count as done. Returns how many were completed.
+    def finish(self) -> int:
+        """The log has the batch: complete every upload, then clean up (the engine's :meth:`~CommitEngine.finish`:
+        idempotent, completed uploads count as done; a clean-up that had begun is finished). Returns how many uploads
+        were completed.
 
         Raises:
             SinkRecoveryError: an upload could not be completed; the journal is kept, so that the next
                 :func:`recover_sink` finishes the batch.
         """
-        keys = self.pendingsets if pendingsets is None else tuple(pendingsets)
-        if keys is None:
-            journal = self.journal()
-            keys = journal.pendingsets if journal is not None else ()
-        if keys:
-            with self._pool() as pool:
-                try:
-                    self.engine.complete_all(pool, keys)
-                except Exception as err:
-                    raise SinkRecoveryError(
-                        f"batch {self.batch_id} of the sink {self.sink} is committed in its log, but "
-                        f"completing its files failed ({err}); the journal of job {self.job_id} is kept and "
-                        "the next run of the query (or a read of the sink through s3commit) completes them"
-                    ) from err
-            try:
-                self._clean_up(keys)
-            except S3CommitError as err:
-                log.warning("batch job %s committed; its clean-up failed (the next run finishes it): %s",
-                            self.job_id, err)
-        return self.engine.stats.completed
-
-    def _clean_up(self, keys: Sequence[str]) -> None:
-        """After completion: delete the job directory, the journal last, and abort this job's orphan uploads
-        (a task attempt lost with its executor). The job commit engine's clean-up in three round trips instead
-        of five, for a batch: the listing and the orphan sweep run together, and no upload record needs reading
-        (every file name of a batch job carries its id, which is what the sweep matches)."""
-        bucket = self.sink.bucket
-        committed = {u.upload_id for u in self.engine.validated_uploads(keys)}
-        with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-clean-{self.job_id[:8]}") as pool:
-            # A batch job's file names carry its id: the job's uploads are found by name (no record to read).
-            sweep = pool.submit(self.engine.uploads.abort, JobRecords(), keep=committed
-                                ) if self.options.abort_orphans else None
-            listed = [k for k in keys_under(self.store, bucket, f"{self.layout.job_dir}/")
-                      if k != self.layout.batch_journal_key]
-            try:
-                if sweep is not None:
-                    self.engine.stats.orphans_aborted += sweep.result()
-            except S3CommitError as err:  # best effort, as in the job commit engine (permissions to list uploads)
-                log.warning("batch job %s: could not sweep orphan uploads under %s: %s", self.job_id, self.sink, err)
-        self.store.delete_objects(bucket, listed)
-        self.store.delete_object(bucket, self.layout.batch_journal_key)
+        return self.engine.finish(self.pendingsets)
 
     def roll_back(self) -> None:
         """Abort every upload of this batch job and delete its directory (the batch did not commit here)."""
@@ -326,16 +262,7 @@ def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions
                             "leaving the job alone", job_id, target, batch)
                 report.undecided[job_id] = batch
             elif named:
-                journal = commit.journal()
-                left = set(keys_under(store, target.bucket, f"{commit.layout.job_dir}/"))
-                if journal is None or not set(journal.pendingsets) <= left:
-                    # The clean-up had begun (it deletes the pendingsets, then the journal, and only once every
-                    # upload is complete): what is left is clean-up. Aborting this job's uploads cannot touch its
-                    # files: they are complete objects, no longer uploads.
-                    commit.roll_back()
-                    completed = 0
-                else:
-                    completed = commit.finish(journal.pendingsets)
+                completed = commit.finish()
                 report.finished.append(job_id)
                 log.info("batch job %s: batch %d is in the log of %s; completed %d uploads in %.0f ms", job_id,
                          batch, target, completed, (time.monotonic() - started) * 1000)

@@ -46,6 +46,7 @@ PAGE = 1000
 """S3's page of ListObjectsV2 and ListMultipartUploads."""
 
 Stop = Literal["before", "after"]
+PRECONDITION = "At least one of the pre-conditions you specified did not hold"
 
 
 class ProcessStopped(BaseException):
@@ -185,13 +186,13 @@ class MemoryS3:
         if not self.conditional:
             return
         if params.get("IfNoneMatch") == "*" and current is not None:
-            raise s3_error("PreconditionFailed", 412, "At least one of the pre-conditions you specified did not hold")
+            raise s3_error("PreconditionFailed", 412, PRECONDITION)
         wanted = params.get("IfMatch")
         if wanted is not None:
             if current is None:
                 raise s3_error("NoSuchKey", 404, "The specified key does not exist.")
             if current.etag != wanted:
-                raise s3_error("PreconditionFailed", 412, "At least one of the pre-conditions you specified did not hold")
+                raise s3_error("PreconditionFailed", 412, PRECONDITION)
 
     def head_bucket(self, p: dict[str, Any]) -> dict[str, Any]:
         if p["Bucket"] not in self._buckets:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from s3commit import ConfigError, JobCommitError, ManifestError, create_committer
-from s3commit.commit.job_commit import JobCommit, OverwritePlan
+from s3commit.commit.engine import CommitEngine, OverwritePlan
 from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
@@ -194,7 +194,7 @@ def test_staging_committers_refuse_absolute_locations_by_name(name, store, s3_bu
 
 def interrupted(store, committer, message, *, completed, plan=None):
     """What a job commit leaves when it dies after its journal and ``completed`` uploads."""
-    engine = JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
+    engine = CommitEngine(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
                        committer=committer.name, options=committer.options, absolute_dirs=message.absolute_dirs)
     engine.write_journal([message.pendingset_key], plan or OverwritePlan())
     uploads = load_pendingset(store, committer.dest.bucket, message.pendingset_key).commits

@@ -21,7 +21,7 @@ moto = pytest.importorskip("moto")
 import boto3  # noqa: E402
 
 from s3commit import S3Store, StoreOptions, cli, create_committer  # noqa: E402
-from s3commit.commit.job_commit import JobCommit, OverwritePlan  # noqa: E402
+from s3commit.commit.engine import CommitEngine, OverwritePlan  # noqa: E402
 from s3commit.commit.manifest_store import load_pendingset  # noqa: E402
 from s3commit.commit.recovery import RecoveryAction, recover  # noqa: E402
 from s3commit.commit.upload_actions import commit_upload  # noqa: E402
@@ -194,7 +194,7 @@ def interrupted_commit(completed):
                 out.write(b"row\n")
         messages.append(committer.commit_task(attempt))
     keys = [m.pendingset_key for m in messages]
-    JobCommit(committer.store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
+    CommitEngine(committer.store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
               committer=committer.name, options=committer.options).write_journal(keys, OverwritePlan())
     uploads = [c for key in keys for c in load_pendingset(committer.store, BUCKET, key).commits]
     for commit in uploads[:completed]:

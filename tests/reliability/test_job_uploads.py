@@ -60,10 +60,10 @@ def test_recover_abort_with_a_journal_rolls_back_the_custom_location_files(s3_si
     store = make_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     [message] = write_custom_location_job(committer, s3_bucket, commit_task=True)
-    from s3commit.commit.job_commit import JobCommit, OverwritePlan
+    from s3commit.commit.engine import CommitEngine, OverwritePlan
     from s3commit.commit.upload_actions import commit_upload
 
-    engine = JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
+    engine = CommitEngine(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
                        committer="magic", options=committer.options, absolute_dirs=message.absolute_dirs)
     engine.write_journal([message.pendingset_key], OverwritePlan())
     outside = [c for c in load_pendingset(store, s3_bucket, message.pendingset_key).commits

@@ -13,7 +13,8 @@ import uuid
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.commit.recovery import AlreadyCommittedError, recover
+from s3commit.commit.recovery import recover
+from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.errors import CommitConflictError, ConfigError, JobCommitError
 from s3commit.testing.assertions import (
     assert_no_pending_uploads,

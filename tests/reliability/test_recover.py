@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from s3commit import JobCommitError, create_committer
-from s3commit.commit.job_commit import JobCommit, OverwritePlan
+from s3commit.commit.engine import CommitEngine, OverwritePlan
 from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
@@ -34,7 +34,7 @@ pytestmark = pytest.mark.integration
 def interrupted_commit(store, committer, messages, *, completed: int):
     """What a job commit leaves when it dies after writing its journal and completing ``completed`` uploads."""
     keys = [m.pendingset_key for m in messages]
-    JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
+    CommitEngine(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
               committer=committer.name, options=committer.options).write_journal(keys, OverwritePlan())
     uploads = [c for key in keys for c in load_pendingset(store, committer.dest.bucket, key).commits]
     for commit in uploads[:completed]:

@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from s3commit import create_committer
-from s3commit.commit.recovery import AlreadyCommittedError
+from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.committers import TaskCommitMessage
 from s3commit.config.options import MIN_PART_SIZE
 from s3commit.errors import JournalExistsError

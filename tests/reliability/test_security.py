@@ -168,10 +168,10 @@ def test_recover_validates_the_pendingsets_before_rolling_anything_back(s3_sim, 
     store = leaky_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     messages = run_tasks(committer, JobSpec(tasks=2, files=2, job_id_in_names=True))
-    from s3commit.commit.job_commit import JobCommit, OverwritePlan
+    from s3commit.commit.engine import CommitEngine, OverwritePlan
 
     keys = [m.pendingset_key for m in messages]
-    JobCommit(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id, committer="magic",
+    CommitEngine(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id, committer="magic",
               options=committer.options).write_journal(keys, OverwritePlan())
     tampered = json.loads(read(raw, s3_bucket, keys[1]))
     tampered["commits"][0]["destinationKey"] = "elsewhere/precious.txt"

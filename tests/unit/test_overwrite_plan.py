@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from s3commit import ConfigError
-from s3commit.commit.job_commit import OverwritePlan
+from s3commit.commit.engine import OverwritePlan
 from s3commit.model.uri import S3Uri
 
 DEST = S3Uri("bkt", "tables/t")

@@ -1,0 +1,814 @@
+"""The commit engine: one journal-driven state machine for every commit s3commit makes.
+
+A commit goes through these states, in this order; a process may die at any request, and whoever comes next (the job
+run again, ``s3commit recover``, a job that takes the destination's lease over, the sink's next batch) finds where it
+stopped from the journal and what S3 holds, and enters the same machine there::
+
+      LOADED ──> LEASED ──> JOURNALLED ──> COMPLETED ──> OVERWRITTEN ──> COMMITTED ──> CLEANED
+         │          │            │     (batch: the sink's log entry,      (job: _SUCCESS)   (job directory,
+         │          │            │      its commit point, comes here)                        orphans, journal last)
+         └──────────┴────────────┴──> ROLLED BACK (a failure before the commit point: every upload aborted or
+                                      reverted) ──> CLEANED
+
+1. **Load**: every pendingset read (in parallel, a window at a time) and validated: format, job id, bucket, every key
+   under the destination (or in an absolute directory a committed task declared) and outside any scratch directory,
+   no key written twice. Nothing is completed or deleted before every pendingset has passed. Loaded pendingsets are
+   kept up to a budget of uploads; past it they are dropped and re-read, so memory does not grow with the job.
+2. **Lease**: the destination's commit lease (:mod:`s3commit.commit.lease`) for a job; a streaming batch is serialized
+   by its sink's log instead.
+3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
+   rolled back, never guessed at.
+4. **Complete** every upload on a bounded pool (optionally rate-limited). On the first failure before the commit
+   point: stop, abort every upload not completed, delete (revert) the completed ones, raise one
+   :class:`JobCommitError`.
+5. **Overwrite**: the plan applied *after* completion: old objects under the given prefixes (or the partitions just
+   written) deleted, never the keys just committed, never a scratch key.
+6. **The commit point** (:class:`CommitPoint`): ``_SUCCESS`` for a job; for a streaming batch, its entry in the
+   sink's log, which the JVM writes between the journal and the Completes (so a batch is finished forward once the
+   log has it, never rolled back).
+7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted,
+   the journal last (so a clean-up cut short is finished from the same records).
+
+The variants, each a path through the same states (the public methods, in this order below):
+
+- :meth:`CommitEngine.run`: a job commit, from LOADED to CLEANED;
+- :meth:`CommitEngine.resume`: from a journal (``s3commit recover``, a job committed again after its first commit's
+  process died, a lease taken over): CLEANED only if the commit point was passed, else COMPLETED onwards;
+- :meth:`CommitEngine.roll_back_from_journal`: ``recover --abort`` and the abort of a job whose commit began:
+  ROLLED BACK then CLEANED, refused where it would lose data (the commit point passed; every upload complete under an
+  overwrite plan that may have begun);
+- :meth:`CommitEngine.prepare` and :meth:`CommitEngine.finish`: a streaming batch's two halves around its log entry.
+
+The committers decide *when* (:mod:`s3commit.committers`); :mod:`s3commit.commit.session` holds what is around one
+job's commit (the lease it passes in, the sweep of dead jobs, the report), :mod:`s3commit.commit.recovery` finds the
+journal and chooses the variant.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from s3commit.commit.job_uploads import JobRecords, JobUploads
+from s3commit.commit.lease import CommitLease, NoLease
+from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under
+from s3commit.commit.overwrite import OverwritePlan, delete_old
+from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
+from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, revert_upload_quietly
+from s3commit.commit.validate_output import validate_committed
+from s3commit.config.options import CommitterOptions
+from s3commit.errors import (
+    CommitConflictError,
+    CommitStateError,
+    CompletionUnknownError,
+    JobCommitError,
+    JournalExistsError,
+    LeaseLostError,
+    ManifestError,
+    NotFoundError,
+    PendingsetMissingError,
+    PreconditionFailedError,
+    S3CommitError,
+    SinkRecoveryError,
+)
+from s3commit.model.batch_journal import BatchJournal
+from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
+from s3commit.model.object_info import CREATE_WINDOW_KEY
+from s3commit.model.paths import JobLayout, is_scratch_key
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
+from s3commit.transfer.parallel import RateLimiter, map_ordered, run_each, window_for
+
+log = logging.getLogger(__name__)
+
+CACHE_BUDGET = 10_000
+"""Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
+
+RECOVERED_DIAGNOSTIC = "s3commit.recovered"
+"""``_SUCCESS`` diagnostics key set to ``"true"`` when the commit was finished from its journal by another process."""
+
+
+class CommitPoint(enum.Enum):
+    """Where a commit is decided: before it, a failure rolls the commit back; after it, the commit is finished."""
+
+    SUCCESS = "_SUCCESS"
+    """A job: decided once every upload is complete and the overwrite applied; ``_SUCCESS`` marks it (the journal
+    records the commit, :class:`CommitJournal`)."""
+    SINK_LOG = "the sink's log"
+    """A Structured Streaming batch: decided by the batch's entry in the sink's log, which the JVM writes after the
+    journal (:class:`BatchJournal`) and before the Completes. No lease (the log serializes batches), no overwrite, and
+    every file name carries the job id (the clean-up finds the job's uploads by it, with no record to read)."""
+
+
+@dataclass
+class CommitStats:
+    """What a job commit did; becomes ``_SUCCESS`` metrics."""
+
+    pendingsets: int = 0
+    files: int = 0
+    bytes: int = 0
+    completed: int = 0
+    aborted: int = 0
+    reverted: int = 0
+    deleted_by_overwrite: int = 0
+    orphans_aborted: int = 0
+    kept_changed: int = 0
+    undo_failed: int = 0
+    validated: int = 0
+    checksums_verified: int = 0
+    dead_jobs_swept: int = 0
+    dead_job_uploads_aborted: int = 0
+    timings_ms: dict[str, int] = field(default_factory=dict)
+
+
+class CommitEngine:
+    """One commit of one job (or streaming batch), through the states of the module docstring. Not reusable.
+
+    Args:
+        point: where the commit is decided (:class:`CommitPoint`).
+        finisher: who finishes a commit another process began (``"s3commit recover"``...), named in ``_SUCCESS``;
+            None for the job's own commit.
+        journal: the journal found, when this engine resumes or rolls back a commit (:meth:`open_journal`).
+    """
+
+    def __init__(self, store: S3Store, *, dest: S3Uri, layout: JobLayout, job_id: str, committer: str,
+                 options: CommitterOptions, job_id_source: str = "s3commit",
+                 absolute_dirs: Sequence[str] = (), lease: CommitLease | NoLease | None = None,
+                 create_only: bool = False, point: CommitPoint = CommitPoint.SUCCESS,
+                 finisher: str | None = None, journal: CommitJournal | None = None) -> None:
+        self.store = store
+        self.point = point
+        self.finisher = finisher
+        self.journal = journal
+        #: The job's ``_SUCCESS`` data once :meth:`run` or :meth:`resume` ended.
+        self.success: SuccessData | None = None
+        #: The destination's commit lease: taken after validation, checked before every step that changes it.
+        self.lease = lease or NoLease()
+        #: Complete with If-None-Match (conflict-mode=fail, mode="error") where the store honours it.
+        self.create_only = create_only
+        self.dest = dest
+        # The job's uploads: under the destination, and in the directories outside it (same bucket) that
+        # committed tasks declared they wrote to.
+        self.uploads = JobUploads(store, dest, job_id, layouts=(layout,), absolute_dirs=absolute_dirs)
+        self.absolute_dirs = self.uploads.absolute_dirs
+        self.layout = layout
+        self.job_id = job_id
+        self.committer = committer
+        self.options = options
+        self.job_id_source = job_id_source
+        self.stats = CommitStats()
+        self._cache: dict[str, PendingSet] = {}
+        self._committed: dict[str, str] = {}  # key -> upload id
+        self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
+        # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
+        self._create_windows = JobRecords()
+        self._lock = threading.Lock()
+
+    # --- LOADED: every pendingset read and validated ----------------------------------------------------------
+
+    def _validate(self, pendingset: PendingSet, source: str, seen: set[str], accepted: set[str]) -> None:
+        if accepted and pendingset.task_attempt_id and pendingset.task_attempt_id not in accepted:
+            # Another attempt of the task committed after the one the caller accepted (speculation without
+            # a commit coordinator): committing it would publish output the caller never accepted.
+            raise ManifestError(
+                f"the pendingset was written by task attempt {pendingset.task_attempt_id}, but the committed "
+                f"attempt is {', '.join(sorted(accepted))}: two attempts of one task committed", source=source)
+        if pendingset.job_id and pendingset.job_id != self.job_id:
+            raise ManifestError(f"Mismatch in Job ID ({self.job_id}) and commit job ID ({pendingset.job_id})",
+                                source=source)
+        for commit in pendingset.commits:
+            if commit.bucket != self.dest.bucket:
+                raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
+                                    f"{self.dest}", source=source)
+            if not self.in_scope(commit.destination_key) or is_scratch_key(commit.destination_key):
+                raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
+                                    source=source)
+            if any(e in ("", ".", "..") for e in commit.destination_key.split("/")):
+                raise ManifestError(f"upload key {commit.destination_key!r} has an empty, '.' or '..' element",
+                                    source=source)
+            if commit.destination_key in seen:
+                raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
+                                    source=source)
+            seen.add(commit.destination_key)
+            if CREATE_WINDOW_KEY in commit.extra_data:
+                self._create_windows.add_pending(commit)
+
+    def in_scope(self, key: str) -> bool:
+        """True if this job may write ``key``: under the destination, or a file directly in one of the
+        declared absolute directories."""
+        return self.uploads.in_scope(key)
+
+    def scopes(self) -> list[str]:
+        """The prefixes this job's uploads live under: the destination's, then each absolute directory's."""
+        return self.uploads.scopes()
+
+    def _load(self, key: str) -> PendingSet:
+        cached = self._cache.get(key)
+        return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
+
+    def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
+                          accepted_attempts: dict[str, set[str]] | None = None) -> None:
+        """Read and check every pendingset before anything is completed (raises on the first problem)."""
+        seen: set[str] = set()
+        cached = 0
+        # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
+        # memory does not grow with the number of tasks.
+        loads = map_ordered(pool, keys, lambda key: load_pendingset(self.store, self.dest.bucket, key),
+                            window=2 * self.options.pool_size)
+        for key, future in loads:
+            try:
+                pendingset = future.result()
+            except NotFoundError as err:
+                raise PendingsetMissingError(
+                    f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
+                    "already committed or aborted?"
+                ) from err
+            self._validate(pendingset, f"s3://{self.dest.bucket}/{key}", seen,
+                           (accepted_attempts or {}).get(key, set()))
+            self.stats.files += len(pendingset.commits)
+            self.stats.bytes += pendingset.total_length
+            if cached + len(pendingset.commits) <= CACHE_BUDGET:
+                self._cache[key] = pendingset
+                cached += len(pendingset.commits)
+        self.stats.pendingsets = len(keys)
+
+    # --- JOURNALLED: what is about to be completed, recorded before anything changes --------------------------
+
+    @property
+    def journal_key(self) -> str:
+        """Where this commit's journal is (a job's, or a streaming batch's)."""
+        return self.layout.batch_journal_key if self.point is CommitPoint.SINK_LOG else self.layout.journal_key
+
+    def write_journal(self, keys: Sequence[str], plan: OverwritePlan) -> None:
+        record: CommitJournal | BatchJournal
+        if self.point is CommitPoint.SINK_LOG:
+            record = BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
+                                  dest_key=self.dest.key, pendingsets=tuple(keys))
+        else:
+            record = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
+                                   dest_key=self.dest.key, pendingsets=tuple(keys),
+                                   delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
+                                   delete_outside=plan.delete_outside,
+                                   success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs)
+        try:
+            # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
+            # (Retry.VERIFIED): a 412 here is another commit's journal.
+            self.store.put_object(self.dest.bucket, self.journal_key, record.to_json(),
+                                  if_none_match=True, content_type="application/json")
+        except PreconditionFailedError as err:
+            if self.point is CommitPoint.SINK_LOG:
+                raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.dest.bucket}/"
+                                    f"{self.journal_key}: was this batch job prepared twice?") from err
+            raise JournalExistsError(
+                f"job {self.job_id} already has a commit journal at s3://{self.dest.bucket}/"
+                f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
+                f"run `s3commit recover {self.dest} --job {self.job_id}`"
+            ) from err
+
+    # --- COMPLETED: every upload completed (or, on a failure before the commit point, ROLLED BACK) -------------
+
+    def _complete_one(self, limiter: RateLimiter, commit: PendingUpload, if_none_match: bool) -> None:
+        limiter.acquire()
+        self.lease.check()
+        try:
+            commit_upload(self.store, commit, if_none_match=if_none_match)
+        except CompletionUnknownError:
+            with self._lock:  # the roll-back resolves it before it decides (it may have been completed)
+                self._uncertain[commit.destination_key] = commit.upload_id
+            raise
+        except PreconditionFailedError as err:
+            raise CommitConflictError(f"{commit.dest_uri} appeared after the job's conflict check (another writer "
+                                      "made it): it is not replaced") from err
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
+            self.stats.completed += 1
+        if self.options.validate_output:  # a mismatch fails complete_all: the job then rolls back
+            verified = validate_committed(self.store, commit)
+            with self._lock:
+                self.stats.validated += 1
+                self.stats.checksums_verified += verified
+
+    def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """Complete every upload (at most ``threads x 4`` queued, no per-upload state kept); stop at the first
+        failure and re-raise it."""
+        limiter = RateLimiter(self.options.rate_limit)
+        known = self.store.capabilities.get(self.dest.bucket)
+        if_none_match = self.create_only and known is not None and known.conditional_complete
+        if self.create_only and not if_none_match:
+            log.warning("job %s: the store of %s does not honour If-None-Match on Complete: an object that appears "
+                        "there during this commit would be replaced", self.job_id, self.dest)
+        failures = run_each(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
+                            window=window_for(self.options.pool_size), stop_on_failure=True)
+        if failures:
+            raise failures[0].error
+
+    def mark_completed(self, commit: PendingUpload) -> None:
+        """Count ``commit`` as completed by this commit (recovery found it complete): a roll-back then
+        reverts it, and the overwrite plan keeps it."""
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
+
+    def validated_uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        """The uploads of pendingsets :meth:`load_and_validate` accepted, in order (re-read past the cache)."""
+        return self._uploads(keys)
+
+    def _uploads(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        for key in keys:
+            yield from self._load(key).commits
+
+    def roll_back(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> int:
+        """Abort every upload not completed and delete every completed one (after a failure).
+
+        Returns how many uploads could not be undone (their failures are logged).
+        """
+        def undo(commit: PendingUpload) -> None:
+            completed = self._committed.get(commit.destination_key) == commit.upload_id
+            if not completed and self._uncertain.get(commit.destination_key) == commit.upload_id:
+                try:  # a Complete whose answer was lost: read back again (the store's retries) before deciding
+                    completed = self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                            length=commit.length, created_ms=commit.created) is not None
+                except S3CommitError as err:
+                    log.warning("roll back: cannot tell whether %s was completed (%s): left to `s3commit recover`",
+                                commit.dest_uri, err)
+                    with self._lock:
+                        self.stats.undo_failed += 1
+                    return
+            if completed:
+                done = revert_upload_quietly(self.store, commit.bucket, commit.destination_key)
+            else:
+                done = abort_upload_quietly(self.store, commit.bucket, commit.destination_key, commit.upload_id)
+            with self._lock:
+                if not done:
+                    self.stats.undo_failed += 1
+                elif completed:
+                    self.stats.reverted += 1
+                else:
+                    self.stats.aborted += 1
+
+        def ours() -> Iterator[PendingUpload]:
+            for key in keys:
+                try:
+                    pendingset = self._load(key)
+                except Exception as err:  # an unreadable pendingset: its uploads are left to the sweep
+                    log.warning("roll back: cannot read %s: %s", key, err)
+                    self.stats.undo_failed += 1
+                    continue
+                yield from (c for c in pendingset.commits
+                            if c.bucket == self.dest.bucket and self.in_scope(c.destination_key))
+
+        run_each(pool, ours(), undo, window=window_for(self.options.pool_size))
+        return self.stats.undo_failed
+
+    # --- OVERWRITTEN, COMMITTED (the commit point), CLEANED ----------------------------------------------------
+
+    def apply_overwrite(self, plan: OverwritePlan) -> None:
+        """Delete the plan's old objects (never the keys just committed, a scratch key or ``_SUCCESS``)."""
+        keep = set(self._committed)
+        if plan.prefixes(self.dest, keep):
+            self.lease.check()
+        deleted, changed = delete_old(self.store, self.dest, plan, keep, threads=self.options.pool_size,
+                                      skip=lambda k: is_scratch_key(k) or k == self.layout.success_key)
+        self.stats.deleted_by_overwrite += deleted
+        self.stats.kept_changed += changed
+
+    def mark(self, success: SuccessData) -> None:
+        """The commit point of a job: ``_SUCCESS`` (unless ``success_marker`` is off). A batch's, the sink's log
+        entry, is written by the JVM between :meth:`prepare` and :meth:`finish`."""
+        if self.point is CommitPoint.SUCCESS and self.options.success_marker:
+            self.store.put_object(self.dest.bucket, self.layout.success_key, success.to_json(),
+                                  content_type="application/json")
+
+    def success_data(self) -> SuccessData:
+        names = tuple(f"/{k}" for k in sorted(self._committed)[:SUCCESS_FILENAME_LIMIT])
+        requests = self.store.counters.snapshot()["requests"]
+        metrics = {
+            "committer_commits_completed": self.stats.completed,
+            "committer_bytes_committed": self.stats.bytes,
+            "committer_files": self.stats.files,
+            "committer_pendingsets": self.stats.pendingsets,
+            "committer_commits_reverted": self.stats.reverted,
+            "committer_commits_aborted": self.stats.aborted,
+            "committer_objects_deleted_by_overwrite": self.stats.deleted_by_overwrite,
+            "committer_objects_kept_changed_since_listing": self.stats.kept_changed,
+            "committer_lease_wait_ms": int(self.lease.waited * 1000),
+            "committer_lease_requests": self.lease.requests,
+            "committer_dead_jobs_swept": self.stats.dead_jobs_swept,
+            "committer_dead_job_uploads_aborted": self.stats.dead_job_uploads_aborted,
+            **({"committer_objects_validated": self.stats.validated,
+                "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
+               else {}),
+            **{f"op_{op}": n for op, n in sorted(requests.items())},
+            **{f"duration_{k}_ms": v for k, v in self.stats.timings_ms.items()},
+        }
+        finished_by = {RECOVERED_DIAGNOSTIC: "true"} if self.finisher else {}
+        return SuccessData(
+            committer=self.committer, job_id=self.job_id, job_id_source=self.job_id_source,
+            description=f"s3commit job committer for {self.dest}"
+                        + (f" (finished by {self.finisher})" if self.finisher else ""), metrics=metrics,
+            diagnostics={**finished_by, "fs.s3a.committer.threads": str(self.options.threads),
+                         "fs.s3a.multipart.size": str(self.options.part_size),
+                         "s3commit.commit.rate-limit": str(self.options.rate_limit),
+                         "fs.s3a.create.checksum.algorithm": str(self.store.options.checksum_algorithm or "none"),
+                         "s3commit.committer.validate.output": str(self.options.validate_output).lower(),
+                         **self._store_diagnostics()},
+            filenames=names,
+        )
+
+    def _store_diagnostics(self) -> dict[str, str]:
+        """What the store was seen to honour, as the job's decisions used it (``_SUCCESS`` diagnostics)."""
+        known = self.store.capabilities.get(self.dest.bucket)
+        if known is None:
+            return {"s3commit.capabilities": "unknown"}
+        probed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(known.probed_at))
+        return {"s3commit.capabilities": known.summary(), "s3commit.capabilities.probed": probed,
+                "s3commit.checksum.verify-etag.effective": str(self.store.verifies_etags(self.dest.bucket)).lower()}
+
+    def cleanup(self, *, read_pendingsets: bool = False) -> None:
+        """Abort this job's orphan uploads, then delete the job directory (journal last).
+
+        The orphans: uploads of task attempts that never committed (failed, lost, killed), recorded in the
+        tasks directory, and those the job's rules find by listing (:mod:`s3commit.commit.job_uploads`), never the
+        uploads just committed. ``read_pendingsets``: also read the pendingsets' records (a clean-up resumed
+        by recovery, whose engine did not load them: the Create windows of committed uploads are there).
+        """
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+            records = side.submit(self._records, read_pendingsets)
+            self._finish_cleanup(records, side.submit(self._sweep, records))
+
+    def _records(self, read_pendingsets: bool = False) -> JobRecords:
+        """The records the clean-up's sweep works from (:meth:`cleanup`)."""
+        if self.point is CommitPoint.SINK_LOG:
+            return JobRecords()  # every file name of a batch job carries its id: the sweep matches on it
+        records = self.uploads.read_records(pendingsets=False)
+        if read_pendingsets:  # only what the engine would have kept: the windows of committed uploads
+            records.update(self.uploads.read_pendingset_records().windowed())
+        return records
+
+    def _sweep(self, records: Future[JobRecords]) -> None:
+        """Abort the job's orphan uploads (best effort where listing uploads is refused)."""
+        found = records.result()
+        found.update(self._create_windows)  # committed uploads whose Create lost an answer (from validation)
+        keep = set(self._committed.values())
+        known = self.store.capabilities.get(self.dest.bucket)
+        # A store seen not to list uploads (named once at job setup): what the records name is aborted.
+        listed = self.options.abort_orphans and (known is None or known.lists_uploads)
+        if listed:
+            try:
+                self.stats.orphans_aborted += self.uploads.abort(found, keep=keep)
+            except S3CommitError as err:
+                # Best effort, as in S3A (HADOOP-17547): listing uploads needs s3:ListBucketMultipartUploads,
+                # which many roles lack; the job's output is committed by now and must not be reported failed.
+                log.warning("job %s: could not sweep orphan uploads under %s (set s3commit.abort.orphans="
+                            "false if this role may not list uploads): %s", self.job_id, self.dest, err)
+                listed = False
+        if not listed:  # what the records name can be aborted without listing
+            self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
+
+    def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None]) -> None:
+        """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
+        that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
+        `s3commit recover` from the same records."""
+        bucket = self.dest.bucket
+        wait([records])
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key})
+        swept.result()
+        self.store.delete_object(bucket, self.journal_key)
+
+    # --- the variants ------------------------------------------------------------------------------------------
+
+    def run(self, keys: Sequence[str], plan: OverwritePlan,
+            accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
+        """The whole commit. On failure everything this job uploaded is aborted or reverted."""
+        # The clean-up's side: its records (task attempts' files, which a commit does not change) are read while
+        # the job commits; its sweep of orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion.
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+            return self._run(keys, plan, accepted_attempts, side)
+
+    def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
+             side: ThreadPoolExecutor) -> SuccessData:
+        started = time.monotonic()
+        records = side.submit(self._records)
+        bucket = self.dest.bucket
+        with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
+            t0 = time.monotonic()
+            self.load_and_validate(pool, keys, accepted_attempts)
+            self.stats.timings_ms["load"] = _ms(t0)
+            if not keys:
+                log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
+            t0 = time.monotonic()
+            self.lease.acquire()  # nothing of this job changes the destination before it is held
+            self.stats.timings_ms["lease"] = _ms(t0)
+            if self.options.journal:
+                self.write_journal(keys, plan)
+            t0 = time.monotonic()
+            try:
+                self.complete_all(pool, keys)
+            except LeaseLostError:
+                raise  # the job that took the lease over settles this commit from its journal: no roll back here
+            except BaseException as err:
+                left = self.roll_back(pool, keys)
+                message = f"job {self.job_id} commit to {self.dest} failed"
+                if left:
+                    # Keep the journal: it is how `s3commit recover --abort` finds what is still to undo.
+                    message += (f"; {left} uploads or pendingsets could not be rolled back (see the log): run "
+                                f"`s3commit recover {self.dest} --job {self.job_id} --abort`")
+                elif self.options.journal:
+                    revert_upload_quietly(self.store, bucket, self.layout.journal_key)
+                failed = [(getattr(err, "key", None) or "?", err)]
+                raise JobCommitError(message,
+                                     failures=[(f"s3://{bucket}/{k}", e) for k, e in failed],
+                                     reverted=self.stats.reverted, aborted=self.stats.aborted,
+                                     not_rolled_back=left) from err
+            self.stats.timings_ms["complete"] = _ms(t0)
+        t0 = time.monotonic()
+        self.apply_overwrite(plan)
+        self.stats.timings_ms["overwrite"] = _ms(t0)
+        self.stats.timings_ms["total"] = _ms(started)
+        success = self.success_data()
+        self.lease.check()
+        swept = side.submit(self._sweep, records)
+        self.mark(success)
+        self.success = success
+        try:
+            self._finish_cleanup(records, swept)
+        except S3CommitError as err:
+            # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
+            # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
+            log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
+                        "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
+        log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
+                 self.stats.bytes, self.dest, _ms(started))
+        return success
+
+
+    # --- from a journal: resume, roll back ----------------------------------------------------------------------
+
+    @classmethod
+    def open_journal(cls, store: S3Store, dest: S3Uri, job_id: str, layouts: Sequence[JobLayout],
+                     options: CommitterOptions, *, finisher: str = "s3commit recover") -> CommitEngine | None:
+        """The engine of the interrupted commit whose journal is at one of ``layouts`` (checked: its job, its
+        destination, its pendingsets in its job directory), or ``None`` if there is none."""
+        for layout in layouts:
+            try:
+                data = store.get_object(dest.bucket, layout.journal_key)
+            except NotFoundError:
+                continue
+            source = f"s3://{dest.bucket}/{layout.journal_key}"
+            journal = CommitJournal.from_json(data, source=source)
+            if journal.job_id != job_id:
+                raise ManifestError(f"journal is for job {journal.job_id}, not {job_id}", source=source)
+            if journal.bucket != dest.bucket or journal.dest_key != dest.key:
+                raise ManifestError(f"journal is for s3://{journal.bucket}/{journal.dest_key}, not {dest}",
+                                    source=source)
+            for key in journal.pendingsets:
+                if not key.startswith(f"{layout.job_attempt_dir}/"):
+                    raise ManifestError(f"journal names a pendingset outside the job directory: {key!r}", source=source)
+            return cls(store, dest=dest, layout=layout, job_id=job_id, committer=journal.committer,
+                       options=replace(options, journal=False, success_marker=journal.success_marker),
+                       job_id_source="s3commit-recover", absolute_dirs=journal.absolute_dirs, finisher=finisher,
+                       journal=journal)
+        return None
+
+    @property
+    def _journalled(self) -> CommitJournal:
+        if self.journal is None:
+            raise CommitStateError(f"job {self.job_id}: no journal was opened (CommitEngine.open_journal)")
+        return self.journal
+
+    def journal_plan(self) -> OverwritePlan:
+        journal = self._journalled
+        return OverwritePlan(delete_paths=journal.delete_paths, replace_partitions=journal.replace_partitions,
+                             delete_outside=journal.delete_outside)
+
+    def check_same_commit(self, pendingsets: set[str], plan: OverwritePlan, absolute_dirs: set[str], *,
+                          listed: bool) -> None:
+        """Refuse to resume with a commit other than the journal's: ``pendingsets``, ``plan`` and ``absolute_dirs``
+        are what the caller commits now (``listed``: it listed the job directory, so a clean-up that had begun may
+        have deleted some pendingsets already).
+
+        Raises:
+            JournalExistsError: the journal records another commit of this job.
+        """
+        journal, recorded = self._journalled, set(self._journalled.pendingsets)
+        same_keys = pendingsets <= recorded if listed else pendingsets == recorded
+        mine = self.journal_plan()
+        same_plan = (set(plan.delete_paths), set(plan.delete_outside), plan.replace_partitions) == (
+            set(mine.delete_paths), set(mine.delete_outside), mine.replace_partitions)
+        if not (same_keys and same_plan and absolute_dirs <= set(journal.absolute_dirs)):
+            raise JournalExistsError(
+                f"job {self.job_id} already has the commit journal of another commit (other pendingsets or "
+                f"overwrite plan) at s3://{self.dest.bucket}/{self.layout.journal_key}; run `s3commit recover "
+                f"{self.dest} --job {self.job_id}` to finish that commit, or --abort to roll it back")
+
+    def _report(self, action: RecoveryAction, message: str, **counts: Any) -> RecoveryReport:
+        journal = self._journalled
+        age = max(0.0, time.time() - journal.created / 1000) if journal.created else None
+        values: dict[str, Any] = {
+            "uploads": self.stats.files, "aborted": self.stats.aborted, "reverted": self.stats.reverted,
+            "deleted_by_overwrite": self.stats.deleted_by_overwrite, "orphans_aborted": self.stats.orphans_aborted,
+        }
+        values.update(counts)
+        return RecoveryReport(dest=str(self.dest), job_id=self.job_id, action=action, message=message,
+                              committer=journal.committer, journal_age_seconds=age, **values)
+
+    def _missing_pendingsets(self) -> list[str]:
+        present = set(pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir))
+        return [k for k in self._journalled.pendingsets if k not in present]
+
+    def committed_success(self) -> SuccessData | None:
+        """``dest/_SUCCESS`` if it names this job (its commit point was passed), else ``None``."""
+        try:
+            data = SuccessData.from_json(self.store.get_object(self.dest.bucket, self.layout.success_key))
+        except (NotFoundError, ManifestError):
+            return None
+        return data if data.job_id == self.job_id else None
+
+    def _cleaned_up(self, reason: str) -> RecoveryReport:
+        """CLEANED for a commit whose commit point was passed (``reason`` says how we know)."""
+        self.cleanup(read_pendingsets=True)
+        self.success = self.committed_success() or self.success_data()
+        return self._report(RecoveryAction.CLEANED_UP, f"job {self.job_id} {reason}; finished the clean-up",
+                            orphans_aborted=self.stats.orphans_aborted)
+
+    def _pending_upload_ids(self) -> set[str]:
+        return {u.upload_id for prefix in self.scopes() for u in self.store.list_multipart_uploads(self.dest.bucket,
+                                                                                                   prefix)}
+
+    def resume(self) -> RecoveryReport:
+        """Finish the journalled commit from where it stopped: only the clean-up where the commit point was passed
+        (``_SUCCESS`` names the job, or the clean-up, which starts after it, deleted pendingsets), else COMPLETED
+        onwards (completion is idempotent: an upload already completed counts as done).
+
+        Raises:
+            JobCommitError: an upload could not be completed any more; the commit was rolled back (and cleaned up,
+                unless S3 refused part of the roll-back: then the journal stays for ``recover --abort``).
+        """
+        keys = list(self._journalled.pendingsets)
+        missing = self._missing_pendingsets()
+        if missing:
+            # Pendingsets are deleted only by clean-up, which starts after _SUCCESS: the commit itself is done.
+            return self._cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(keys)} "
+                                    "pendingsets already deleted)")
+        if self.committed_success() is not None:
+            # _SUCCESS is written after every completion and the overwrite: only the clean-up is left.
+            return self._cleaned_up(f"has committed (s3://{self.dest.bucket}/{self.layout.success_key} names it)")
+        pending_before = self._pending_upload_ids()
+        try:
+            self.run(keys, self.journal_plan())
+        except JobCommitError as err:
+            self._clean_up_after_roll_back(err)
+            raise
+        stats = self.stats
+        still_pending = sum(1 for c in self.validated_uploads(keys) if c.upload_id in pending_before)
+        success_written = self._journalled.success_marker
+        return self._report(
+            RecoveryAction.FINISHED,
+            f"finished the commit of job {self.job_id}: {stats.files} files; {still_pending} uploads completed "
+            f"now, {stats.files - still_pending} were already complete" + (", _SUCCESS written" if success_written
+                                                                           else ""),
+            completed=still_pending, already_completed=stats.files - still_pending, success_written=success_written)
+
+    def _clean_up_after_roll_back(self, err: JobCommitError) -> None:
+        """A resumed commit that failed was rolled back: clear the job if nothing is left behind."""
+        if err.reverted + err.aborted < self.stats.files:
+            log.warning("roll back of job %s is incomplete; keeping its journal for `s3commit recover --abort`",
+                        self.job_id)
+            return
+        try:
+            self.cleanup()
+        except S3CommitError as cleanup_error:  # never hide the error that made us roll back
+            log.warning("clean-up of job %s after a failed recovery failed: %s", self.job_id, cleanup_error)
+
+    def roll_back_from_journal(self, *, force: bool = False) -> RecoveryReport:
+        """ROLLED BACK then CLEANED: every upload of the journalled commit aborted, every completed one deleted.
+        Every pendingset is validated first (a foreign or tampered manifest must not make us delete objects).
+
+        Raises:
+            AlreadyCommittedError: the commit point was passed (nothing is rolled back).
+            RecoveryError: every upload is complete under an overwrite plan that may have begun deleting the old
+                data (unless ``force``), or S3 refused part of the roll-back (the journal is kept).
+        """
+        keys = list(self._journalled.pendingsets)
+        missing = self._missing_pendingsets()
+        if missing:
+            raise AlreadyCommittedError(
+                f"cannot roll back job {self.job_id}: its commit had finished and was cleaning up "
+                f"({len(missing)} of {len(keys)} pendingsets already deleted); run "
+                f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
+        if self.committed_success() is not None:
+            raise AlreadyCommittedError(
+                f"cannot roll back job {self.job_id}: it has committed (s3://{self.dest.bucket}/"
+                f"{self.layout.success_key} names it) and only its clean-up was interrupted; run "
+                f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
+        with ThreadPoolExecutor(self.options.pool_size,
+                                thread_name_prefix=f"s3commit-recover-{self.job_id[:8]}") as pool:
+            self.load_and_validate(pool, keys)
+            pending = self._pending_upload_ids()
+            completed = gone = waiting = 0
+            for commit in self.validated_uploads(keys):
+                if commit.upload_id in pending:
+                    waiting += 1
+                elif self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                 length=commit.length, created_ms=commit.created):
+                    self.mark_completed(commit)
+                    completed += 1
+                else:
+                    gone += 1
+            total = completed + gone + waiting
+            if total and completed == total and self.journal_plan().deletes and not force:
+                raise RecoveryError(
+                    f"cannot roll back job {self.job_id} safely: all {total} uploads are complete and its "
+                    f"overwrite plan may already have deleted the old data under {self.dest}; rolling back "
+                    "would lose both. Run recover without --abort to finish the commit, or add --force to "
+                    "delete the new data anyway")
+            self.roll_back(pool, keys)
+        stats = self.stats
+        failed = (completed - stats.reverted) + (waiting + gone - stats.aborted)
+        if failed > 0:
+            raise RecoveryError(
+                f"roll back of job {self.job_id} is incomplete: {failed} uploads could not be aborted "
+                f"or deleted (see the log); its journal is kept, run `s3commit recover {self.dest} --job "
+                f"{self.job_id} --abort` again")
+        self.cleanup()
+        return self._report(
+            RecoveryAction.ROLLED_BACK,
+            f"rolled back the commit of job {self.job_id}: {stats.reverted} completed uploads deleted, "
+            f"{waiting} aborted, {gone} were already gone",
+            aborted=waiting, reverted=stats.reverted, already_completed=completed,
+            orphans_aborted=stats.orphans_aborted)
+
+    # --- a streaming batch: its commit point, the sink's log entry, between its two halves ----------------------
+
+    def prepare(self, keys: Sequence[str], accepted_attempts: dict[str, set[str]]) -> list[PendingUpload]:
+        """LOADED and JOURNALLED (a batch journal, where there is anything to commit); returns the uploads, the
+        batch's files for its log entry. Nothing becomes visible."""
+        with self._pool() as pool:
+            self.load_and_validate(pool, keys, accepted_attempts)
+        uploads = list(self.validated_uploads(keys))
+        if keys:
+            self.write_journal(keys, OverwritePlan())
+        return uploads
+
+    def batch_journal(self) -> BatchJournal | None:
+        """The batch's journal, or None if it has none (it never reached its log entry, or it was cleaned up)."""
+        try:
+            data = self.store.get_object(self.dest.bucket, self.layout.batch_journal_key)
+        except NotFoundError:
+            return None
+        return BatchJournal.from_json(data, source=f"s3://{self.dest.bucket}/{self.layout.batch_journal_key}")
+
+    def finish(self, keys: Sequence[str] | None = None) -> int:
+        """After the commit point (the sink's log has the batch): COMPLETED then CLEANED; only CLEANED where the
+        clean-up had begun (no journal, or pendingsets already deleted). ``keys``: the batch's pendingsets (None:
+        from its journal). Idempotent. Returns how many uploads were completed.
+
+        Raises:
+            SinkRecoveryError: an upload could not be completed; the journal is kept, so that the next settling of
+                the sink finishes the batch.
+        """
+        if keys is None:
+            journal = self.batch_journal()
+            left = set(pendingset_keys_under(self.store, self.dest.bucket, self.layout.job_attempt_dir))
+            if journal is None or not set(journal.pendingsets) <= left:
+                # The clean-up had begun (it deletes the pendingsets, then the journal, and only once every upload is
+                # complete): what is left is clean-up; the batch's files are complete objects, no longer uploads.
+                self._clean_up_quietly()
+                return 0
+            keys = journal.pendingsets
+        if keys:
+            with self._pool() as pool:
+                try:
+                    self.complete_all(pool, keys)
+                except Exception as err:
+                    raise SinkRecoveryError(
+                        f"batch {_batch_of(self.job_id)} of the sink {self.dest} is committed in its log, but "
+                        f"completing its files failed ({err}); the journal of job {self.job_id} is kept and "
+                        "the next run of the query (or a read of the sink through s3commit) completes them"
+                    ) from err
+            self._clean_up_quietly()
+        return self.stats.completed
+
+    def _clean_up_quietly(self) -> None:
+        try:
+            self.cleanup()
+        except S3CommitError as err:
+            log.warning("batch job %s committed; its clean-up failed (the next run finishes it): %s", self.job_id, err)
+
+    def _pool(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:12]}")
+
+
+def _batch_of(job_id: str) -> int:
+    """The batch id in a streaming batch job's id (``b<batch>-<uuid>``)."""
+    return int(job_id[1:].split("-", 1)[0])
+
+
+def _ms(since: float) -> int:
+    return int((time.monotonic() - since) * 1000)
