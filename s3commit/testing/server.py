@@ -340,6 +340,12 @@ class S3TestServer:
             if not counted:
                 self.reset_stats()
 
+    def advance_clock(self, seconds: float) -> float:
+        """Let ``seconds`` pass on the store's clock without waiting: every object written so far is that much
+        older by the ``Date`` of the answers from now on; objects written later are dated on the moved clock. It
+        never moves back (a reset keeps it). Returns how far it has moved in all."""
+        return float(self._control("POST", "advance", {"seconds": seconds})["advanced"])
+
     def simulator_config(self) -> dict[str, Any]:
         """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""
         return dict(self._control("GET", "config"))

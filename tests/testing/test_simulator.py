@@ -6,7 +6,9 @@ only bound them generously from one side.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
+import json
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -466,3 +468,48 @@ def test_buckets_created_after_checksum_validation_changes_are_known_to_validate
         s3_sim.configure(validate_checksums=False)
         for bucket in created:
             store.client.delete_bucket(Bucket=bucket)
+
+
+# -- the store's clock --------------------------------------------------------------------------------
+
+
+def test_the_stores_clock_moved_on_ages_what_was_written_before_and_dates_what_is_written_after(
+        s3_server: Any, s3_bucket: str) -> None:
+    import boto3
+    from botocore.config import Config
+
+    # A simulator of this test's own: the session's clock is left where it is.
+    with SimulatorServer(upstream=s3_server.raw_endpoint_url) as simulator:
+        client = boto3.client("s3", endpoint_url=simulator.url, aws_access_key_id="testing",
+                              aws_secret_access_key="testing", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+
+        def age(key: str) -> float:  # by the store's clock: its Date against the object's Last-Modified
+            head = client.head_object(Bucket=s3_bucket, Key=key)
+            date = email.utils.parsedate_to_datetime(head["ResponseMetadata"]["HTTPHeaders"]["date"])
+            return (date - head["LastModified"]).total_seconds()
+
+        def listed_age(key: str) -> float:
+            now = email.utils.parsedate_to_datetime(client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]
+                                                    ["HTTPHeaders"]["date"])
+            [found] = [o for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"] if o["Key"] == key]
+            return (now - found["LastModified"]).total_seconds()
+
+        client.put_object(Bucket=s3_bucket, Key="before the move", Body=b"x")
+        connection = http.client.HTTPConnection(*simulator.url.removeprefix("http://").split(":"), timeout=10)
+        connection.request("POST", "/__sim/advance", body=b'{"seconds": 100}')
+        assert json.loads(connection.getresponse().read()) == {"advanced": 100.0}
+        client.put_object(Bucket=s3_bucket, Key="after the move", Body=b"y")
+        upload = client.create_multipart_upload(Bucket=s3_bucket, Key="upload after")["UploadId"]
+
+        assert 99 <= age("before the move") <= 103 and 99 <= listed_age("before the move") <= 103
+        assert -1 <= age("after the move") <= 2 and -1 <= listed_age("after the move") <= 2
+        [listed] = [u for u in client.list_multipart_uploads(Bucket=s3_bucket)["Uploads"] if u["UploadId"] == upload]
+        date = email.utils.parsedate_to_datetime(client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]
+                                                 ["HTTPHeaders"]["date"])
+        assert -1 <= (date - listed["Initiated"]).total_seconds() <= 2
+        client.delete_objects(Bucket=s3_bucket, Delete={"Objects": [{"Key": "after the move"}]})
+        assert simulator.simulator.clock.shift(s3_bucket, "after the move") == 0.0  # forgotten with the object
+        client.abort_multipart_upload(Bucket=s3_bucket, Key="upload after", UploadId=upload)
+        with pytest.raises(ValueError, match="only moves forward"):
+            simulator.simulator.clock.advance(-1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 _UPLOAD = re.compile(rb"<Upload>.*?</Upload>", re.DOTALL)
@@ -28,9 +29,11 @@ def s3_timestamp(seconds: float) -> bytes:
 
 class InitiationDates:
     """When each upload the simulator saw created was initiated, by upload id. Thread-safe; an upload is
-    forgotten once it is completed or aborted, so memory follows the uploads in progress."""
+    forgotten once it is completed or aborted, so memory follows the uploads in progress. ``clock``: the store's
+    time in ``time.time()`` seconds."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._dates: dict[bytes, bytes] = {}
 
@@ -39,7 +42,7 @@ class InitiationDates:
         match = _UPLOAD_ID.search(answer)
         if match:
             with self._lock:
-                self._dates[match.group(1)] = s3_timestamp(time.time())
+                self._dates[match.group(1)] = s3_timestamp(self._clock())
 
     def ended(self, upload_id: str | None) -> None:
         """Forget an upload that was completed or aborted."""

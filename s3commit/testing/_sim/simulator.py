@@ -17,7 +17,8 @@ HTTP/1.1 keep-alive, the upstream side opens a connection per request (werkzeug 
 Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
-``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST reset``.
+``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST advance``
+(the store's clock moved on: :mod:`~s3commit.testing._sim.store_clock`), ``POST reset``.
 Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
 """
 
@@ -39,6 +40,7 @@ from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind
 from s3commit.testing._sim.initiated import InitiationDates
 from s3commit.testing._sim.profiles import Throttle
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
+from s3commit.testing._sim.store_clock import StoreClock
 
 _VALIDATED = (S3Operation.PUT_OBJECT, S3Operation.UPLOAD_PART)
 """The operations whose checksum headers S3 checks against the body (with ``validate_checksums``)."""
@@ -52,6 +54,11 @@ _NO_SUCH_UPLOAD_GAP = frozenset(
 
 _UPSTREAM_TIMEOUT = 300.0
 
+_WRITES = frozenset({S3Operation.PUT_OBJECT, S3Operation.COPY_OBJECT, S3Operation.COMPLETE_MULTIPART_UPLOAD})
+"""The operations that write an object (dated on the store's clock: ``store_clock``)."""
+_LISTINGS = frozenset({S3Operation.LIST_OBJECTS, S3Operation.LIST_OBJECTS_V2, S3Operation.OTHER})
+"""Answers that list objects with their dates (``OTHER``: ListObjectVersions among others)."""
+
 
 class Simulator:
     """The simulator's state: configuration, fault injector, throttle and stats. Thread-safe.
@@ -63,7 +70,8 @@ class Simulator:
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.initial_config = config or SimulatorConfig()
         self.stats = StatsRecorder()
-        self.initiated = InitiationDates()
+        self.clock = StoreClock()
+        self.initiated = InitiationDates(clock=self.clock.now)
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
         self.config = self.initial_config
@@ -84,7 +92,8 @@ class Simulator:
             return config
 
     def reset(self) -> None:
-        """Back to the initial configuration, with no scripted faults and zeroed stats."""
+        """Back to the initial configuration, with no scripted faults and zeroed stats (the store's clock stays
+        where it was moved: :mod:`~s3commit.testing._sim.store_clock`)."""
         with self._lock:
             self.config = self.initial_config
             self.injector.configure(self.config.faults, seed=self.config.seed)
@@ -168,7 +177,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         pass  # one line per request would drown the server's stderr; stats say what happened
 
     def date_time_string(self, timestamp: float | None = None) -> str:  # the store's clock, clock_offset off ours
-        return super().date_time_string((timestamp or time.time()) + self.server.simulator.config.clock_offset)
+        simulator = self.server.simulator
+        return super().date_time_string((timestamp or simulator.clock.now()) + simulator.config.clock_offset)
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -204,6 +214,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     after_forward=bool(payload.get("after_forward", False)),
                 )
                 answer = {"scripted": simulator.injector.pending_script()}
+            elif (self.command, action) == ("POST", "advance"):
+                answer = {"advanced": simulator.clock.advance(float(payload["seconds"]))}
             elif (self.command, action) == ("POST", "reset"):
                 simulator.reset()
                 answer = {}
@@ -301,6 +313,7 @@ class _Exchange:
             headers = self._error_headers()
         if status < 300:
             answer = self._note_initiation(answer)
+            self._note_written(body)
         if fault is not None:  # a reset after forwarding: S3 applied the request, the answer is lost
             stats.fault(operation, fault.kind, after_forward=True)
             self._drop()
@@ -320,6 +333,17 @@ class _Exchange:
         elif operation is S3Operation.LIST_MULTIPART_UPLOADS:
             return dates.rewrite_listing(answer)
         return answer
+
+    def _note_written(self, body: bytes) -> None:
+        """Objects written or deleted: dated on the store's clock as it is now (``store_clock``)."""
+        clock, operation, bucket = self.simulator.clock, self.operation, self.target.bucket
+        if operation in _WRITES:
+            clock.written(bucket, self.target.key)
+        elif operation is S3Operation.DELETE_OBJECT:
+            clock.deleted(bucket, self.target.key)
+        elif operation is S3Operation.DELETE_OBJECTS and clock.advanced:
+            for key in wire.listed_keys(body):
+                clock.deleted(bucket, key)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -373,10 +397,14 @@ class _Exchange:
             response = connection.getresponse()
             answer = response.read()
             # Our server writes its own Server and Date headers; moto's would be duplicates.
-            offset = self.config.clock_offset
-            keep = [(name, wire.shifted_http_date(value, offset) if offset and name.lower() == "last-modified"
+            offset, clock = self.config.clock_offset, self.simulator.clock
+            moved = offset + (clock.shift(self.target.bucket, self.target.key) if self.target.key else 0.0)
+            keep = [(name, wire.shifted_http_date(value, moved) if moved and name.lower() == "last-modified"
                      else value) for name, value in wire.forwardable(response.getheaders())
                     if name.lower() not in ("server", "date")]
+            if clock.advanced and self.operation in _LISTINGS:
+                answer = wire.shifted_entries(answer, lambda key: clock.shift(self.target.bucket, key),
+                                              url_encoded=self._query_value("encoding-type") == "url")
             answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
             if self.handler.command == "HEAD":
                 # A HEAD answer's Content-Length is the object's size; it must reach the client intact.
