@@ -2,9 +2,9 @@
 (:func:`let_store_time_pass`), and a job's liveness keeper put on a test's clock (:func:`keeper_on`).
 
 A record or a lease is old by the store's clock (its ``Date`` against an object's ``Last-Modified``): on moto the
-simulator's clock is moved on (``S3TestServer.advance_clock``); SeaweedFS and rclone (the slow tier) have no such
-clock, and there the time passes for real. When a job renews is the client's clock: a :class:`ManualClock`, passed
-to the timer, makes each renewal happen at the test's word.
+simulator's clock of the test's bucket is moved on (``S3TestServer.advance_clock``); SeaweedFS and rclone (the slow
+tier) have no such clock, and there the time passes for real. When a job renews is the client's clock: a
+:class:`ManualClock`, passed to the timer, makes each renewal happen at the test's word.
 """
 
 from __future__ import annotations
@@ -60,10 +60,11 @@ class ManualClock:
                 self._changed.wait(0.01)  # a thread's end notifies nothing: look again soon
 
 
-def let_store_time_pass(server: Any, seconds: float) -> None:
-    """``seconds`` pass on ``server``'s clock: moved on where the server can (moto's simulator), slept elsewhere."""
+def let_store_time_pass(server: Any, bucket: str, seconds: float) -> None:
+    """``seconds`` pass on ``server``'s clock for ``bucket``: moved on where the server can (moto's simulator),
+    slept elsewhere."""
     if hasattr(server, "advance_clock"):
-        server.advance_clock(seconds)
+        server.advance_clock(bucket, seconds)
     else:
         time.sleep(seconds)
 

@@ -340,11 +340,12 @@ class S3TestServer:
             if not counted:
                 self.reset_stats()
 
-    def advance_clock(self, seconds: float) -> float:
-        """Let ``seconds`` pass on the store's clock without waiting: every object written so far is that much
-        older by the ``Date`` of the answers from now on; objects written later are dated on the moved clock. It
-        never moves back (a reset keeps it). Returns how far it has moved in all."""
-        return float(self._control("POST", "advance", {"seconds": seconds})["advanced"])
+    def advance_clock(self, bucket: str, seconds: float) -> float:
+        """Let ``seconds`` pass on ``bucket``'s clock without waiting: every object written there so far is that
+        much older by the ``Date`` of the answers about it from now on; objects written later are dated on the
+        moved clock. Other buckets' clocks stay (each test has its own bucket); it never moves back (a reset keeps
+        it). Returns how far it has moved in all."""
+        return float(self._control("POST", "advance", {"bucket": bucket, "seconds": seconds})["advanced"])
 
     def simulator_config(self) -> dict[str, Any]:
         """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""

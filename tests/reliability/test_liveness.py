@@ -153,7 +153,7 @@ def test_a_job_killed_in_its_task_phase_is_swept_by_the_next_commit(s3_server, t
     early.setup_job()
     success = early.commit_job([write(early, ["early.txt"])])
     assert success.metrics["committer_dead_jobs_swept"] == 0
-    let_store_time_pass(s3_server, PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     statuses = {s.job_id: s for s in job_statuses(early.store, early.dest, liveness=WINDOW)}
     assert statuses[dead_id].state == "dead" and statuses[dead_id].silent > WINDOW
     later = job(s3_server, dest, name, tmp_path)
@@ -173,7 +173,7 @@ def test_a_dead_jobs_uploads_for_a_custom_partition_location_are_swept_too(s3_se
     child, _dead_id = start_dying_job(s3_server, dest, "magic", tmp_path, absolute=f"s3://{bucket}/elsewhere/p=1")
     kill(child)
     assert any(k.startswith("elsewhere/") for k in pending_keys(client, bucket))
-    let_store_time_pass(s3_server, PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     later = job(s3_server, dest)
     later.setup_job()
     later.commit_job([write(later, ["later.txt"])])
@@ -191,7 +191,7 @@ def test_a_live_job_paused_longer_than_the_window_is_never_swept(s3_server, tmp_
     clock = ManualClock()
     keeper_on(clock, slow)
     for _ in range(10):  # the caller pauses 2.5 windows; its committer's thread renews every quarter window
-        let_store_time_pass(s3_server, WINDOW / 4)
+        let_store_time_pass(s3_server, bucket, WINDOW / 4)
         clock.advance(WINDOW / 4)
     other = job(s3_server, dest)
     other.setup_job()
@@ -227,7 +227,7 @@ def test_a_job_whose_renewals_fail_learns_at_commit_that_it_was_swept_and_loses_
     clock = ManualClock()
     keeper_on(clock, cut_off)
     cut_off.store.down = True
-    let_store_time_pass(s3_server, PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     clock.advance(PAST_WINDOW)  # its renewals fail meanwhile
     sweeper = job(s3_server, dest, name, tmp_path / "sweeper")
     sweeper.setup_job()
@@ -258,7 +258,7 @@ def test_liveness_is_judged_by_the_stores_clock_whatever_the_clients(s3_sim, tmp
     assert other.commit_job([write(other, ["other.txt"])]).metrics["committer_dead_jobs_swept"] == 0
     clock = ManualClock()
     keeper_on(clock, alive).stop()  # the job falls silent, as if its process died
-    s3_sim.advance_clock(PAST_WINDOW)
+    s3_sim.advance_clock(bucket, PAST_WINDOW)
     clock.advance(PAST_WINDOW)
     last = job(s3_sim, dest)
     last.setup_job()
@@ -295,7 +295,7 @@ def test_a_store_without_conditional_writes_sweeps_nothing_by_itself_and_says_so
     bucket, client, dest = fresh_table(s3_server)
     child, dead_id = start_dying_job(s3_server, dest, "magic", tmp_path)
     kill(child)
-    let_store_time_pass(s3_server, PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     for name in ("first.txt", "second.txt"):
         committer = job(s3_server, dest)
         committer.setup_job()
@@ -326,7 +326,7 @@ def test_show_and_uploads_list_say_which_jobs_are_alive_dead_or_committed_and_sw
     running = job(s3_server, dest, job_liveness=3600)
     running.setup_job()
     write(running, ["running.txt"])
-    let_store_time_pass(s3_server, PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     shown = run_cli("show", dest + "/")
     assert shown.code == 0
     lines = shown.out.splitlines()
@@ -359,7 +359,7 @@ def test_a_job_of_unknown_liveness_is_swept_only_at_the_operators_word(s3_server
     left = run_cli("uploads", "sweep", f"s3://{bucket}/t", "--older-than", "1h", "--json")
     assert left.code == 0 and json.loads(left.out)["swept"] == []
     assert "younger than --older-than" in json.loads(left.out)["left"][0]["why"] or not conditional(s3_server)
-    let_store_time_pass(s3_server, 2.5)
+    let_store_time_pass(s3_server, bucket, 2.5)
     swept = run_cli("uploads", "sweep", f"s3://{bucket}/t", "--older-than", "1s", "--json")
     result = json.loads(swept.out)
     assert [(j["job_id"], j["state"], j["uploads_aborted"]) for j in result["swept"]] == [(other, "unknown", 1)]

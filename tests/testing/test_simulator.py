@@ -496,14 +496,19 @@ def test_the_stores_clock_moved_on_ages_what_was_written_before_and_dates_what_i
             return (now - found["LastModified"]).total_seconds()
 
         client.put_object(Bucket=s3_bucket, Key="before the move", Body=b"x")
+        other = s3_server.create_bucket(f"{s3_bucket}-other")
+        client.put_object(Bucket=other, Key="elsewhere", Body=b"z")
         connection = http.client.HTTPConnection(*simulator.url.removeprefix("http://").split(":"), timeout=10)
-        connection.request("POST", "/__sim/advance", body=b'{"seconds": 100}')
+        connection.request("POST", "/__sim/advance", body=json.dumps({"bucket": s3_bucket, "seconds": 100}).encode())
         assert json.loads(connection.getresponse().read()) == {"advanced": 100.0}
         client.put_object(Bucket=s3_bucket, Key="after the move", Body=b"y")
         upload = client.create_multipart_upload(Bucket=s3_bucket, Key="upload after")["UploadId"]
 
         assert 99 <= age("before the move") <= 103 and 99 <= listed_age("before the move") <= 103
         assert -1 <= age("after the move") <= 2 and -1 <= listed_age("after the move") <= 2
+        other_head = client.head_object(Bucket=other, Key="elsewhere")  # another bucket's clock did not move
+        other_date = email.utils.parsedate_to_datetime(other_head["ResponseMetadata"]["HTTPHeaders"]["date"])
+        assert -1 <= (other_date - other_head["LastModified"]).total_seconds() <= 2
         [listed] = [u for u in client.list_multipart_uploads(Bucket=s3_bucket)["Uploads"] if u["UploadId"] == upload]
         date = email.utils.parsedate_to_datetime(client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]
                                                  ["HTTPHeaders"]["date"])
@@ -512,4 +517,4 @@ def test_the_stores_clock_moved_on_ages_what_was_written_before_and_dates_what_i
         assert simulator.simulator.clock.shift(s3_bucket, "after the move") == 0.0  # forgotten with the object
         client.abort_multipart_upload(Bucket=s3_bucket, Key="upload after", UploadId=upload)
         with pytest.raises(ValueError, match="only moves forward"):
-            simulator.simulator.clock.advance(-1)
+            simulator.simulator.clock.advance(s3_bucket, -1)

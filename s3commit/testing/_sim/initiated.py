@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
 
 _UPLOAD_ID = re.compile(rb"<UploadId>([^<]+)</UploadId>")
 _UPLOAD = re.compile(rb"<Upload>.*?</Upload>", re.DOTALL)
@@ -29,20 +28,19 @@ def s3_timestamp(seconds: float) -> bytes:
 
 class InitiationDates:
     """When each upload the simulator saw created was initiated, by upload id. Thread-safe; an upload is
-    forgotten once it is completed or aborted, so memory follows the uploads in progress. ``clock``: the store's
-    time in ``time.time()`` seconds."""
+    forgotten once it is completed or aborted, so memory follows the uploads in progress."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._clock = clock
+    def __init__(self) -> None:
         self._lock = threading.Lock()
         self._dates: dict[bytes, bytes] = {}
 
-    def created(self, answer: bytes) -> None:
-        """Note the upload a CreateMultipartUpload answer names, initiated now."""
+    def created(self, answer: bytes, now: float | None = None) -> None:
+        """Note the upload a CreateMultipartUpload answer names, initiated ``now`` (the store's time in
+        ``time.time()`` seconds; this host's by default)."""
         match = _UPLOAD_ID.search(answer)
         if match:
             with self._lock:
-                self._dates[match.group(1)] = s3_timestamp(self._clock())
+                self._dates[match.group(1)] = s3_timestamp(time.time() if now is None else now)
 
     def ended(self, upload_id: str | None) -> None:
         """Forget an upload that was completed or aborted."""

@@ -71,7 +71,7 @@ class Simulator:
         self.initial_config = config or SimulatorConfig()
         self.stats = StatsRecorder()
         self.clock = StoreClock()
-        self.initiated = InitiationDates(clock=self.clock.now)
+        self.initiated = InitiationDates()
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
         self.config = self.initial_config
@@ -176,9 +176,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the server's stderr; stats say what happened
 
+    bucket = ""
+    """The bucket the request being answered is about ("": none), whose clock its ``Date`` is on."""
+
     def date_time_string(self, timestamp: float | None = None) -> str:  # the store's clock, clock_offset off ours
         simulator = self.server.simulator
-        return super().date_time_string((timestamp or simulator.clock.now()) + simulator.config.clock_offset)
+        return super().date_time_string((timestamp or simulator.clock.now(self.bucket))
+                                        + simulator.config.clock_offset)
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -186,6 +190,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
 
     def _dispatch(self) -> None:
+        self.bucket = ""
         if self.path.startswith("/__sim/"):
             self._control()
         else:
@@ -215,7 +220,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                 )
                 answer = {"scripted": simulator.injector.pending_script()}
             elif (self.command, action) == ("POST", "advance"):
-                answer = {"advanced": simulator.clock.advance(float(payload["seconds"]))}
+                answer = {"advanced": simulator.clock.advance(str(payload["bucket"]), float(payload["seconds"]))}
             elif (self.command, action) == ("POST", "reset"):
                 simulator.reset()
                 answer = {}
@@ -256,6 +261,7 @@ class _Exchange:
             handler.command, self.split.path, self.split.query, dict(handler.headers.items())
         )
         self.operation = self.target.operation
+        handler.bucket = self.target.bucket
 
     def run(self) -> None:
         stats = self.simulator.stats
@@ -327,7 +333,7 @@ class _Exchange:
     def _note_initiation(self, answer: bytes) -> bytes:
         dates, operation = self.simulator.initiated, self.operation
         if operation is S3Operation.CREATE_MULTIPART_UPLOAD:
-            dates.created(answer)
+            dates.created(answer, self.simulator.clock.now(self.target.bucket))
         elif operation in (S3Operation.COMPLETE_MULTIPART_UPLOAD, S3Operation.ABORT_MULTIPART_UPLOAD):
             dates.ended(self._query_value("uploadId"))
         elif operation is S3Operation.LIST_MULTIPART_UPLOADS:
@@ -341,7 +347,7 @@ class _Exchange:
             clock.written(bucket, self.target.key)
         elif operation is S3Operation.DELETE_OBJECT:
             clock.deleted(bucket, self.target.key)
-        elif operation is S3Operation.DELETE_OBJECTS and clock.advanced:
+        elif operation is S3Operation.DELETE_OBJECTS and clock.advanced(bucket):
             for key in wire.listed_keys(body):
                 clock.deleted(bucket, key)
 
@@ -402,7 +408,7 @@ class _Exchange:
             keep = [(name, wire.shifted_http_date(value, moved) if moved and name.lower() == "last-modified"
                      else value) for name, value in wire.forwardable(response.getheaders())
                     if name.lower() not in ("server", "date")]
-            if clock.advanced and self.operation in _LISTINGS:
+            if self.operation in _LISTINGS and clock.advanced(self.target.bucket):
                 answer = wire.shifted_entries(answer, lambda key: clock.shift(self.target.bucket, key),
                                               url_encoded=self._query_value("encoding-type") == "url")
             answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
