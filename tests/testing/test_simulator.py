@@ -10,6 +10,7 @@ import email.utils
 import http.client
 import json
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -518,3 +519,30 @@ def test_the_stores_clock_moved_on_ages_what_was_written_before_and_dates_what_i
         client.abort_multipart_upload(Bucket=s3_bucket, Key="upload after", UploadId=upload)
         with pytest.raises(ValueError, match="only moves forward"):
             simulator.simulator.clock.advance(s3_bucket, -1)
+
+
+# -- requests held until released -----------------------------------------------------------------------
+
+
+def test_held_requests_wait_until_released_while_others_go_on(s3_sim: Any, s3_bucket: str, sim_client: Any) -> None:
+    sim_client.put_object(Bucket=s3_bucket, Key="k", Body=b"first")
+    s3_sim.hold("GetObject", ending="k")
+    sim_client.put_object(Bucket=s3_bucket, Key="other", Body=b"x")
+    assert sim_client.get_object(Bucket=s3_bucket, Key="other")["Body"].read() == b"x"  # another key's GET goes
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(sim_client.get_object(Bucket=s3_bucket,
+                                                                                 Key="k")["Body"].read()))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while s3_sim.held() != {"GetObject": 1}:  # the GET has reached the simulator and waits there
+        assert time.monotonic() < deadline and reader.is_alive()
+        time.sleep(0.01)
+    sim_client.put_object(Bucket=s3_bucket, Key="k", Body=b"second")  # another operation is not held
+    assert read == []
+    s3_sim.release("GetObject")
+    reader.join(30)
+    assert read == [b"second"]  # forwarded once released: it reads what was written meanwhile
+    assert s3_sim.held() == {}
+    s3_sim.hold("HeadObject")
+    s3_sim.reset_simulator()  # a reset lets everything go
+    sim_client.head_object(Bucket=s3_bucket, Key="k")

@@ -18,7 +18,8 @@ Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
 ``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST advance``
-(the store's clock moved on: :mod:`~s3commit.testing._sim.store_clock`), ``POST reset``.
+(the store's clock moved on: :mod:`~s3commit.testing._sim.store_clock`), ``POST hold``, ``POST release``, ``GET held``
+(requests held until released: :mod:`~s3commit.testing._sim.holds`), ``POST reset``.
 Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
 """
 
@@ -37,6 +38,7 @@ from s3commit.testing._sim import wire
 from s3commit.testing._sim.classify import COPY_OPERATIONS, RequestTarget, S3Operation, classify_request
 from s3commit.testing._sim.config import SimulatorConfig
 from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind
+from s3commit.testing._sim.holds import Holds
 from s3commit.testing._sim.initiated import InitiationDates
 from s3commit.testing._sim.profiles import Throttle
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
@@ -71,6 +73,7 @@ class Simulator:
         self.initial_config = config or SimulatorConfig()
         self.stats = StatsRecorder()
         self.clock = StoreClock()
+        self.holds = Holds()
         self.initiated = InitiationDates()
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
@@ -92,14 +95,15 @@ class Simulator:
             return config
 
     def reset(self) -> None:
-        """Back to the initial configuration, with no scripted faults and zeroed stats (the store's clock stays
-        where it was moved: :mod:`~s3commit.testing._sim.store_clock`)."""
+        """Back to the initial configuration, with no scripted faults, no held requests and zeroed stats (the
+        store's clock stays where it was moved: :mod:`~s3commit.testing._sim.store_clock`)."""
         with self._lock:
             self.config = self.initial_config
             self.injector.configure(self.config.faults, seed=self.config.seed)
             self.injector.clear_script()
             self.throttle = Throttle(self.config.throttle) if self.config.throttle else None
             self.stats.reset()
+        self.holds.release()
 
     def snapshot(self) -> StatsSnapshot:
         """The current stats."""
@@ -219,6 +223,15 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     after_forward=bool(payload.get("after_forward", False)),
                 )
                 answer = {"scripted": simulator.injector.pending_script()}
+            elif (self.command, action) == ("POST", "hold"):
+                simulator.holds.hold(S3Operation.parse(payload["operation"]), str(payload.get("ending", "")))
+                answer = {"held": simulator.holds.waiting()}
+            elif (self.command, action) == ("POST", "release"):
+                released = payload.get("operation")
+                simulator.holds.release(S3Operation.parse(released) if released else None)
+                answer = {"held": simulator.holds.waiting()}
+            elif (self.command, action) == ("GET", "held"):
+                answer = {"held": simulator.holds.waiting()}
             elif (self.command, action) == ("POST", "advance"):
                 answer = {"advanced": simulator.clock.advance(str(payload["bucket"]), float(payload["seconds"]))}
             elif (self.command, action) == ("POST", "reset"):
@@ -281,6 +294,7 @@ class _Exchange:
             self._drop()  # the stream is out of sync; nothing sensible can be answered on it
             return
         stats.body_in(operation, len(body))
+        self.simulator.holds.pass_through(operation, self.target.key)
         if self.throttle is not None and not self.throttle.admit(operation, self.target.bucket, self.target.key):
             stats.throttle(operation)
             self._sleep(profile.first_byte(operation))
