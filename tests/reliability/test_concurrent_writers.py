@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.commit.lease import lease_key
+from s3commit.commit.lease import CommitLease, lease_key
 from s3commit.errors import ConfigError, LeaseTimeoutError
 from s3commit.model.lease_record import Holder, LeaseState
 from s3commit.model.paths import is_scratch_key, partition_of
 from s3commit.model.uri import S3Uri
 from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
+from tests.clocks import ManualClock
 from tests.conftest import store_options_for
 
 pytestmark = pytest.mark.integration
@@ -360,3 +362,38 @@ def test_an_overwrite_keeps_an_object_replaced_since_its_listing(s3_server, tmp_
     assert client.get_object(Bucket=bucket, Key=kept)["Body"].read() == b"rewritten by another writer"
     data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
     assert data == sorted([kept, "t/p=9/new.txt"])
+
+
+def test_a_holder_renews_its_lease_every_quarter_of_its_duration_and_a_waiter_gives_up_by_its_clock(
+        s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    dest = S3Uri(bucket, "t")
+    clock = ManualClock()
+    holder = CommitLease(S3Store(store_options_for(s3_server)), dest, "job-a", duration=8, clock=clock).acquire()
+    try:
+        taken = holder.etag
+        clock.advance(1.5)
+        assert holder.etag == taken  # not yet a quarter of its duration
+        clock.advance(0.5)
+        assert holder.etag != taken and holder.held  # renewed (If-Match on the ETag it held)
+        waiter = CommitLease(S3Store(store_options_for(s3_server)), dest, "job-b", wait=30, clock=clock)
+        failed: list[BaseException] = []
+        waiting = threading.Thread(target=lambda: failed.extend(_raised(waiter.acquire)))
+        waiting.start()
+        for _ in range(40):  # the holder renews all along; the waiter reads, sleeps on the clock, reads again
+            clock.advance(1.0)
+        waiting.join(30)
+        assert [type(e) for e in failed] == [LeaseTimeoutError] and "held by job job-a" in str(failed[0])
+    finally:
+        holder.release()
+    assert held_leases(s3_server.client(), bucket) == []
+
+
+def _raised(call) -> list[BaseException]:
+    try:
+        call()
+    except BaseException as err:  # handed to the test's thread
+        return [err]
+    return []
