@@ -32,11 +32,11 @@ from __future__ import annotations
 import logging
 import random
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.config.options import CommitterOptions, LeaseMode
 from s3commit.errors import (
     ConfigError,
@@ -73,11 +73,13 @@ class CommitLease:
         settle: called with a dead holder of *another* job after its lease was taken over, before this operation
             goes on (it finishes or rolls back that job's interrupted commit, returning True if the job ends
             committed); it may raise, and the lease is then released and the error raised.
+        clock: times the waiting and the renewals (a test passes one it drives); never whether a lease expired,
+            which the store's clock says.
     """
 
     def __init__(self, store: S3Store, dest: S3Uri, job_id: str, *, operation: str = "commit", journal: str = "",
                  duration: float = 120.0, wait: float = 1200.0, settle: Callable[[Holder], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.dest = dest
         self.key = lease_key(dest)
@@ -86,7 +88,6 @@ class CommitLease:
         self.wait = wait
         self.settle = settle
         self._clock = clock
-        self._sleep = sleep
         self.etag: str | None = None
         self.state = LeaseState()
         """What the lease object holds while this operation holds it (its holder: ours)."""
@@ -116,7 +117,7 @@ class CommitLease:
         """Take the lease, waiting for a live holder (up to ``wait``) and taking over a dead one. Idempotent."""
         if self.etag is not None:
             return self
-        started = self._clock()
+        started = self._clock.monotonic()
         logged = started
         delay = FIRST_DELAY
         while True:
@@ -136,7 +137,7 @@ class CommitLease:
                 if self._replace(state or LeaseState(), info, taken_over=holder):
                     break
                 continue
-            waited = self._clock() - started
+            waited = self._clock.monotonic() - started
             who = holder.describe() if holder is not None else f"an unreadable lease object ({self.uri})"
             if waited >= self.wait:
                 raise LeaseTimeoutError(
@@ -144,13 +145,13 @@ class CommitLease:
                     f"gave up (s3commit.commit.lease.wait={self.wait:g}). If that job is gone, its lease expires "
                     f"{duration:g} s after its last renewal, or release it by hand: s3commit recover {self.dest} "
                     "--release-lease --yes")
-            if self._clock() - logged >= LOG_EVERY:
+            if self._clock.monotonic() - logged >= LOG_EVERY:
                 log.warning("job %s has waited %.0f s for the commit lease on %s, held by %s", self.job_id, waited,
                             self.dest, who)
-                logged = self._clock()
-            self._sleep(min(delay * (0.5 + random.random()), max(0.05, self.wait - waited)))
+                logged = self._clock.monotonic()
+            self._clock.sleep(min(delay * (0.5 + random.random()), max(0.05, self.wait - waited)))
             delay = min(delay * 2, MAX_DELAY)
-        self.waited = self._clock() - started
+        self.waited = self._clock.monotonic() - started
         self._start_renewing()
         if self.taken_over is not None and self.taken_over.job_id != self.job_id and self.settle is not None:
             log.warning("job %s took over the commit lease on %s from %s, which is gone; settling its commit first",
@@ -211,16 +212,17 @@ class CommitLease:
 
     def _renew_loop(self) -> None:
         every = self.holder.duration / 4
-        last_ok = self._clock()
-        while not self._stop.wait(every if self._clock() - last_ok < every else min(1.0, every)):
+        last_ok = self._clock.monotonic()
+        while not self._clock.wait(self._stop,
+                                   every if self._clock.monotonic() - last_ok < every else min(1.0, every)):
             try:
                 self.renew()
-                last_ok = self._clock()
+                last_ok = self._clock.monotonic()
             except (PreconditionFailedError, NotFoundError):
                 self._lose(f"it was taken over ({self.uri} changed)")
                 return
             except S3CommitError as err:
-                if self._clock() - last_ok > self.holder.duration:
+                if self._clock.monotonic() - last_ok > self.holder.duration:
                     self._lose(f"it could not be renewed for {self.holder.duration:g} s: {err}")
                     return
                 log.warning("job %s: renewing the commit lease on %s failed (retrying): %s", self.job_id,

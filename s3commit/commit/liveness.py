@@ -23,10 +23,9 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import weakref
-from collections.abc import Callable
 
+from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.commit.ownership import owner_key
 from s3commit.errors import JobSweptError, NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.model.markers import OwnerRecord
@@ -43,10 +42,11 @@ WARN_EVERY = 60.0
 
 
 class JobLiveness:
-    """Keeps one job's liveness record fresh on a daemon thread (:meth:`start`) until :meth:`stop`."""
+    """Keeps one job's liveness record fresh on a daemon thread (:meth:`start`) until :meth:`stop`; ``clock``
+    times its renewals (a test passes one it drives)."""
 
     def __init__(self, store: S3Store, dest: S3Uri, layout: JobLayout, record: OwnerRecord, etag: str, *,
-                 conditional: bool, clock: Callable[[], float] = time.monotonic) -> None:
+                 conditional: bool, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.dest = dest
         self.key = owner_key(layout)
@@ -62,7 +62,7 @@ class JobLiveness:
         #: The job's commit or abort is under way: its clean-up deletes the record, so a 404 then is no loss.
         self.ending = False
         self.renewals = 0
-        self.last_ok = clock()
+        self.last_ok = clock.monotonic()
 
     @property
     def uri(self) -> str:
@@ -79,8 +79,8 @@ class JobLiveness:
 
     def _loop(self) -> None:
         every = self.window / RENEWALS_PER_WINDOW
-        warned = 0.0
-        while not self._stop.wait(every):
+        warned: float | None = None
+        while not self._clock.wait(self._stop, every):
             try:
                 self.renew()
             except (PreconditionFailedError, NotFoundError):
@@ -88,8 +88,8 @@ class JobLiveness:
                     self._lose()
                 return
             except S3CommitError as err:
-                now = self._clock()
-                if now - warned >= WARN_EVERY:
+                now = self._clock.monotonic()
+                if warned is None or now - warned >= WARN_EVERY:
                     warned = now
                     log.warning("job %s: renewing its liveness record %s failed for %.0f s (the job is judged dead "
                                 "by others after %g s of silence): %s", self.job_id, self.uri, now - self.last_ok,
@@ -110,7 +110,7 @@ class JobLiveness:
                 self.etag = self.store.put_object(self.dest.bucket, self.key, body, content_type="application/json")
             self.record = renewed
             self.renewals += 1
-            self.last_ok = self._clock()
+            self.last_ok = self._clock.monotonic()
 
     def _lose(self) -> None:
         self._lost = swept_reason(self.store, self.dest, self.key, self.job_id, self.window)
@@ -124,7 +124,7 @@ class JobLiveness:
         Raises:
             JobSweptError: the job was judged dead and its record taken or deleted (nothing was changed here).
         """
-        if self._lost is None and self._clock() - self.last_ok >= self.window / 2:
+        if self._lost is None and self._clock.monotonic() - self.last_ok >= self.window / 2:
             try:
                 self.renew()
             except (PreconditionFailedError, NotFoundError):

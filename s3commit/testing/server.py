@@ -340,6 +340,27 @@ class S3TestServer:
             if not counted:
                 self.reset_stats()
 
+    def advance_clock(self, bucket: str, seconds: float) -> float:
+        """Let ``seconds`` pass on ``bucket``'s clock without waiting: every object written there so far is that
+        much older by the ``Date`` of the answers about it from now on; objects written later are dated on the
+        moved clock. Other buckets' clocks stay (each test has its own bucket); it never moves back (a reset keeps
+        it). Returns how far it has moved in all."""
+        return float(self._control("POST", "advance", {"bucket": bucket, "seconds": seconds})["advanced"])
+
+    def hold(self, operation: S3Operation | str, *, ending: str = "") -> None:
+        """Hold the requests of ``operation`` (on keys ending with ``ending``) that arrive from now on: each waits
+        before it is forwarded until :meth:`release` (or a reset; at most 5 minutes). A race is then staged by
+        order, not by latency (:meth:`held` says when the code under test has reached the request)."""
+        self._control("POST", "hold", {"operation": S3Operation.parse(operation).value, "ending": ending})
+
+    def release(self, operation: S3Operation | str | None = None) -> None:
+        """Let the held requests of ``operation`` (``None``: of every operation) go on, and hold no more."""
+        self._control("POST", "release", {"operation": S3Operation.parse(operation).value} if operation else {})
+
+    def held(self) -> dict[str, int]:
+        """How many requests are held now, by operation."""
+        return dict(self._control("GET", "held")["held"])
+
     def simulator_config(self) -> dict[str, Any]:
         """The simulator's whole configuration as JSON data, plus ``scripted``: faults not yet used."""
         return dict(self._control("GET", "config"))

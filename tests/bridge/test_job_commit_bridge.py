@@ -165,7 +165,10 @@ def test_a_commit_whose_caller_is_interrupted_runs_to_its_end_and_abort_and_rese
             s3_sim.configure(profile="s3-standard")  # ~50 ms a Complete: the commit stays live a while
             interrupted = BridgeClient(server.socket_path, "t")
             interrupted.channel.write_message({"op": "job.commit", **job}, None)
-            time.sleep(0.3)
+            deadline = time.monotonic() + 60
+            while not s3_sim.stats().requests.get("CompleteMultipartUpload"):  # the commit is completing
+                assert time.monotonic() < deadline, "the commit never began"
+                time.sleep(0.01)
             interrupted.close()  # the interrupt: the JVM stops waiting
             aborted = client.call("job.abort", **job)[0]
             assert not aborted["ok"] and "has committed" in aborted["error"]["message"], aborted

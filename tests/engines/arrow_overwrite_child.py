@@ -1,5 +1,6 @@
 """One ``s3commit.arrow.write_dataset(mode=...)`` in a process of its own, committed when a "go" file appears (the
-concurrent-writers test starts two at once). Prints one JSON line: the job id, or the error."""
+concurrent-writers test starts two at once). It touches its "reached" file when its job commit first reads the commit
+lease (it has reached its commit). Prints one JSON line: the job id, or the error."""
 
 from __future__ import annotations
 
@@ -15,12 +16,19 @@ import pyarrow as pa
 
 from s3commit import S3Store, StoreOptions
 from s3commit.arrow import write_dataset
+from s3commit.model.paths import LEASE_NAME
 
 
 class WaitingStore(S3Store):
     """Holds the first CompleteMultipartUpload until the go file exists: the two jobs' commits then meet."""
 
     go = ""
+    reached = ""
+
+    def read_object(self, bucket, key):  # type: ignore[no-untyped-def]
+        if key.endswith(LEASE_NAME) and self.reached:
+            Path(self.reached).touch()
+        return super().read_object(bucket, key)
 
     def complete_multipart_upload(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         while not os.path.exists(self.go):
@@ -29,8 +37,8 @@ class WaitingStore(S3Store):
 
 
 def main() -> int:
-    endpoint, dest, tag, mode, go = sys.argv[1:6]
-    WaitingStore.go = go
+    endpoint, dest, tag, mode, go, reached = sys.argv[1:7]
+    WaitingStore.go, WaitingStore.reached = go, reached
     store = WaitingStore(StoreOptions(endpoint_url=endpoint, region="us-east-1", path_style=True,
                                       access_key="testing", secret_key="testing"))
     table = pa.table({"day": ["2026-11-24", "2026-11-25"] * 50, "writer": [tag] * 100, "n": list(range(100))})

@@ -67,7 +67,7 @@ def test_a_magic_create_that_lost_its_answer_leaves_no_orphan_even_without_the_j
 def test_another_writers_upload_of_the_same_key_outside_the_window_is_kept(s3_sim, store, s3_bucket, s3_client):
     # Given: another writer started an upload of the very key a few seconds before our Create lost an answer.
     other = s3_client.create_multipart_upload(Bucket=s3_bucket, Key="out/data/part-0.txt")["UploadId"]
-    time.sleep(3.5)  # beyond the window's slack (the Date header has a one-second resolution)
+    s3_sim.advance_clock(s3_bucket, 3.5)  # beyond the window's slack (the Date header has a one-second resolution)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))

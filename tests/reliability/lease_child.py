@@ -57,7 +57,6 @@ def main() -> int:
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--go", required=True)
     parser.add_argument("--jitter", type=float, default=0.3)
-    parser.add_argument("--after", type=float, default=0.0, help="seconds to wait after the go, before the jitter")
     parser.add_argument("--lease-duration", type=float, default=120.0)
     parser.add_argument("--lease-wait", type=float, default=120.0)
     parser.add_argument("--die-after-completes", type=int, default=0)
@@ -84,7 +83,7 @@ def main() -> int:
         print(json.dumps({"ready": args.tag, "job_id": committer.job_id}), flush=True)
         while not os.path.exists(args.go):
             time.sleep(0.01)
-        time.sleep(args.after + random.uniform(0, args.jitter))
+        time.sleep(random.uniform(0, args.jitter))  # the jobs commit at random moments, not in a set order
         success = committer.commit_job([message], delete_paths=[""] if args.mode == "overwrite" else (),
                                        replace_partitions=args.mode == "partitions")
         result.update(ok=True, committed_at=time.time(), lease_wait_ms=success.metrics["committer_lease_wait_ms"])

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -20,13 +21,14 @@ from pathlib import Path
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.commit.lease import lease_key
+from s3commit.commit.lease import CommitLease, lease_key
 from s3commit.errors import ConfigError, LeaseTimeoutError
 from s3commit.model.lease_record import Holder, LeaseState
 from s3commit.model.paths import is_scratch_key, partition_of
 from s3commit.model.uri import S3Uri
 from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
+from tests.clocks import ManualClock
 from tests.conftest import store_options_for
 
 pytestmark = pytest.mark.integration
@@ -52,14 +54,20 @@ def latency(s3_server):
 
 def run_jobs(server, bucket: str, jobs: list[dict], tmp_path: Path, *, committer: str = "magic",
              jitter: float = 0.3, **child_args: object) -> list[dict]:
-    """Start one process per job, let each write and commit its task, then tell them all to commit at once."""
-    go = tmp_path / f"go-{uuid.uuid4().hex[:6]}"
+    """Start one process per job, let each write and commit its task, then tell them all to commit at once (but a
+    job with ``after_exit_of``: it commits once that job's process has ended; it comes after it in ``jobs``)."""
+    run = uuid.uuid4().hex[:6]
+
+    def go(after: str = "") -> Path:  # the file a job waits for: the go of all, or the one after a job's exit
+        return tmp_path / f"go-{run}-{after}"
+
     processes = []
     for job in jobs:
         argv = [sys.executable, str(CHILD), "--endpoint", server.endpoint_url, "--dest", f"s3://{bucket}/t",
                 "--committer", committer, "--mode", job["mode"], "--tag", job["tag"], "--partitions",
-                job.get("partitions", "1,2"), "--files", str(job.get("files", 4)), "--go", str(go),
-                "--jitter", str(jitter), "--staging-dir", str(tmp_path / f"staging-{job['tag']}")]
+                job.get("partitions", "1,2"), "--files", str(job.get("files", 4)),
+                "--go", str(go(job.get("after_exit_of", ""))), "--jitter", str(jitter),
+                "--staging-dir", str(tmp_path / f"staging-{job['tag']}")]
         for name, value in {**child_args, **job.get("args", {})}.items():
             argv += [f"--{name.replace('_', '-')}", str(value)]
         processes.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -69,10 +77,11 @@ def run_jobs(server, bucket: str, jobs: list[dict], tmp_path: Path, *, committer
         line = process.stdout.readline()
         assert line.startswith('{"ready"'), (line, process.stderr.read() if process.poll() is not None else "")
         ready.append(json.loads(line))
-    go.touch()
+    go().touch()
     results = []
-    for process, started in zip(processes, ready, strict=True):
+    for job, process, started in zip(jobs, processes, ready, strict=True):
         out, err = process.communicate(timeout=300)
+        go(job["tag"]).touch()  # the jobs that commit after its exit
         lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"tag"')]
         results.append(lines[-1] if lines else {"ok": False, "job_id": started["job_id"],
                                                 "error": f"killed ({process.returncode}): {err[-2000:]}"})
@@ -166,7 +175,7 @@ def test_a_holder_killed_mid_commit_is_taken_over_and_its_commit_settled_first(s
     # over (a's process is gone: on this host that is known at once) and finish a's commit before its own.
     results = run_jobs(s3_server, bucket, [
         {"tag": "a", "mode": "overwrite", "args": {"die_after_completes": 2}},
-        {"tag": "b", "mode": "append", "args": {"after": 1.5}}], tmp_path, jitter=0.0)
+        {"tag": "b", "mode": "append", "after_exit_of": "a"}], tmp_path, jitter=0.0)
     dead, survivor = results
     assert not dead["ok"] and "killed" in dead["error"]
     assert survivor["ok"], survivor
@@ -270,11 +279,17 @@ def test_two_arrow_overwrites_in_two_processes_end_with_one_writers_data(s3_serv
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
     seed_old_data(client, bucket)
     go = tmp_path / "go"
+    reached = {tag: tmp_path / f"{tag}-reached-its-commit" for tag in ("a", "b")}
     child = Path(__file__).parents[1] / "engines" / "arrow_overwrite_child.py"
     processes = [subprocess.Popen([sys.executable, str(child), s3_server.endpoint_url, f"s3://{bucket}/t", tag,
-                                   "overwrite", str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   "overwrite", str(go), str(reached[tag])], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
                  for tag in ("a", "b")]
-    time.sleep(3)  # both have written their files and reached their commit
+    deadline = time.monotonic() + 120
+    while not all(path.exists() for path in reached.values()):  # both have written their files and reached their commit
+        assert time.monotonic() < deadline and all(p.poll() is None for p in processes), [
+            p.communicate() for p in processes if p.poll() is not None]
+        time.sleep(0.05)
     go.touch()
     results = [json.loads(p.communicate(timeout=120)[0].splitlines()[-1]) for p in processes]
     assert all(r["ok"] for r in results), results
@@ -347,3 +362,38 @@ def test_an_overwrite_keeps_an_object_replaced_since_its_listing(s3_server, tmp_
     assert client.get_object(Bucket=bucket, Key=kept)["Body"].read() == b"rewritten by another writer"
     data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
     assert data == sorted([kept, "t/p=9/new.txt"])
+
+
+def test_a_holder_renews_its_lease_every_quarter_of_its_duration_and_a_waiter_gives_up_by_its_clock(
+        s3_server, tmp_path):
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    dest = S3Uri(bucket, "t")
+    clock = ManualClock()
+    holder = CommitLease(S3Store(store_options_for(s3_server)), dest, "job-a", duration=8, clock=clock).acquire()
+    try:
+        taken = holder.etag
+        clock.advance(1.5)
+        assert holder.etag == taken  # not yet a quarter of its duration
+        clock.advance(0.5)
+        assert holder.etag != taken and holder.held  # renewed (If-Match on the ETag it held)
+        waiter = CommitLease(S3Store(store_options_for(s3_server)), dest, "job-b", wait=30, clock=clock)
+        failed: list[BaseException] = []
+        waiting = threading.Thread(target=lambda: failed.extend(_raised(waiter.acquire)))
+        waiting.start()
+        for _ in range(40):  # the holder renews all along; the waiter reads, sleeps on the clock, reads again
+            clock.advance(1.0)
+        waiting.join(30)
+        assert [type(e) for e in failed] == [LeaseTimeoutError] and "held by job job-a" in str(failed[0])
+    finally:
+        holder.release()
+    assert held_leases(s3_server.client(), bucket) == []
+
+
+def _raised(call) -> list[BaseException]:
+    try:
+        call()
+    except BaseException as err:  # handed to the test's thread
+        return [err]
+    return []

@@ -2,7 +2,9 @@
 
 Jobs that die run in processes of their own (``liveness_child.py``, SIGKILLed in their task phase); the jobs that
 live and sweep run here. Against the moto server behind the simulator, and SeaweedFS in the slow tier. A short
-liveness window (2-3 s) stands in for the default 10 minutes.
+liveness window (2-3 s) stands in for the default 10 minutes. Nobody sleeps through it on moto: a job falls silent
+as the simulator's clock is moved on, and a job's renewals come as the test advances its keeper's clock
+(``tests/clocks.py``); on SeaweedFS and rclone the store's time passes for real.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from s3commit.model.markers import OwnerRecord
 from s3commit.model.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
+from tests.clocks import ManualClock, keeper_on, let_store_time_pass
 from tests.conftest import store_options_for
 
 s3_server = every_server_fixture(ALL_SERVERS)
@@ -110,7 +112,10 @@ def test_a_job_renews_its_liveness_record_from_setup_until_it_commits(s3_server,
     first = record(client, bucket, committer)
     assert first.liveness == WINDOW and first.renewed == 0 and first.host and first.pid == os.getpid()
     message = write(committer, ["a.txt"])
-    time.sleep(WINDOW * 0.9)  # ~3 renewals (one every quarter window)
+    clock = ManualClock()
+    keeper_on(clock, committer)
+    for _ in range(3):  # ~3 renewals (one every quarter window)
+        clock.advance(WINDOW / 4)
     assert record(client, bucket, committer).renewed >= 2
     statuses = job_statuses(committer.store, committer.dest, liveness=WINDOW)
     assert [(s.job_id, s.state) for s in statuses] == [(committer.job_id, "alive")]
@@ -148,7 +153,7 @@ def test_a_job_killed_in_its_task_phase_is_swept_by_the_next_commit(s3_server, t
     early.setup_job()
     success = early.commit_job([write(early, ["early.txt"])])
     assert success.metrics["committer_dead_jobs_swept"] == 0
-    time.sleep(PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     statuses = {s.job_id: s for s in job_statuses(early.store, early.dest, liveness=WINDOW)}
     assert statuses[dead_id].state == "dead" and statuses[dead_id].silent > WINDOW
     later = job(s3_server, dest, name, tmp_path)
@@ -168,7 +173,7 @@ def test_a_dead_jobs_uploads_for_a_custom_partition_location_are_swept_too(s3_se
     child, _dead_id = start_dying_job(s3_server, dest, "magic", tmp_path, absolute=f"s3://{bucket}/elsewhere/p=1")
     kill(child)
     assert any(k.startswith("elsewhere/") for k in pending_keys(client, bucket))
-    time.sleep(PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     later = job(s3_server, dest)
     later.setup_job()
     later.commit_job([write(later, ["later.txt"])])
@@ -183,7 +188,11 @@ def test_a_live_job_paused_longer_than_the_window_is_never_swept(s3_server, tmp_
     slow = job(s3_server, dest)
     slow.setup_job()
     slow_message = write(slow, ["slow.txt"])
-    time.sleep(WINDOW * 2.5)  # the caller pauses; its committer's thread renews
+    clock = ManualClock()
+    keeper_on(clock, slow)
+    for _ in range(10):  # the caller pauses 2.5 windows; its committer's thread renews every quarter window
+        let_store_time_pass(s3_server, bucket, WINDOW / 4)
+        clock.advance(WINDOW / 4)
     other = job(s3_server, dest)
     other.setup_job()
     success = other.commit_job([write(other, ["other.txt"])])
@@ -215,8 +224,11 @@ def test_a_job_whose_renewals_fail_learns_at_commit_that_it_was_swept_and_loses_
                                job_liveness=WINDOW, staging_dir=str(tmp_path / "cut"))
     cut_off.setup_job()
     cut_message = write(cut_off, ["cut.txt"])
+    clock = ManualClock()
+    keeper_on(clock, cut_off)
     cut_off.store.down = True
-    time.sleep(PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
+    clock.advance(PAST_WINDOW)  # its renewals fail meanwhile
     sweeper = job(s3_server, dest, name, tmp_path / "sweeper")
     sweeper.setup_job()
     success = sweeper.commit_job([write(sweeper, ["kept.txt"])])
@@ -244,8 +256,10 @@ def test_liveness_is_judged_by_the_stores_clock_whatever_the_clients(s3_sim, tmp
     other = job(s3_sim, dest)
     other.setup_job()
     assert other.commit_job([write(other, ["other.txt"])]).metrics["committer_dead_jobs_swept"] == 0
-    liveness.keeper_of(alive.dest, alive.job_id).stop()  # the job falls silent, as if its process died
-    time.sleep(PAST_WINDOW)
+    clock = ManualClock()
+    keeper_on(clock, alive).stop()  # the job falls silent, as if its process died
+    s3_sim.advance_clock(bucket, PAST_WINDOW)
+    clock.advance(PAST_WINDOW)
     last = job(s3_sim, dest)
     last.setup_job()
     assert last.commit_job([write(last, ["last.txt"])]).metrics["committer_dead_jobs_swept"] == 1
@@ -281,7 +295,7 @@ def test_a_store_without_conditional_writes_sweeps_nothing_by_itself_and_says_so
     bucket, client, dest = fresh_table(s3_server)
     child, dead_id = start_dying_job(s3_server, dest, "magic", tmp_path)
     kill(child)
-    time.sleep(PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     for name in ("first.txt", "second.txt"):
         committer = job(s3_server, dest)
         committer.setup_job()
@@ -312,7 +326,7 @@ def test_show_and_uploads_list_say_which_jobs_are_alive_dead_or_committed_and_sw
     running = job(s3_server, dest, job_liveness=3600)
     running.setup_job()
     write(running, ["running.txt"])
-    time.sleep(PAST_WINDOW)
+    let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     shown = run_cli("show", dest + "/")
     assert shown.code == 0
     lines = shown.out.splitlines()
@@ -345,7 +359,7 @@ def test_a_job_of_unknown_liveness_is_swept_only_at_the_operators_word(s3_server
     left = run_cli("uploads", "sweep", f"s3://{bucket}/t", "--older-than", "1h", "--json")
     assert left.code == 0 and json.loads(left.out)["swept"] == []
     assert "younger than --older-than" in json.loads(left.out)["left"][0]["why"] or not conditional(s3_server)
-    time.sleep(2.5)
+    let_store_time_pass(s3_server, bucket, 2.5)
     swept = run_cli("uploads", "sweep", f"s3://{bucket}/t", "--older-than", "1s", "--json")
     result = json.loads(swept.out)
     assert [(j["job_id"], j["state"], j["uploads_aborted"]) for j in result["swept"]] == [(other, "unknown", 1)]

@@ -6,8 +6,8 @@ destination both succeeded; an ambiguous Complete whose read-back failed publish
 
 from __future__ import annotations
 
+import logging
 import threading
-import time
 import uuid
 
 import pytest
@@ -31,14 +31,42 @@ from tests.reliability.test_resume import crash
 pytestmark = pytest.mark.integration
 
 
-class SlowCompletes(S3Store):
-    """Every Complete takes a while: a commit stays live long enough for another operation to meet it."""
+class HeldCompletes(S3Store):
+    """The commit's Completes wait until the test lets them go: it stays live (holding its lease, completing) until
+    another operation has met it."""
 
-    delay = 0.3
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.completing = threading.Event()
+        self.go = threading.Event()
 
     def complete_multipart_upload(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        time.sleep(self.delay)
+        self.completing.set()
+        assert self.go.wait(60), "the other operation never met the commit"
         return super().complete_multipart_upload(*args, **kwargs)
+
+
+class WhenWaiting(logging.Handler):
+    """Lets the held commit go once another operation of its job in this process says that it waits for it
+    (:func:`s3commit.commit.ownership.one_operation`): the order is forced, not timed."""
+
+    logger = logging.getLogger("s3commit.commit.ownership")
+
+    def __init__(self, store: HeldCompletes) -> None:
+        super().__init__()
+        self.store = store
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "waits for another operation of this job" in record.getMessage():
+            self.store.go.set()
+
+    def __enter__(self) -> WhenWaiting:
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.logger.removeHandler(self)
+        self.store.go.set()  # never leave the commit held
 
 
 def job_with_files(store, dest, n=3, *, name="magic", job_id=None, staging_dir=None, **options):
@@ -58,14 +86,15 @@ def job_with_files(store, dest, n=3, *, name="magic", job_id=None, staging_dir=N
 def test_an_abort_that_meets_a_live_commit_in_its_process_waits_and_never_deletes_what_it_completes(
         s3_server, s3_bucket, s3_client):
     dest = f"s3://{s3_bucket}/out"
-    committer, messages = job_with_files(SlowCompletes(store_options_for(s3_server)), dest, n=4)
+    store = HeldCompletes(store_options_for(s3_server))
+    committer, messages = job_with_files(store, dest, n=4)
     committing = threading.Thread(target=committer.commit_job, args=(messages,))
     committing.start()
-    time.sleep(0.5)  # the commit holds its lease and is completing
+    assert store.completing.wait(60)  # the commit holds its lease and is completing
     # The sidecar serves Spark's job.abort (after an interrupted commitJob) on another thread, with a committer of
     # its own for the same job.
     other = create_committer("magic", dest, job_id=committer.job_id, store=S3Store(store_options_for(s3_server)))
-    with pytest.raises(AlreadyCommittedError, match="has committed"):
+    with WhenWaiting(store), pytest.raises(AlreadyCommittedError, match="has committed"):
         other.abort_job()
     committing.join()
     assert len([k for k in visible_keys(s3_client, s3_bucket, "out/") if k.endswith(".txt")]) == 4
@@ -76,13 +105,14 @@ def test_an_abort_that_meets_a_live_commit_in_its_process_waits_and_never_delete
 def test_a_recover_abort_that_meets_a_live_commit_in_another_process_waits_for_its_lease(
         s3_server, s3_bucket, s3_client, tmp_path):
     dest = f"s3://{s3_bucket}/out"
-    store = SlowCompletes(store_options_for(s3_server))
+    store = HeldCompletes(store_options_for(s3_server))
     committer, messages = job_with_files(store, dest, n=4)
     committing = threading.Thread(target=committer.commit_job, args=(messages,))
     committing.start()
-    time.sleep(0.5)
+    assert store.completing.wait(60)
     # `s3commit recover --abort` run by an operator elsewhere: its own store, its own process's view (the lease).
-    report = recover(S3Store(store_options_for(s3_server)), dest, committer.job_id, abort=True)
+    with WhenWaiting(store):
+        report = recover(S3Store(store_options_for(s3_server)), dest, committer.job_id, abort=True)
     committing.join()
     assert report.action.value == "nothing" and "has committed" in report.message
     assert len([k for k in visible_keys(s3_client, s3_bucket, "out/") if k.endswith(".txt")]) == 4

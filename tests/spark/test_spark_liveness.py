@@ -90,7 +90,7 @@ def test_a_killed_driver_leaves_nothing_once_the_next_job_commits(s3_sim, tmp_pa
         kill_when(dying, lambda: any(k.endswith(".parquet") and "/__" not in f"/{k}"
                                      for k in set(list_keys(client, bucket, "t/")) - before))
     assert leftovers(client, bucket), "the dead job's directory"
-    time.sleep(5)  # past its liveness window (3 s, 1 s of slack, whole seconds of Last-Modified): dead
+    s3_sim.advance_clock(bucket, 5)  # past its liveness window (3 s, 1 s of slack, whole seconds of Last-Modified)
     assert finished(run_app(s3_sim, dest, "next", committer, "never", markers))["ok"]
     assert read_writers(s3_sim, bucket, "t") == {"next": 40_000}  # exactly the last overwrite
     assert_no_pending_uploads(client, bucket)

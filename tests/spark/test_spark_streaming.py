@@ -264,25 +264,19 @@ def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_a_batch_whose_sink_log_entry_another_run_wrote_first_is_rolled_back(streaming, s3_sim, s3_bucket,
                                                                              s3_client):
-    from s3commit.testing._sim.profiles import LatencyProfile
-
     spark = streaming
     run_available_now(parquet_sink(rate(spark), s3_bucket, "lost"))  # batch 0
+    # 1. Batch 1's commit is held as it reads the tasks' pendingsets (by order: slow GETs of 1 s, then 4 s, once let
+    # the commit pass before step 2's PUT on a machine at a load of 9)...
+    s3_sim.hold("GetObject", ending=".pendingset")
     query = parquet_sink(rate(spark), s3_bucket, "lost").trigger(availableNow=True).start()
-
-    def wait_for(suffix: str) -> None:
-        deadline = time.monotonic() + 120
-        while not [k for k in list_keys(s3_client, s3_bucket, "lost/sink/__magic_job-") if k.endswith(suffix)]:
-            assert time.monotonic() < deadline and query.isActive
-            time.sleep(0.02)
-
-    # 1. Once batch 1's tasks write, GETs turn slow: its commit waits while it reads the tasks' pendingsets...
-    # (4 s each: with 1 s, a machine at a load of 9 on 2 cores once let the commit pass before step 2's PUT.)
-    wait_for("")
-    s3_sim.configure(profile=LatencyProfile(name="slow-gets", first_byte_seconds={"GetObject": 4.0}))
-    wait_for(".pendingset")
+    deadline = time.monotonic() + 120
+    while not s3_sim.held():
+        assert time.monotonic() < deadline and query.isActive, "batch 1's commit never read a pendingset"
+        time.sleep(0.02)
     # 2. ...and meanwhile another run of the query commits batch 1 into the sink's log.
     s3_client.put_object(Bucket=s3_bucket, Key="lost/sink/_spark_metadata/1", Body=b"v1")
+    s3_sim.release()
     with contextlib.suppress(Exception):  # the failure is read below
         query.awaitTermination(120)
     s3_sim.reset_simulator()

@@ -6,8 +6,11 @@ only bound them generously from one side.
 
 from __future__ import annotations
 
+import email.utils
 import http.client
+import json
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -466,3 +469,80 @@ def test_buckets_created_after_checksum_validation_changes_are_known_to_validate
         s3_sim.configure(validate_checksums=False)
         for bucket in created:
             store.client.delete_bucket(Bucket=bucket)
+
+
+# -- the store's clock --------------------------------------------------------------------------------
+
+
+def test_the_stores_clock_moved_on_ages_what_was_written_before_and_dates_what_is_written_after(
+        s3_server: Any, s3_bucket: str) -> None:
+    import boto3
+    from botocore.config import Config
+
+    # A simulator of this test's own: the session's clock is left where it is.
+    with SimulatorServer(upstream=s3_server.raw_endpoint_url) as simulator:
+        client = boto3.client("s3", endpoint_url=simulator.url, aws_access_key_id="testing",
+                              aws_secret_access_key="testing", region_name="us-east-1",
+                              config=Config(s3={"addressing_style": "path"}))
+
+        def age(key: str) -> float:  # by the store's clock: its Date against the object's Last-Modified
+            head = client.head_object(Bucket=s3_bucket, Key=key)
+            date = email.utils.parsedate_to_datetime(head["ResponseMetadata"]["HTTPHeaders"]["date"])
+            return (date - head["LastModified"]).total_seconds()
+
+        def listed_age(key: str) -> float:
+            now = email.utils.parsedate_to_datetime(client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]
+                                                    ["HTTPHeaders"]["date"])
+            [found] = [o for o in client.list_objects_v2(Bucket=s3_bucket)["Contents"] if o["Key"] == key]
+            return (now - found["LastModified"]).total_seconds()
+
+        client.put_object(Bucket=s3_bucket, Key="before the move", Body=b"x")
+        other = s3_server.create_bucket(f"{s3_bucket}-other")
+        client.put_object(Bucket=other, Key="elsewhere", Body=b"z")
+        connection = http.client.HTTPConnection(*simulator.url.removeprefix("http://").split(":"), timeout=10)
+        connection.request("POST", "/__sim/advance", body=json.dumps({"bucket": s3_bucket, "seconds": 100}).encode())
+        assert json.loads(connection.getresponse().read()) == {"advanced": 100.0}
+        client.put_object(Bucket=s3_bucket, Key="after the move", Body=b"y")
+        upload = client.create_multipart_upload(Bucket=s3_bucket, Key="upload after")["UploadId"]
+
+        assert 99 <= age("before the move") <= 103 and 99 <= listed_age("before the move") <= 103
+        assert -1 <= age("after the move") <= 2 and -1 <= listed_age("after the move") <= 2
+        other_head = client.head_object(Bucket=other, Key="elsewhere")  # another bucket's clock did not move
+        other_date = email.utils.parsedate_to_datetime(other_head["ResponseMetadata"]["HTTPHeaders"]["date"])
+        assert -1 <= (other_date - other_head["LastModified"]).total_seconds() <= 2
+        [listed] = [u for u in client.list_multipart_uploads(Bucket=s3_bucket)["Uploads"] if u["UploadId"] == upload]
+        date = email.utils.parsedate_to_datetime(client.head_bucket(Bucket=s3_bucket)["ResponseMetadata"]
+                                                 ["HTTPHeaders"]["date"])
+        assert -1 <= (date - listed["Initiated"]).total_seconds() <= 2
+        client.delete_objects(Bucket=s3_bucket, Delete={"Objects": [{"Key": "after the move"}]})
+        assert simulator.simulator.clock.shift(s3_bucket, "after the move") == 0.0  # forgotten with the object
+        client.abort_multipart_upload(Bucket=s3_bucket, Key="upload after", UploadId=upload)
+        with pytest.raises(ValueError, match="only moves forward"):
+            simulator.simulator.clock.advance(s3_bucket, -1)
+
+
+# -- requests held until released -----------------------------------------------------------------------
+
+
+def test_held_requests_wait_until_released_while_others_go_on(s3_sim: Any, s3_bucket: str, sim_client: Any) -> None:
+    sim_client.put_object(Bucket=s3_bucket, Key="k", Body=b"first")
+    s3_sim.hold("GetObject", ending="k")
+    sim_client.put_object(Bucket=s3_bucket, Key="other", Body=b"x")
+    assert sim_client.get_object(Bucket=s3_bucket, Key="other")["Body"].read() == b"x"  # another key's GET goes
+    read: list[bytes] = []
+    reader = threading.Thread(target=lambda: read.append(sim_client.get_object(Bucket=s3_bucket,
+                                                                                 Key="k")["Body"].read()))
+    reader.start()
+    deadline = time.monotonic() + 30
+    while s3_sim.held() != {"GetObject": 1}:  # the GET has reached the simulator and waits there
+        assert time.monotonic() < deadline and reader.is_alive()
+        time.sleep(0.01)
+    sim_client.put_object(Bucket=s3_bucket, Key="k", Body=b"second")  # another operation is not held
+    assert read == []
+    s3_sim.release("GetObject")
+    reader.join(30)
+    assert read == [b"second"]  # forwarded once released: it reads what was written meanwhile
+    assert s3_sim.held() == {}
+    s3_sim.hold("HeadObject")
+    s3_sim.reset_simulator()  # a reset lets everything go
+    sim_client.head_object(Bucket=s3_bucket, Key="k")

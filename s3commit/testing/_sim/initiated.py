@@ -34,12 +34,13 @@ class InitiationDates:
         self._lock = threading.Lock()
         self._dates: dict[bytes, bytes] = {}
 
-    def created(self, answer: bytes) -> None:
-        """Note the upload a CreateMultipartUpload answer names, initiated now."""
+    def created(self, answer: bytes, now: float | None = None) -> None:
+        """Note the upload a CreateMultipartUpload answer names, initiated ``now`` (the store's time in
+        ``time.time()`` seconds; this host's by default)."""
         match = _UPLOAD_ID.search(answer)
         if match:
             with self._lock:
-                self._dates[match.group(1)] = s3_timestamp(time.time())
+                self._dates[match.group(1)] = s3_timestamp(time.time() if now is None else now)
 
     def ended(self, upload_id: str | None) -> None:
         """Forget an upload that was completed or aborted."""

@@ -17,7 +17,9 @@ HTTP/1.1 keep-alive, the upstream side opens a connection per request (werkzeug 
 Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
-``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST reset``.
+``_``): ``GET stats``, ``GET requests``, ``POST reset-stats``, ``GET|POST config``, ``POST fail-next``, ``POST advance``
+(the store's clock moved on: :mod:`~s3commit.testing._sim.store_clock`), ``POST hold``, ``POST release``, ``GET held``
+(requests held until released: :mod:`~s3commit.testing._sim.holds`), ``POST reset``.
 Starting moto and the process around it is :mod:`s3commit.testing.server`'s job.
 """
 
@@ -36,9 +38,11 @@ from s3commit.testing._sim import wire
 from s3commit.testing._sim.classify import COPY_OPERATIONS, RequestTarget, S3Operation, classify_request
 from s3commit.testing._sim.config import SimulatorConfig
 from s3commit.testing._sim.faults import Fault, FaultInjector, FaultKind
+from s3commit.testing._sim.holds import Holds
 from s3commit.testing._sim.initiated import InitiationDates
 from s3commit.testing._sim.profiles import Throttle
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
+from s3commit.testing._sim.store_clock import StoreClock
 
 _VALIDATED = (S3Operation.PUT_OBJECT, S3Operation.UPLOAD_PART)
 """The operations whose checksum headers S3 checks against the body (with ``validate_checksums``)."""
@@ -52,6 +56,11 @@ _NO_SUCH_UPLOAD_GAP = frozenset(
 
 _UPSTREAM_TIMEOUT = 300.0
 
+_WRITES = frozenset({S3Operation.PUT_OBJECT, S3Operation.COPY_OBJECT, S3Operation.COMPLETE_MULTIPART_UPLOAD})
+"""The operations that write an object (dated on the store's clock: ``store_clock``)."""
+_LISTINGS = frozenset({S3Operation.LIST_OBJECTS, S3Operation.LIST_OBJECTS_V2, S3Operation.OTHER})
+"""Answers that list objects with their dates (``OTHER``: ListObjectVersions among others)."""
+
 
 class Simulator:
     """The simulator's state: configuration, fault injector, throttle and stats. Thread-safe.
@@ -63,6 +72,8 @@ class Simulator:
     def __init__(self, config: SimulatorConfig | None = None) -> None:
         self.initial_config = config or SimulatorConfig()
         self.stats = StatsRecorder()
+        self.clock = StoreClock()
+        self.holds = Holds()
         self.initiated = InitiationDates()
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
@@ -84,13 +95,15 @@ class Simulator:
             return config
 
     def reset(self) -> None:
-        """Back to the initial configuration, with no scripted faults and zeroed stats."""
+        """Back to the initial configuration, with no scripted faults, no held requests and zeroed stats (the
+        store's clock stays where it was moved: :mod:`~s3commit.testing._sim.store_clock`)."""
         with self._lock:
             self.config = self.initial_config
             self.injector.configure(self.config.faults, seed=self.config.seed)
             self.injector.clear_script()
             self.throttle = Throttle(self.config.throttle) if self.config.throttle else None
             self.stats.reset()
+        self.holds.release()
 
     def snapshot(self) -> StatsSnapshot:
         """The current stats."""
@@ -167,8 +180,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass  # one line per request would drown the server's stderr; stats say what happened
 
+    bucket = ""
+    """The bucket the request being answered is about ("": none), whose clock its ``Date`` is on."""
+
     def date_time_string(self, timestamp: float | None = None) -> str:  # the store's clock, clock_offset off ours
-        return super().date_time_string((timestamp or time.time()) + self.server.simulator.config.clock_offset)
+        simulator = self.server.simulator
+        return super().date_time_string((timestamp or simulator.clock.now(self.bucket))
+                                        + simulator.config.clock_offset)
 
     def do_GET(self) -> None:
         self._dispatch()
@@ -176,6 +194,7 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     do_HEAD = do_PUT = do_POST = do_DELETE = do_GET
 
     def _dispatch(self) -> None:
+        self.bucket = ""
         if self.path.startswith("/__sim/"):
             self._control()
         else:
@@ -204,6 +223,17 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                     after_forward=bool(payload.get("after_forward", False)),
                 )
                 answer = {"scripted": simulator.injector.pending_script()}
+            elif (self.command, action) == ("POST", "hold"):
+                simulator.holds.hold(S3Operation.parse(payload["operation"]), str(payload.get("ending", "")))
+                answer = {"held": simulator.holds.waiting()}
+            elif (self.command, action) == ("POST", "release"):
+                released = payload.get("operation")
+                simulator.holds.release(S3Operation.parse(released) if released else None)
+                answer = {"held": simulator.holds.waiting()}
+            elif (self.command, action) == ("GET", "held"):
+                answer = {"held": simulator.holds.waiting()}
+            elif (self.command, action) == ("POST", "advance"):
+                answer = {"advanced": simulator.clock.advance(str(payload["bucket"]), float(payload["seconds"]))}
             elif (self.command, action) == ("POST", "reset"):
                 simulator.reset()
                 answer = {}
@@ -244,6 +274,7 @@ class _Exchange:
             handler.command, self.split.path, self.split.query, dict(handler.headers.items())
         )
         self.operation = self.target.operation
+        handler.bucket = self.target.bucket
 
     def run(self) -> None:
         stats = self.simulator.stats
@@ -263,6 +294,7 @@ class _Exchange:
             self._drop()  # the stream is out of sync; nothing sensible can be answered on it
             return
         stats.body_in(operation, len(body))
+        self.simulator.holds.pass_through(operation, self.target.key)
         if self.throttle is not None and not self.throttle.admit(operation, self.target.bucket, self.target.key):
             stats.throttle(operation)
             self._sleep(profile.first_byte(operation))
@@ -301,6 +333,7 @@ class _Exchange:
             headers = self._error_headers()
         if status < 300:
             answer = self._note_initiation(answer)
+            self._note_written(body)
         if fault is not None:  # a reset after forwarding: S3 applied the request, the answer is lost
             stats.fault(operation, fault.kind, after_forward=True)
             self._drop()
@@ -314,12 +347,23 @@ class _Exchange:
     def _note_initiation(self, answer: bytes) -> bytes:
         dates, operation = self.simulator.initiated, self.operation
         if operation is S3Operation.CREATE_MULTIPART_UPLOAD:
-            dates.created(answer)
+            dates.created(answer, self.simulator.clock.now(self.target.bucket))
         elif operation in (S3Operation.COMPLETE_MULTIPART_UPLOAD, S3Operation.ABORT_MULTIPART_UPLOAD):
             dates.ended(self._query_value("uploadId"))
         elif operation is S3Operation.LIST_MULTIPART_UPLOADS:
             return dates.rewrite_listing(answer)
         return answer
+
+    def _note_written(self, body: bytes) -> None:
+        """Objects written or deleted: dated on the store's clock as it is now (``store_clock``)."""
+        clock, operation, bucket = self.simulator.clock, self.operation, self.target.bucket
+        if operation in _WRITES:
+            clock.written(bucket, self.target.key)
+        elif operation is S3Operation.DELETE_OBJECT:
+            clock.deleted(bucket, self.target.key)
+        elif operation is S3Operation.DELETE_OBJECTS and clock.advanced(bucket):
+            for key in wire.listed_keys(body):
+                clock.deleted(bucket, key)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -373,10 +417,14 @@ class _Exchange:
             response = connection.getresponse()
             answer = response.read()
             # Our server writes its own Server and Date headers; moto's would be duplicates.
-            offset = self.config.clock_offset
-            keep = [(name, wire.shifted_http_date(value, offset) if offset and name.lower() == "last-modified"
+            offset, clock = self.config.clock_offset, self.simulator.clock
+            moved = offset + (clock.shift(self.target.bucket, self.target.key) if self.target.key else 0.0)
+            keep = [(name, wire.shifted_http_date(value, moved) if moved and name.lower() == "last-modified"
                      else value) for name, value in wire.forwardable(response.getheaders())
                     if name.lower() not in ("server", "date")]
+            if self.operation in _LISTINGS and clock.advanced(self.target.bucket):
+                answer = wire.shifted_entries(answer, lambda key: clock.shift(self.target.bucket, key),
+                                              url_encoded=self._query_value("encoding-type") == "url")
             answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
             if self.handler.command == "HEAD":
                 # A HEAD answer's Content-Length is the object's size; it must reach the client intact.

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import email.utils
+import html
 import io
 import json
 import re
 import secrets
 import socket
 import struct
-from collections.abc import Iterable
+import urllib.parse
+from collections.abc import Callable, Iterable
 from xml.sax.saxutils import escape
 
 # Headers that describe one hop of an HTTP connection, never the message (RFC 9110 §7.6.1), plus the
@@ -203,6 +205,31 @@ def shifted_listing(body: bytes, offset: float) -> bytes:
         return b"<%s>%s</%s>" % (match.group(1), text.encode(), match.group(1))
 
     return _LISTED_DATE.sub(shift, body)
+
+
+_LISTED_OBJECT = re.compile(rb"<(Contents|Version)>.*?</\1>", re.DOTALL)
+_LISTED_KEY = re.compile(rb"<Key>([^<]*)</Key>")
+
+
+def listed_keys(body: bytes) -> list[str]:
+    """The keys an XML document names (a DeleteObjects request's)."""
+    return [html.unescape(match.group(1).decode()) for match in _LISTED_KEY.finditer(body)]
+
+
+def shifted_entries(body: bytes, shift_of: Callable[[str], float], *, url_encoded: bool) -> bytes:
+    """A listing's objects each dated ``shift_of(key)`` seconds later (objects dated on a moved clock:
+    :mod:`s3commit.testing._sim.store_clock`). ``url_encoded``: the listing's keys are (``encoding-type=url``)."""
+
+    def shift(entry: re.Match[bytes]) -> bytes:
+        block = entry.group(0)
+        found = _LISTED_KEY.search(block)
+        if found is None:
+            return block
+        key = html.unescape(found.group(1).decode())
+        seconds = shift_of(urllib.parse.unquote(key) if url_encoded else key)
+        return shifted_listing(block, seconds) if seconds else block
+
+    return _LISTED_OBJECT.sub(shift, body)
 
 
 def json_body(value: object) -> bytes:
