@@ -17,7 +17,7 @@ PART = 5 * MIB
 class FakeStore:
     """Records uploads; optionally blocks or fails part uploads."""
 
-    def __init__(self, *, fail_part=None, gate=None):
+    def __init__(self, *, fail_part=None, gate=None, open_at=None):
         self.options = StoreOptions(checksum_algorithm=None)
         self.uploads = {}
         self.completed = {}
@@ -25,6 +25,7 @@ class FakeStore:
         self.puts = {}
         self.fail_part = fail_part
         self.gate = gate
+        self.open_at = open_at  # the gate opens once this many part uploads are in flight at once
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -38,6 +39,8 @@ class FakeStore:
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            if self.open_at is not None and self.in_flight >= self.open_at:
+                self.gate.set()
         try:
             if self.gate is not None:
                 self.gate.wait(5)
@@ -211,12 +214,12 @@ def test_full_parts_go_as_pieces_within_the_same_bytes_in_flight_then_whole_past
 
     monkeypatch.setattr(writer_module, "SPLIT_PARTS", 4)
     gate = threading.Event()
-    store, policy = FakeStore(gate=gate), Deferring()
+    # The first uploads hold until 4 pieces are in flight (the writer must wait for slots), whatever the machine's load.
+    store, policy = FakeStore(gate=gate, open_at=4), Deferring()
     part = 2 * PIECE_MIN  # two pieces of 8 MiB a part
     data = (bytes(range(253)) * (5 * part // 200))[:4 * part + 1]
     writer = MultipartWriter(store, "b", "k", part_size=part, max_in_flight=2, policy=policy,
                              executor=ThreadPoolExecutor(16))
-    threading.Timer(0.5, gate.set).start()  # the first uploads hold until then: the writer must wait for slots
     writer.write(data)
     writer.close()
     pending = policy.ready[0]
