@@ -498,18 +498,18 @@ class CommitEngine:
         bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             t0 = time.monotonic()
-            self.load_and_validate(pool, keys, accepted_attempts)
+            self.load_and_validate(pool, keys, accepted_attempts)  # LOADED
             self.stats.timings_ms["load"] = _ms(t0)
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             t0 = time.monotonic()
-            self.lease.acquire()  # nothing of this job changes the destination before it is held
+            self.lease.acquire()  # LEASED: nothing of this job changes the destination before it is held
             self.stats.timings_ms["lease"] = _ms(t0)
             if self.options.journal:
-                self.write_journal(keys, plan)
+                self.write_journal(keys, plan)  # JOURNALLED
             t0 = time.monotonic()
             try:
-                self.complete_all(pool, keys)
+                self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
             except BaseException as err:
@@ -528,16 +528,16 @@ class CommitEngine:
                                      not_rolled_back=left) from err
             self.stats.timings_ms["complete"] = _ms(t0)
         t0 = time.monotonic()
-        self.apply_overwrite(plan)
+        self.apply_overwrite(plan)  # OVERWRITTEN
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
-        self.mark(success)
+        self.mark(success)  # COMMITTED
         self.success = success
         try:
-            self._finish_cleanup(records, swept)
+            self._finish_cleanup(records, swept)  # CLEANED
         except S3CommitError as err:
             # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
             # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
@@ -546,7 +546,6 @@ class CommitEngine:
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
-
 
     # --- from a journal: resume, roll back ----------------------------------------------------------------------
 
