@@ -26,8 +26,8 @@ from s3commit.bridge.data_path import Streams
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations, Registered
 from s3commit.bridge.reply import Reply
+from s3commit.commit.task_registry import REGISTRY
 from s3commit.committers import Committer, TaskCommitMessage, create_committer
-from s3commit.committers.magic import REGISTRY
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import ConfigError
 

@@ -27,8 +27,8 @@ from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply, error_header, error_type
 from s3commit.bridge.sink import StreamOps
+from s3commit.commit.task_registry import REGISTRY
 from s3commit.committers import Committer, create_committer
-from s3commit.committers.magic import REGISTRY
 from s3commit.config.s3a_keys import unsupported
 from s3commit.model.manifests import EtagForm
 

@@ -1,9 +1,9 @@
 """The committers: the lifecycles of jobs and tasks (*when*), and the one factory callers use: :func:`create_committer`.
 
 The lifecycle every committer shares (:mod:`.base`), a task attempt and its commit message (:mod:`.attempt`), the
-magic committer (:mod:`.magic`, with in-memory tracking of attempts: :mod:`.tracking`), the staging committers
-(:mod:`.staging`), the rename baselines (:mod:`.rename`), and Structured Streaming's file-sink batches
-(:mod:`.sink_batches`). *How* uploads are committed is :mod:`s3commit.commit`'s.
+magic committer (:mod:`.magic`), the staging committers (:mod:`.staging`), the rename baselines (:mod:`.rename`),
+and Structured Streaming's file-sink batches (:mod:`.sink_batches`). *How* uploads are committed is
+:mod:`s3commit.commit`'s (the magic task attempts' in-memory tracking too: :mod:`s3commit.commit.task_registry`).
 
 May import: :mod:`s3commit.commit`, :mod:`s3commit.transfer`, :mod:`s3commit.store`, :mod:`s3commit.config`,
 :mod:`s3commit.model`, :mod:`s3commit.errors`."""

@@ -7,11 +7,12 @@ file defers its completion to the job commit. Task commit gathers the attempt's 
 :mod:`s3commit.commit.engine`.
 
 By default (``track_commits_in_memory``, S3A's ``fs.s3a.committer.magic.track.commits.in.memory.enabled``)
-the pending uploads live only in the memory of the process that wrote them (:mod:`.tracking`): a file's close
-returns while its last part uploads, and the task commit waits for them, then writes the ``.pendingset``, one
-PUT, with nothing to list, read or delete. Off, each close saves ``<magic path>.pending`` (Hadoop's per-file
-manifests) and the task commit lists the attempt directory and deletes it. :func:`open_magic_file` serves any
-magic path without a committer object; the JVM filesystem uses it through the sidecar.
+the pending uploads live only in the memory of the process that wrote them (:mod:`s3commit.commit.task_registry`):
+a file's close returns while its last part uploads, and the task commit waits for them, then writes the
+``.pendingset``, one PUT, with nothing to list, read or delete. Off, each close saves ``<magic path>.pending``
+(Hadoop's per-file manifests) and the task commit lists the attempt directory and deletes it.
+:func:`open_magic_file` serves any magic path without a committer object; the JVM filesystem uses it through the
+sidecar.
 """
 
 from __future__ import annotations
@@ -31,10 +32,10 @@ from s3commit.commit.manifest_store import (
     scan_attempt_dir,
 )
 from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.task_registry import REGISTRY, MagicTaskRegistry
 from s3commit.commit.upload_actions import abort_upload_quietly
 from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
 from s3commit.committers.base import Committer
-from s3commit.committers.tracking import REGISTRY, MagicTaskRegistry
 from s3commit.config.options import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.model.manifests import PendingSet, PendingUpload

@@ -36,9 +36,9 @@ from s3commit.commit import liveness
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
 from s3commit.commit.sweep import sweep_dead_jobs
+from s3commit.commit.task_registry import REGISTRY
 from s3commit.committers.base import Committer
 from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
-from s3commit.committers.tracking import REGISTRY
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import S3CommitError
 from s3commit.model.paths import LEASE_NAME, is_scratch_key
