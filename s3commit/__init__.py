@@ -15,7 +15,6 @@ from s3commit._version import __version__
 from s3commit.committers import (
     Committer,
     TaskAttempt,
-    TaskCommitMessage,
     create_committer,
     open_magic_file,
 )
@@ -36,6 +35,7 @@ from s3commit.errors import (
     ThrottledError,
 )
 from s3commit.model.manifests import PendingSet, PendingUpload, SuccessData
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 

@@ -27,9 +27,10 @@ from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations, Registered
 from s3commit.bridge.reply import Reply
 from s3commit.commit.task_registry import REGISTRY
-from s3commit.committers import Committer, TaskCommitMessage, create_committer
+from s3commit.committers import Committer, create_committer
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import ConfigError
+from s3commit.model.task_message import TaskCommitMessage
 
 log = logging.getLogger(__name__)
 

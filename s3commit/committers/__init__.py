@@ -1,8 +1,8 @@
 """The committers: the lifecycles of jobs and tasks (*when*), and the one factory callers use: :func:`create_committer`.
 
-The lifecycle every committer shares (:mod:`.base`), a task attempt and its commit message (:mod:`.attempt`), the
-magic committer (:mod:`.magic`), the staging committers (:mod:`.staging`), the rename baselines (:mod:`.rename`),
-and Structured Streaming's file-sink batches (:mod:`.sink_batches`). *How* uploads are committed is
+The lifecycle every committer shares (:mod:`.base`), a task attempt (:mod:`.attempt`), the magic committer
+(:mod:`.magic`), the staging committers (:mod:`.staging`), the rename baselines (:mod:`.rename`), and Structured
+Streaming's file-sink batches (:mod:`.sink_batches`). *How* uploads are committed is
 :mod:`s3commit.commit`'s (the magic task attempts' in-memory tracking too: :mod:`s3commit.commit.task_registry`).
 
 May import: :mod:`s3commit.commit`, :mod:`s3commit.transfer`, :mod:`s3commit.store`, :mod:`s3commit.config`,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.committers.magic import MagicCommitter, open_magic_file
 from s3commit.committers.rename import RenameV1Committer, RenameV2Committer
@@ -71,7 +71,6 @@ __all__ = [
     "RenameV1Committer",
     "RenameV2Committer",
     "TaskAttempt",
-    "TaskCommitMessage",
     "create_committer",
     "open_magic_file",
 ]

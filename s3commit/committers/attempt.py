@@ -1,31 +1,15 @@
-"""What one task attempt is (:class:`TaskAttempt`: where its files go, how one is opened) and what a committed task
-tells the job (:class:`TaskCommitMessage`); the staging committers' local root."""
+"""What one task attempt is (:class:`TaskAttempt`: where its files go, how one is opened); the staging committers'
+local root."""
 
 from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import IO, Any
 
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import CommitStateError, ConfigError
 from s3commit.model.paths import TaskAttemptId
-
-
-@dataclass(frozen=True)
-class TaskCommitMessage:
-    """What a committed task sends to the job committer (the driver): small and picklable."""
-
-    job_id: str
-    task_id: str
-    task_attempt_id: str
-    pendingset_key: str | None
-    files: int
-    bytes: int
-    absolute_dirs: tuple[str, ...] = ()
-    """Directories outside the destination (keys in its bucket) the task wrote files to; the job commit
-    accepts uploads there only for directories a committed task declared."""
 
 
 class TaskAttempt(ABC):

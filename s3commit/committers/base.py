@@ -24,11 +24,12 @@ from s3commit.commit.ownership import claim, claim_output, one_operation, releas
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
 from s3commit.commit.summary_reports import failed
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt
 from s3commit.config.options import CommitterOptions, LeaseMode
 from s3commit.errors import CommitStateError, ConfigError, JobSweptError
 from s3commit.model.manifests import SuccessData
 from s3commit.model.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.capabilities import Capabilities, Outcome
 from s3commit.store.capability_cache import known

@@ -34,7 +34,7 @@ from s3commit.commit.manifest_store import (
 from s3commit.commit.prefixes import delete_prefix
 from s3commit.commit.task_registry import REGISTRY, MagicTaskRegistry
 from s3commit.commit.upload_actions import abort_upload_quietly
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.config.options import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
@@ -56,6 +56,7 @@ from s3commit.model.paths import (
     split_elements,
     task_attempt_id_of_magic_key,
 )
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import gather, window_for

@@ -16,10 +16,11 @@ from typing import IO
 
 from s3commit.commit import liveness
 from s3commit.commit.prefixes import delete_prefix
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage
+from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.model.manifests import SuccessData
 from s3commit.model.paths import relative_key
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.store.s3store import ObjectInfo
 from s3commit.transfer.parallel import run_each, window_for
 from s3commit.transfer.writer import MultipartWriter

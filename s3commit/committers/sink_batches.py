@@ -44,13 +44,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from s3commit.commit.engine import CommitEngine, CommitPoint
-from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.committers.magic import MagicCommitter
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import ConfigError, NotFoundError, S3CommitError
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import PendingUpload
 from s3commit.model.paths import MAGIC_PATH_PREFIX
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 

@@ -28,7 +28,7 @@ from s3commit.commit.job_uploads import abort_create_orphans
 from s3commit.commit.manifest_store import save_task_pendingset
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.upload_actions import abort_upload_quietly
-from s3commit.committers.attempt import TaskAttempt, TaskCommitMessage, local_staging_root
+from s3commit.committers.attempt import TaskAttempt, local_staging_root
 from s3commit.committers.base import Committer
 from s3commit.config.options import MAX_PARTS, ConflictMode
 from s3commit.errors import CommitConflictError
@@ -44,6 +44,7 @@ from s3commit.model.paths import (
     partition_of,
     relative_key,
 )
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.transfer.parallel import gather, run_each, window_for
 from s3commit.transfer.parts import file_parts, staged_part_size
 from s3commit.transfer.writer import TooManyPartsError

@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from s3commit.committers import create_committer
-from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.committers.base import Committer
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import CommitConflictError, ConfigError
 from s3commit.model.paths import TaskAttemptId
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 

@@ -20,9 +20,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.engines import common
 from s3commit.errors import CommitStateError, ConfigError
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store
 

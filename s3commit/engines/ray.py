@@ -19,9 +19,9 @@ from typing import Any
 from ray.data import Datasink
 
 from s3commit.committers import create_committer
-from s3commit.committers.attempt import TaskCommitMessage
 from s3commit.engines import common
 from s3commit.errors import ConfigError
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from s3commit import S3Store, StoreOptions
-from s3commit.committers import Committer, TaskCommitMessage
+from s3commit.committers import Committer
 from s3commit.config.options import RetryPolicy
 from s3commit.model.paths import add_uuid, is_scratch_key
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads
 
 COMMITTERS = ["magic", "directory", "partitioned"]

@@ -29,8 +29,8 @@ from s3commit import (
     S3Store,
     create_committer,
 )
-from s3commit.committers import TaskCommitMessage
 from s3commit.config.options import MIB, MIN_PART_SIZE, CommitterOptions, RetryPolicy, StoreOptions
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from s3commit.transfer.writer import TooManyPartsError
 from tests.conftest import MAGIC_IN_DEFAULT_TIER

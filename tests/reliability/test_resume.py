@@ -23,9 +23,9 @@ import pytest
 
 from s3commit import create_committer
 from s3commit.commit.recovery_result import AlreadyCommittedError
-from s3commit.committers import TaskCommitMessage
 from s3commit.config.options import MIN_PART_SIZE
 from s3commit.errors import JournalExistsError
+from s3commit.model.task_message import TaskCommitMessage
 from tests.reliability.crash_child import CRASH_ENV, MESSAGES_PREFIX
 from tests.reliability.helpers import assert_all_or_nothing, assert_clean, make_store, success_json, user_keys
 from tests.reliability.test_crash_matrix import CHILD, OLD_KEYS, ROOT, expected_output
