@@ -3,8 +3,9 @@
 Writing to a *magic path* (``dest/__magic_job-U/job-U/00/tasks/<attempt>/__base/<relative>``) starts an
 upload for the *final* key (``dest/<relative>``), created in the background as the file opens; closing the
 file defers its completion to the job commit. Task commit gathers the attempt's pending uploads into
-``<taskId>.pendingset`` (last attempt wins); task abort aborts every upload the attempt started. Job commit is
-:mod:`s3commit.commit.engine`.
+``<taskId>.pendingset`` (last attempt wins); task abort aborts every upload the attempt started: both are
+operations of the commit layer (:mod:`s3commit.commit.task_commit`), called here once the attempt's files are
+closed (commit) or aborted (abort). Job commit is :mod:`s3commit.commit.engine`.
 
 By default (``track_commits_in_memory``, S3A's ``fs.s3a.committer.magic.track.commits.in.memory.enabled``)
 the pending uploads live only in the memory of the process that wrote them (:mod:`s3commit.commit.task_registry`):
@@ -17,35 +18,24 @@ sidecar.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Collection
 from concurrent.futures import Executor
-from typing import IO, Any
+from typing import IO
 
-from s3commit.commit.job_uploads import upload_ref
-from s3commit.commit.manifest_store import (
-    AttemptListing,
-    load_pending_upload,
-    read_upload_marker,
-    save_pending_upload,
-    save_task_pendingset,
-    scan_attempt_dir,
-)
-from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.manifest_store import save_pending_upload
+from s3commit.commit.task_commit import TaskAttemptRef, abort_magic_task, commit_magic_task
 from s3commit.commit.task_registry import REGISTRY, MagicTaskRegistry
 from s3commit.commit.upload_actions import abort_upload_quietly
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.config.options import CommitterOptions, TrackUploads
 from s3commit.errors import CommitStateError, ConfigError
-from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.manifests import PendingUpload
 from s3commit.model.markers import UploadMarker
 from s3commit.model.object_info import CreateWindow, UploadRef
 from s3commit.model.paths import (
     ABSOLUTE,
     PENDING_SUFFIX,
     UPLOAD_MARKER_SUFFIX,
-    TaskAttemptId,
     absolute_relative,
     carries_job_id,
     is_magic_file_key,
@@ -59,10 +49,8 @@ from s3commit.model.paths import (
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
-from s3commit.transfer.parallel import gather, window_for
+from s3commit.transfer.parallel import window_for
 from s3commit.transfer.writer import CompletionPolicy, MultipartWriter
-
-log = logging.getLogger(__name__)
 
 
 class MagicCompletion(CompletionPolicy):
@@ -238,146 +226,21 @@ class MagicCommitter(Committer):
         for writer in attempt.unclosed_writers():
             raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
-        return commit_magic_task(self.store, bucket=self.dest.bucket, job_id=self.job_id,
-                                 task_attempt_id=attempt.task_attempt_id, task_id=attempt.task_id,
-                                 attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix,
-                                 pendingset_key=self.layout.pendingset_key(attempt.task_id),
-                                 executor=self.pool, window=window_for(self.options.pool_size),
-                                 in_memory=self.options.track_commits_in_memory,
-                                 on_done=lambda: setattr(attempt, "committed", True))
+        message = commit_magic_task(self.store, self._ref(attempt), executor=self.pool,
+                                    window=window_for(self.options.pool_size),
+                                    in_memory=self.options.track_commits_in_memory)
+        attempt.committed = True
+        return message
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         assert isinstance(attempt, MagicTaskAttempt)
         for writer in attempt.unclosed_writers():
             writer.abort()
-        abort_magic_task(self.store, bucket=self.dest.bucket, job_id=self.job_id,
-                         task_attempt_id=attempt.task_attempt_id, attempt_dir=attempt.dir_key)
+        abort_magic_task(self.store, self._ref(attempt))
         attempt.aborted = True
 
-
-
-def commit_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, task_id: str,
-                      attempt_dir: str, pendingset_key: str, executor: Executor, window: int, dest_prefix: str,
-                      registry: MagicTaskRegistry = REGISTRY, in_memory: bool = True,
-                      on_done: Callable[[], Any] | None = None) -> TaskCommitMessage:
-    """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
-
-    Pending uploads written by this process come from memory (after every file closing in the background has
-    ended; a file whose upload failed fails the task commit, naming it). With ``in_memory`` and nothing of the
-    attempt written to S3 that is all; otherwise the attempt directory is listed once to pick up ``.pending``
-    files, and deleted afterwards. An upload that was started but never closed is aborted (its file is
-    incomplete), with any orphan its Create left. If anything fails, every upload of the attempt is aborted and
-    the error re-raised. The Create window of a file that made it into the pendingset travels on with it.
-    ``.pending`` files are loaded on ``executor``, at most ``window`` at a time.
-    """
-    taken = registry.take(job_id, task_attempt_id)
-    remembered, still_open = taken.pending, taken.still_open
-    loaded: list[PendingUpload] = list(remembered.values())
-    listing = None
-    windowed: set[str] = set()
-    try:
-        for bucket_, key, upload_id in still_open:
-            abort_upload_quietly(store, bucket_, key, upload_id)
-        if taken.failures:
-            name, error = taken.failures[0]
-            raise CommitStateError(f"task attempt {task_attempt_id} of job {job_id}: {len(taken.failures)} "
-                                   f"file(s) could not be uploaded, the first s3://{bucket}/{name[:-8]}: "
-                                   f"{error}") from error
-        # Files tracked in memory only (nothing of the attempt written to S3): nothing to list, read or delete.
-        in_memory_only = in_memory and taken.known and not taken.durable
-        listing = None if in_memory_only else scan_attempt_dir(store, bucket, f"{attempt_dir}/")
-        if in_memory and not taken.known and listing is not None and not listing.pending:
-            listing = None  # its upload markers stay, for the job's clean-up to find the uploads
-            raise CommitStateError(
-                f"task attempt {task_attempt_id} of job {job_id} was not set up in this process, which tracks "
-                "its files in memory: the process that wrote them is gone (a restarted sidecar or worker), "
-                "so the task must run again (its uploads are aborted by the job)")
-        pending_keys, markers = (listing.pending, listing.markers) if listing is not None else ([], [])
-        others = [k for k in pending_keys if k not in remembered]
-        more, failures = gather(executor, others, lambda k: load_pending_upload(store, bucket, k), window=window)
-        loaded += more
-        closed_ids = {p.upload_id for p in loaded}
-        for marker in markers:
-            if marker[: -len(UPLOAD_MARKER_SUFFIX)] + PENDING_SUFFIX not in pending_keys:
-                ref = read_upload_marker(store, bucket, marker)
-                if ref is not None and ref.upload_id not in closed_ids:
-                    abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
-                    if ref.window is not None:
-                        # What its Create may have left is the job's to abort (its clean-up keeps the uploads it
-                        # committed): another attempt of this task may have an upload of this key in the window.
-                        windowed.add(marker)
-        if failures:
-            raise failures[0].error
-        pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
-        pendingset = pendingset.with_job(job_id, task_attempt_id)
-        # An earlier attempt's pendingset is read (one GET) to abort its uploads, unless none can exist (a
-        # first attempt) or its uploads carry the job id (its files have the names of this attempt's, which
-        # carry it): the job's sweep finds those by the id.
-        no_previous = in_memory and (_is_first_attempt(task_attempt_id) or (bool(loaded) and all(
-            carries_job_id(p.destination_key, job_id) for p in loaded)))
-        saved_key = save_task_pendingset(store, bucket, pendingset_key, pendingset, first_attempt=no_previous)
-    except BaseException:
-        for pending in loaded:
-            abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
-        raise
-    finally:
-        if listing is not None:
-            _delete_quietly(store, bucket, attempt_dir, listing, keep=windowed)
-    if on_done is not None:
-        on_done()
-    absolute_dirs = sorted({c.destination_key.rpartition("/")[0] for c in pendingset.commits
-                            if not c.destination_key.startswith(dest_prefix)})
-    return TaskCommitMessage(job_id=job_id, task_id=task_id, task_attempt_id=task_attempt_id,
-                             pendingset_key=saved_key, files=len(pendingset.commits),
-                             bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs))
-
-
-def abort_magic_task(store: S3Store, *, bucket: str, job_id: str, task_attempt_id: str, attempt_dir: str,
-                     registry: MagicTaskRegistry = REGISTRY) -> int:
-    """Abort every upload a task attempt started (from memory, .pending files and markers); delete its
-    directory. Returns how many uploads were aborted. Idempotent."""
-    taken = registry.take(job_id, task_attempt_id)
-    remembered, still_open = taken.pending, taken.still_open
-    refs = {p.upload_id: upload_ref(p) for p in remembered.values()}
-    refs.update({u: UploadRef(b, k, u) for b, k, u in still_open})
-    listing = scan_attempt_dir(store, bucket, f"{attempt_dir}/")
-    for key in listing.pending:
-        if key in remembered:
-            continue
-        try:
-            p = load_pending_upload(store, bucket, key)
-            refs[p.upload_id] = upload_ref(p)
-        except Exception as err:
-            log.warning("abort task: cannot read %s: %s", key, err)
-    windowed: set[str] = set()
-    for key in listing.markers:
-        ref = read_upload_marker(store, bucket, key)
-        if ref is not None and (ref.upload_id not in refs or ref.window is not None):
-            refs[ref.upload_id] = ref
-        if ref is not None and ref.window is not None:
-            windowed.add(key)
-    aborted = sum(abort_upload_quietly(store, r.bucket, r.key, r.upload_id) for r in refs.values())
-    # What a Create that lost its answer may have left is the job's to abort, never this attempt's: another attempt
-    # of the task (speculation) may have an upload of the same key in that window. The records stay for the job.
-    _delete_quietly(store, bucket, attempt_dir, listing, keep=windowed)
-    return aborted
-
-
-def _is_first_attempt(task_attempt_id: str) -> bool:
-    try:
-        return TaskAttemptId.parse(task_attempt_id).attempt == 0
-    except ConfigError:
-        return False  # not Hadoop's form: it may follow another attempt
-
-
-def _delete_quietly(store: S3Store, bucket: str, directory: str, listing: AttemptListing | None = None,
-                    keep: Collection[str] = ()) -> None:
-    """Delete an attempt directory; with a listing already in hand, delete those keys without listing again
-    (but ``keep``: the records of Creates that lost their answer, left for the job's clean-up)."""
-    try:
-        if listing is not None:
-            store.delete_objects(bucket, [k for k in listing.keys if k not in keep])
-        else:
-            delete_prefix(store, bucket, f"{directory}/")
-    except Exception as err:
-        log.warning("could not delete s3://%s/%s/: %s", bucket, directory, err)
+    def _ref(self, attempt: MagicTaskAttempt) -> TaskAttemptRef:
+        return TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
+                              task_attempt_id=attempt.task_attempt_id,
+                              pendingset_key=self.layout.pendingset_key(attempt.task_id),
+                              attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix)

@@ -2,7 +2,9 @@
 commit as uncompleted multipart uploads (parallel parts), completed at job commit.
 
 The task's pendingset is saved in S3 under ``dest/__staging_job-U/...`` (S3 is strongly consistent, so no
-cluster filesystem is needed as in Hadoop). Conflict modes, Hadoop's semantics except that ``replace``
+cluster filesystem is needed as in Hadoop). The upload and the pendingset are an operation of the commit layer
+(:func:`s3commit.commit.task_commit.commit_staging_task`); this module owns the local directories, which files
+are output and their final names, and the conflict checks. Conflict modes, Hadoop's semantics except that ``replace``
 deletes the old data only *after* the new data is complete (a failed job leaves the old data intact):
 
 ============  ===================================  =======================================
@@ -24,30 +26,21 @@ import shutil
 from collections.abc import Sequence
 from typing import IO
 
-from s3commit.commit.job_uploads import abort_create_orphans
-from s3commit.commit.manifest_store import save_task_pendingset
 from s3commit.commit.overwrite import OverwritePlan
-from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.commit.task_commit import TaskAttemptRef, commit_staging_task
 from s3commit.committers.attempt import TaskAttempt, local_staging_root
 from s3commit.committers.base import Committer
-from s3commit.config.options import MAX_PARTS, ConflictMode
+from s3commit.config.options import ConflictMode
 from s3commit.errors import CommitConflictError
-from s3commit.model import checksums
-from s3commit.model.checksums import SentPart
-from s3commit.model.manifests import PendingSet, PendingUpload, SuccessData, now_millis
-from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow, UploadRef
+from s3commit.model.manifests import SuccessData
 from s3commit.model.paths import (
     STAGING_PATH_PREFIX,
     add_uuid,
-    carries_job_id,
     is_scratch_key,
     partition_of,
     relative_key,
 )
 from s3commit.model.task_message import TaskCommitMessage
-from s3commit.transfer.parallel import gather, run_each, window_for
-from s3commit.transfer.parts import file_parts, staged_part_size
-from s3commit.transfer.writer import TooManyPartsError
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +117,8 @@ class StagingCommitter(Committer):
         """Task-level conflict checks (partitioned + fail)."""
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
-        """Upload every output file as an uncompleted upload and save the task's pendingset.
+        """Upload every output file as an uncompleted upload and save the task's pendingset
+        (:func:`~s3commit.commit.task_commit.commit_staging_task`).
 
         On any failure every upload made so far is aborted (with any orphan a Create left), the local
         directory deleted, and the error re-raised.
@@ -132,82 +126,23 @@ class StagingCommitter(Committer):
         assert isinstance(attempt, StagingTaskAttempt)
         attempt.check_open()
         self.know_store()  # the parts are checked as the store requires
-        uploads: list[PendingUpload] = []
-        started: list[UploadRef] = []
         try:
             relatives = attempt.output_files()
             if not relatives:
                 log.warning("task attempt %s: no files to commit", attempt.task_attempt_id)
             self._check_task_conflicts(relatives)
-            uploads, failures = gather(self.pool, relatives,
-                                       lambda rel: self._upload_file(attempt, rel, started, files=len(relatives)),
-                                       window=window_for(self.options.pool_size))
-            if failures:
-                raise failures[0].error
-            pendingset = PendingSet(commits=tuple(uploads)).with_job(self.job_id, attempt.task_attempt_id)
-            saved = save_task_pendingset(self.store, self.dest.bucket, self.layout.pendingset_key(attempt.task_id),
-                                         pendingset)
-        except BaseException:
-            for ref in started:
-                abort_upload_quietly(self.store, ref.bucket, ref.key, ref.upload_id)
-            # What a Create that lost its answer left under a name carrying the job id is the job's to abort (its
-            # sweep finds it, keeping what it committed): another attempt of this task may have an upload of that
-            # key in the window. Only a name without the id, which nothing else would find, is handled here.
-            abort_create_orphans(self.store, [r for r in started if not carries_job_id(r.key, self.job_id)])
-            raise
+            files = {os.path.join(attempt.local_dir, *rel.split("/")): self.final_key(rel) for rel in relatives}
+            ref = TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
+                                 task_attempt_id=attempt.task_attempt_id,
+                                 pendingset_key=self.layout.pendingset_key(attempt.task_id),
+                                 dest_prefix=self.dest.prefix)
+            message = commit_staging_task(self.store, ref, files, part_size=self.options.part_size,
+                                          threads=self.options.pool_size, executor=self.pool,
+                                          part_executor=self.part_pool)
         finally:
             shutil.rmtree(attempt.local_dir, ignore_errors=True)
         attempt.committed = True
-        return TaskCommitMessage(job_id=self.job_id, task_id=attempt.task_id,
-                                 task_attempt_id=attempt.task_attempt_id, pendingset_key=saved,
-                                 files=len(uploads), bytes=pendingset.total_length)
-
-    def _upload_file(self, attempt: StagingTaskAttempt, relative: str, started: list[UploadRef], *,
-                     files: int = 1) -> PendingUpload:
-        path = os.path.join(attempt.local_dir, *relative.split("/"))
-        length = os.path.getsize(path)
-        # A file with fewer parts than its share of the threads goes up in more, smaller ones (staged_part_size).
-        part_size = staged_part_size(length, self.options.part_size, max(1, self.options.pool_size // files))
-        parts = max(1, -(-length // part_size))
-        key = self.final_key(relative)
-        if parts > MAX_PARTS:
-            raise TooManyPartsError(f"{path} ({length} bytes) needs {parts} parts at part size {part_size}; "
-                                    f"S3 allows {MAX_PARTS}: raise fs.s3a.multipart.size")
-        bucket = self.dest.bucket
-        windows: list[CreateWindow] = []
-        created = now_millis()
-        upload_id = self.store.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
-        window = windows[0] if windows else None
-        started.append(UploadRef(bucket, key, upload_id, window))  # registered at creation: a failure aborts it
-        sent: list[SentPart | None] = [None] * parts
-        pieces = file_parts(path, part_size)
-
-        def send(number: int) -> None:
-            # Each part is read when its upload starts (one part in memory per upload at a time).
-            piece = pieces[number - 1]
-            try:
-                sent[number - 1] = self.store.upload_part(bucket, key, upload_id, number, piece.load())
-            finally:
-                piece.release()
-
-        if parts == 1:
-            send(1)
-        else:
-            # Parts go to the inner pool: files run on the outer pool, so waiting on parts cannot deadlock it.
-            failures = run_each(self.part_pool, range(1, parts + 1), send,
-                                window=window_for(self.options.pool_size), stop_on_failure=True)
-            if failures:
-                raise failures[0].error
-        partition = partition_of(relative)
-        parts_sent = [part for part in sent if part is not None]
-        extra = checksums.record(self.store.options.checksum_algorithm,
-                                 [part.checksum for part in parts_sent if part.checksum])
-        if window is not None:
-            extra[CREATE_WINDOW_KEY] = window.encode()
-        return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,
-                             etags=tuple(part.etag for part in parts_sent), length=length,
-                             uri=f"s3a://{bucket}/{key}", created=created, saved=now_millis(),
-                             text=f"partition: {partition}" if partition else "", extra_data=extra)
+        return message
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         """Delete the local output (nothing was uploaded before task commit)."""
