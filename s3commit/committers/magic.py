@@ -226,7 +226,7 @@ class MagicCommitter(Committer):
         for writer in attempt.unclosed_writers():
             raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
-        message = commit_magic_task(self.store, self._ref(attempt), executor=self.pool,
+        message = commit_magic_task(self.store, self._attempt_ref(attempt), executor=self.pool,
                                     window=window_for(self.options.pool_size),
                                     in_memory=self.options.track_commits_in_memory)
         attempt.committed = True
@@ -236,10 +236,11 @@ class MagicCommitter(Committer):
         assert isinstance(attempt, MagicTaskAttempt)
         for writer in attempt.unclosed_writers():
             writer.abort()
-        abort_magic_task(self.store, self._ref(attempt))
+        abort_magic_task(self.store, self._attempt_ref(attempt))
         attempt.aborted = True
 
-    def _ref(self, attempt: MagicTaskAttempt) -> TaskAttemptRef:
+    def _attempt_ref(self, attempt: MagicTaskAttempt) -> TaskAttemptRef:
+        """The attempt as the commit layer's task commit and abort take it."""
         return TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
                               task_attempt_id=attempt.task_attempt_id,
                               pendingset_key=self.layout.pendingset_key(attempt.task_id),

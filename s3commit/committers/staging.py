@@ -4,8 +4,10 @@ commit as uncompleted multipart uploads (parallel parts), completed at job commi
 The task's pendingset is saved in S3 under ``dest/__staging_job-U/...`` (S3 is strongly consistent, so no
 cluster filesystem is needed as in Hadoop). The upload and the pendingset are an operation of the commit layer
 (:func:`s3commit.commit.task_commit.commit_staging_task`); this module owns the local directories, which files
-are output and their final names, and the conflict checks. Conflict modes, Hadoop's semantics except that ``replace``
-deletes the old data only *after* the new data is complete (a failed job leaves the old data intact):
+are output and their final names, and the conflict checks.
+
+Conflict modes, Hadoop's semantics except that ``replace`` deletes the old data only *after* the new data is
+complete (a failed job leaves the old data intact):
 
 ============  ===================================  =======================================
 mode          directory                             partitioned
@@ -132,17 +134,19 @@ class StagingCommitter(Committer):
                 log.warning("task attempt %s: no files to commit", attempt.task_attempt_id)
             self._check_task_conflicts(relatives)
             files = {os.path.join(attempt.local_dir, *rel.split("/")): self.final_key(rel) for rel in relatives}
-            ref = TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
-                                 task_attempt_id=attempt.task_attempt_id,
-                                 pendingset_key=self.layout.pendingset_key(attempt.task_id),
-                                 dest_prefix=self.dest.prefix)
-            message = commit_staging_task(self.store, ref, files, part_size=self.options.part_size,
-                                          threads=self.options.pool_size, executor=self.pool,
-                                          part_executor=self.part_pool)
+            message = commit_staging_task(self.store, self._attempt_ref(attempt), files,
+                                          part_size=self.options.part_size, threads=self.options.pool_size,
+                                          executor=self.pool, part_executor=self.part_pool)
         finally:
             shutil.rmtree(attempt.local_dir, ignore_errors=True)
         attempt.committed = True
         return message
+
+    def _attempt_ref(self, attempt: StagingTaskAttempt) -> TaskAttemptRef:
+        """The attempt as the commit layer's task commit takes it (no attempt directory in S3)."""
+        return TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
+                              task_attempt_id=attempt.task_attempt_id,
+                              pendingset_key=self.layout.pendingset_key(attempt.task_id), dest_prefix=self.dest.prefix)
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         """Delete the local output (nothing was uploaded before task commit)."""
