@@ -80,10 +80,11 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
     listing: AttemptListing | None = None
     windowed: set[str] = set()
     try:
-        for bucket, key, upload_id in taken.still_open:
+        for bucket, key, upload_id in taken.still_open:  # files never closed: their uploads are incomplete
             abort_upload_quietly(store, bucket, key, upload_id)
         _raise_failed_closes(attempt, taken)
         listing = _list_attempt_dir(store, attempt, taken, in_memory=in_memory)
+        # What the attempt recorded in S3 and not in this process's memory: .pending files, upload markers.
         pending_keys = listing.pending if listing is not None else []
         others = [k for k in pending_keys if k not in taken.pending]
         more, failures = gather(executor, others, lambda k: load_pending_upload(store, attempt.bucket, k),
@@ -93,6 +94,7 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
             _abort_never_closed(store, attempt.bucket, listing.markers, pending_keys, loaded, windowed=windowed)
         if failures:
             raise failures[0].error
+        # The task's pendingset (last attempt wins): the attempt's files are committed once it is saved.
         pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
         pendingset = pendingset.with_job(attempt.job_id, attempt.task_attempt_id)
         saved_key = save_task_pendingset(store, attempt.bucket, attempt.pendingset_key, pendingset,
