@@ -181,9 +181,11 @@ class Crash:
             f"{sorted(set(now) ^ set(self.job.after(self.old, self.driver)))[:6]}")
 
 
-def crash_commit(scenario: str, stop_at: int | None, stop: str) -> tuple[Crash, int]:
-    """Run the scenario's job and its commit, its driver dying at the ``stop_at``-th request of the commit (None: it
-    does not die). Returns the crash and how many requests the commit sent."""
+def crash_at(scenario: str, stop_at: int | None, stop: str, end: Callable[[Committer, list[Any]], object],
+             what: str = "") -> tuple[Crash, int]:
+    """Write the old data, run the scenario's job to its end (``end``: its commit or abort, called with its driver and
+    the task messages), the driver dying at the ``stop_at``-th request of that end (None: it does not die). Returns
+    the crash and how many requests the end sent."""
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
     old, old_job = old_data(s3)
@@ -193,14 +195,20 @@ def crash_commit(scenario: str, stop_at: int | None, stop: str) -> tuple[Crash, 
     before = len(client.requests)
     if stop_at is not None:
         client.stop_at, client.stop = before + stop_at, stop
-    point = "no crash"
+    point = f"{what}no crash"
     try:
-        driver.commit_job(messages, **job.commit_args)
+        end(driver, messages)
     except ProcessStopped:
         assert client.stopped is not None
-        point = f"{stop} request {stop_at} ({client.stopped.operation} {client.stopped.key})"
+        point = f"{what}{stop} request {stop_at} ({client.stopped.operation} {client.stopped.key})"
         die(driver)
     return Crash(s3, old, old_job, job, driver, point), len(client.requests) - before
+
+
+def crash_commit(scenario: str, stop_at: int | None, stop: str) -> tuple[Crash, int]:
+    """The scenario's job commit, its driver dying at the ``stop_at``-th request of the commit."""
+    commit_args = SCENARIOS[scenario]().commit_args
+    return crash_at(scenario, stop_at, stop, lambda driver, messages: driver.commit_job(messages, **commit_args))
 
 
 def commit_requests(scenario: str) -> int:
@@ -281,20 +289,7 @@ def test_a_commit_killed_at_every_request_ends_in_a_serial_state(scenario, follo
 @pytest.mark.parametrize("scenario", ["magic-overwrite", "directory-replace"])
 def test_an_abort_killed_at_every_request_leaves_the_old_data_and_recover_abort_clears_it(scenario, tally) -> None:
     def run(stop_at: int | None, stop: str) -> tuple[Crash, int]:
-        s3 = MemoryS3()
-        s3.create_bucket(BUCKET)
-        old, old_job = old_data(s3)
-        job = SCENARIOS[scenario]()
-        driver, _messages = job.run_tasks(s3, str(uuid.uuid4()))
-        client = client_of(driver.store)
-        before = len(client.requests)
-        if stop_at is not None:
-            client.stop_at, client.stop = before + stop_at, stop
-        try:
-            driver.abort_job()
-        except ProcessStopped:
-            die(driver)
-        return Crash(s3, old, old_job, job, driver, f"abort {stop} request {stop_at}"), len(client.requests) - before
+        return crash_at(scenario, stop_at, stop, lambda driver, _messages: driver.abort_job(), what="abort ")
 
     _, total = run(None, "before")
     for stop in ("before", "after"):
