@@ -13,7 +13,6 @@ import threading
 import time
 from typing import Any
 
-from s3commit.commit import liveness
 from s3commit.commit.liveness import JobLiveness
 
 SETTLE = 30.0
@@ -72,8 +71,9 @@ def let_store_time_pass(server: Any, bucket: str, seconds: float) -> None:
 def keeper_on(clock: ManualClock, committer: Any) -> JobLiveness:
     """``committer``'s liveness keeper (started at its job's setup) stopped and replaced by one on ``clock`` that
     holds the same record and ETag: the job's renewals then come as the test advances ``clock``."""
-    started = liveness.keeper_of(committer.dest, committer.job_id)
+    started = committer.process.keepers.keeper_of(committer.dest, committer.job_id)
     assert started is not None, "the job keeps no liveness record in this process"
     started.stop()
-    return liveness.keep(JobLiveness(started.store, started.dest, committer.layout, started.record, started.etag,
-                                     conditional=started.conditional, clock=clock), owner=committer)
+    replacement = JobLiveness(started.store, started.dest, committer.layout, started.record, started.etag,
+                              conditional=started.conditional, clock=clock)
+    return committer.process.keepers.keep(replacement, owner=committer)

@@ -26,7 +26,7 @@ from s3commit.bridge.data_path import Streams
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations, Registered
 from s3commit.bridge.reply import Reply
-from s3commit.commit.task_registry import REGISTRY
+from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.committers import Committer, create_committer
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import ConfigError
@@ -65,10 +65,11 @@ class CommitOps:
     """``job.setup``, ``job.commit``, ``job.abort``, ``task.setup``, ``task.commit``, ``task.abort``,
     ``task.absolute_path``."""
 
-    def __init__(self, confs: Configurations, streams: Streams, *,
+    def __init__(self, confs: Configurations, streams: Streams, *, process: ProcessState = THIS_PROCESS,
                  factory: Callable[..., Committer] = create_committer) -> None:
         self.confs = confs
         self.streams = streams
+        self.process = process
         self.factory = factory
 
     def ops(self) -> dict[str, Any]:
@@ -80,7 +81,7 @@ class CommitOps:
         registered: Registered = self.confs.get(req.get("conf_id"))
         name = committer_name_from_conf(registered.conf)
         committer = self.factory(name, req["dest"], job_id=req["job_id"], store=registered.store,
-                                 options=registered.options)
+                                 options=registered.options, process=self.process)
         # The job's run is the JVM's (a request re-sent to a new sidecar of the same JVM is the same run), and an
         # RDD write's claim on its destination (``exclusive``, on job requests) goes with its commit or abort.
         committer.run_token = JVM_RUN
@@ -133,7 +134,7 @@ class CommitOps:
     def forget_job(self, job_id: str) -> None:
         """Forget a job that ended: abort its write handles still open here, close its magic attempts."""
         self.streams.forget_job(job_id)
-        REGISTRY.end_job(job_id)
+        self.process.tasks.end_job(job_id)
 
     # --- task --------------------------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from s3commit.bridge.blocks import BlockDirectories
 from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply
+from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.committers import open_magic_file
 from s3commit.config.options import KEYS
 from s3commit.errors import CommitStateError, ConfigError
@@ -60,10 +61,11 @@ class _Handle:
 class Streams:
     """``fs.open_write``, ``fs.write_block``, ``fs.close_write``, ``fs.abort_write``, ``fs.read``."""
 
-    def __init__(self, confs: Configurations, blocks: BlockDirectories, *,
+    def __init__(self, confs: Configurations, blocks: BlockDirectories, *, process: ProcessState = THIS_PROCESS,
                  clock: Any = time.monotonic) -> None:
         self.confs = confs
         self.blocks = blocks
+        self.process = process
         self._clock = clock
         self._lock = threading.Lock()
         self._handles: dict[int, _Handle] = {}
@@ -86,7 +88,8 @@ class Streams:
         magic = is_magic_file_key(uri.key)
         writer: MultipartWriter
         if magic:
-            writer = open_magic_file(registered.store, uri, options=options, executor=registered.upload_pool)
+            writer = open_magic_file(registered.store, uri, options=options, executor=registered.upload_pool,
+                                     registry=self.process.tasks)
             owner: tuple[str, str] | None = (job_id_of_magic_key(uri.key), task_attempt_id_of_magic_key(uri.key))
         else:
             known(registered.store, uri.bucket, prefix=uri.key.rpartition("/")[0])  # the parts' checks

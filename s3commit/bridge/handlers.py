@@ -27,7 +27,7 @@ from s3commit.bridge.protocol import Body
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply, error_header, error_type
 from s3commit.bridge.sink import StreamOps
-from s3commit.commit.task_registry import REGISTRY
+from s3commit.commit.process_state import ProcessState
 from s3commit.committers import Committer, create_committer
 from s3commit.config.s3a_keys import unsupported
 from s3commit.model.manifests import EtagForm
@@ -45,13 +45,16 @@ class BridgeHandlers:
 
     def __init__(self, *, blocks: BlockDirectories | None = None,
                  committer_factory: Callable[..., Committer] = create_committer,
-                 etag_form: EtagForm = EtagForm.OBJECTS) -> None:
+                 etag_form: EtagForm = EtagForm.OBJECTS, process: ProcessState | None = None) -> None:
         self.blocks = blocks or BlockDirectories()
+        #: What the sidecar keeps across the jobs it serves (its magic task attempts, the liveness records it keeps
+        #: fresh): its own, handed to every committer and writer it makes.
+        self.process = process if process is not None else ProcessState()
         self.confs = Configurations(etag_form=etag_form)
         self.files = FileOps(self.confs)
-        self.streams = Streams(self.confs, self.blocks)
-        self.commits = CommitOps(self.confs, self.streams, factory=committer_factory)
-        self.streaming = StreamOps(self.confs, self.streams)
+        self.streams = Streams(self.confs, self.blocks, process=self.process)
+        self.commits = CommitOps(self.confs, self.streams, process=self.process, factory=committer_factory)
+        self.streaming = StreamOps(self.confs, self.streams, process=self.process)
         self.ops: dict[str, Handler] = {
             "conf.register": self.conf_register,
             **self.files.ops(), **self.streams.ops(), **self.commits.ops(), **self.streaming.ops(),
@@ -78,12 +81,13 @@ class BridgeHandlers:
         import threading
 
         return Reply({"pid": os.getpid(), "configurations": len(self.confs), "write_handles": len(self.streams),
-                      "magic_attempts": len(REGISTRY), "threads": threading.active_count(),
+                      "magic_attempts": len(self.process.tasks), "threads": threading.active_count(),
                       "rss_bytes": _rss_bytes()})
 
     def close(self) -> None:
         self.streams.close()
         self.confs.close()
+        self.process.end()
 
 
 def _rss_bytes() -> int:

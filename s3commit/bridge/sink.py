@@ -30,6 +30,7 @@ from s3commit.bridge.data_path import Streams
 from s3commit.bridge.protocol import Body, ndjson
 from s3commit.bridge.registry import Configurations, Registered
 from s3commit.bridge.reply import Reply
+from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.committers import Committer
 from s3commit.committers.magic import MagicCommitter
 from s3commit.committers.sink_batches import BatchCommit, recover_sink
@@ -45,15 +46,16 @@ class _SinkTaskOps(CommitOps):
     def _committer(self, req: dict[str, Any], *, job_op: bool = False) -> Committer:
         registered: Registered = self.confs.get(req.get("conf_id"))
         return MagicCommitter(req["dest"], job_id=req["job_id"], store=registered.store,
-                              options=registered.options)
+                              options=registered.options, process=self.process)
 
 
 class StreamOps:
     """``stream.*`` (the file sink's batch commits) and ``ckpt.exists``."""
 
-    def __init__(self, confs: Configurations, streams: Streams) -> None:
+    def __init__(self, confs: Configurations, streams: Streams, *, process: ProcessState = THIS_PROCESS) -> None:
         self.confs = confs
-        self.tasks = _SinkTaskOps(confs, streams)
+        self.process = process
+        self.tasks = _SinkTaskOps(confs, streams, process=process)
         self._lock = threading.Lock()
         self._prepared: OrderedDict[str, BatchCommit] = OrderedDict()
 
@@ -70,7 +72,7 @@ class StreamOps:
         if found is not None:
             return found
         registered = self.confs.get(req.get("conf_id"))
-        return BatchCommit(registered.store, req["dest"], job_id, options=registered.options)
+        return BatchCommit(registered.store, req["dest"], job_id, options=registered.options, process=self.process)
 
     def prepare(self, req: dict[str, Any], body: Body | None) -> Reply:
         batch = self._batch(req)
@@ -101,7 +103,7 @@ class StreamOps:
     def recover(self, req: dict[str, Any], _: Body | None) -> Reply:
         registered = self.confs.get(req.get("conf_id"))
         report = recover_sink(registered.store, req["dest"], options=registered.options,
-                              exclude=[str(j) for j in req.get("exclude") or ()])
+                              exclude=[str(j) for j in req.get("exclude") or ()], process=self.process)
         return Reply(report.to_dict())
 
     def exists(self, req: dict[str, Any], _: Body | None) -> Reply:

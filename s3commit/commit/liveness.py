@@ -11,9 +11,10 @@ its commit raises :class:`~s3commit.errors.JobSweptError` and it loses nothing o
 
 Where a job's record lives on in a process: the Python API keeps it while the committer object lives (a daemon
 thread; the committer's commit or abort ends it, and so does the object's collection); a Spark driver's sidecar
-keeps it from ``job.setup`` to ``job.commit``/``job.abort`` (its committers are built per call:
-:func:`keep` is a per-process registry). A process that is paused (SIGSTOP, a laptop asleep) does not renew: a
-pause longer than the window can get the job swept; give such jobs a longer ``s3commit.job.liveness``.
+keeps it from ``job.setup`` to ``job.commit``/``job.abort`` (its committers are built per call: :class:`Keepers`,
+one per process, in its :class:`~s3commit.commit.process_state.ProcessState`). A process that is paused (SIGSTOP, a
+laptop asleep) does not renew: a pause longer than the window can get the job swept; give such jobs a longer
+``s3commit.job.liveness``.
 
 On a store that ignores conditional writes the record is still renewed (plain PUTs: ``show`` says whether a job
 speaks), but no one takes it: nothing is swept automatically there (:mod:`s3commit.commit.sweep`).
@@ -156,59 +157,72 @@ def swept_reason(store: S3Store, dest: S3Uri, key: str, job_id: str, window: flo
             "s3commit.job.liveness")
 
 
-_keepers: dict[tuple[str, str, str], JobLiveness] = {}
-_keepers_guard = threading.Lock()
+class Keepers:
+    """The liveness records one process keeps fresh, one keeper per destination and job id, each ending with its job
+    (:meth:`release`) or with the object that owns it. A part of
+    :class:`~s3commit.commit.process_state.ProcessState`."""
+
+    def __init__(self) -> None:
+        self._keepers: dict[tuple[str, str, str], JobLiveness] = {}
+        self._guard = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._guard:
+            return len(self._keepers)
+
+    def keep(self, keeper: JobLiveness, *, owner: object | None = None) -> JobLiveness:
+        """Start ``keeper`` as this process's keeper of its job (a re-sent setup replaces the last). ``owner``: the
+        object whose collection ends it too (the Python API's committer); ``None``: it lives until :meth:`release`
+        (a sidecar, whose committers live for one call)."""
+        slot = _slot(keeper.dest, keeper.job_id)
+        with self._guard:
+            previous = self._keepers.pop(slot, None)
+            self._keepers[slot] = keeper
+        if previous is not None:
+            previous.stop()
+        keeper.start()
+        if owner is not None:
+            weakref.finalize(owner, self._release_if, slot, keeper)
+        return keeper
+
+    def keeper_of(self, dest: S3Uri, job_id: str) -> JobLiveness | None:
+        with self._guard:
+            return self._keepers.get(_slot(dest, job_id))
+
+    def release(self, dest: S3Uri, job_id: str) -> None:
+        """The job ended (committed or aborted): stop keeping its record (its clean-up deletes it)."""
+        with self._guard:
+            keeper = self._keepers.pop(_slot(dest, job_id), None)
+        if keeper is not None:
+            keeper.ending = True
+            keeper.stop()
+
+    def stop_all(self) -> None:
+        """The process ends: stop every keeper (a record left is the sweep's to judge, as after a crash)."""
+        with self._guard:
+            keepers, self._keepers = list(self._keepers.values()), {}
+        for keeper in keepers:
+            keeper.stop()
+
+    def _release_if(self, slot: tuple[str, str, str], keeper: JobLiveness) -> None:
+        with self._guard:
+            if self._keepers.get(slot) is keeper:
+                del self._keepers[slot]
+        keeper.stop()
 
 
 def _slot(dest: S3Uri, job_id: str) -> tuple[str, str, str]:
     return dest.bucket, dest.key, job_id
 
 
-def keep(keeper: JobLiveness, *, owner: object | None = None) -> JobLiveness:
-    """Start ``keeper`` as this process's keeper of its job (one per destination and job id: a re-sent setup
-    replaces the last). ``owner``: the object whose collection ends it too (the Python API's committer);
-    ``None``: it lives until :func:`release` (a sidecar, whose committers live for one call)."""
-    slot = _slot(keeper.dest, keeper.job_id)
-    with _keepers_guard:
-        previous = _keepers.pop(slot, None)
-        _keepers[slot] = keeper
-    if previous is not None:
-        previous.stop()
-    keeper.start()
-    if owner is not None:
-        weakref.finalize(owner, _release_if, slot, keeper)
-    return keeper
-
-
-def keeper_of(dest: S3Uri, job_id: str) -> JobLiveness | None:
-    with _keepers_guard:
-        return _keepers.get(_slot(dest, job_id))
-
-
-def release(dest: S3Uri, job_id: str) -> None:
-    """The job ended (committed or aborted): stop keeping its record (its clean-up deletes it)."""
-    with _keepers_guard:
-        keeper = _keepers.pop(_slot(dest, job_id), None)
-    if keeper is not None:
-        keeper.ending = True
-        keeper.stop()
-
-
-def _release_if(slot: tuple[str, str, str], keeper: JobLiveness) -> None:
-    with _keepers_guard:
-        if _keepers.get(slot) is keeper:
-            del _keepers[slot]
-    keeper.stop()
-
-
-def confirm_alive(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str) -> None:
-    """Before a job commits: renew its record if this process keeps it; else read it, and refuse if a sweeper took
-    it. From here on the job's own clean-up may delete the record.
+def confirm_alive(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str, keepers: Keepers) -> None:
+    """Before a job commits: renew its record if this process keeps it (``keepers``); else read it, and refuse if a
+    sweeper took it. From here on the job's own clean-up may delete the record.
 
     Raises:
         JobSweptError: the job was swept (see :func:`swept_reason`).
     """
-    keeper = keeper_of(dest, job_id)
+    keeper = keepers.keeper_of(dest, job_id)
     if keeper is not None:
         keeper.confirm()
         keeper.ending = True

@@ -34,6 +34,7 @@ from s3commit.commit.job_uploads import JobUploads
 from s3commit.commit.lease import CommitLease, NoLease, committed_here, lease_for
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.commit.recovery import resume_commit, roll_back_commit, settle_interrupted
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.summary_reports import failed, write_report
@@ -56,16 +57,6 @@ from s3commit.store.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
-_said: set[tuple[str, ...]] = set()
-
-
-def _say_once(what: tuple[str, ...], level: int, message: str, *args: object) -> None:
-    """Log ``message`` once per process for ``what``."""
-    if what not in _said:
-        _said.add(what)
-        log.log(level, message, *args)
-
-
 @dataclass(frozen=True)
 class JobIdentity:
     """Who commits: the job, its destination and layout, the committer's name, and its options."""
@@ -77,6 +68,8 @@ class JobIdentity:
     committer: str
     job_id_source: str
     options: CommitterOptions = field(default_factory=CommitterOptions)
+    process: ProcessState = THIS_PROCESS
+    """What the job's process keeps across jobs (the warnings it said once)."""
 
     def lease(self, operation: str) -> CommitLease | NoLease:
         """The destination's commit lease for one of this job's operations (not taken yet); a dead holder of
@@ -168,7 +161,7 @@ class CommitSession:
         if known is None:
             return
         if not known.conditional_writes:
-            _say_once(("no-sweep", known.endpoint, job.dest.bucket), logging.WARNING,
+            job.process.say_once(log, ("no-sweep", known.endpoint, job.dest.bucket), logging.WARNING,
                       "the store at %s does not honour conditional writes: dead jobs under s3://%s are never swept "
                       "automatically (no record can be taken safely). Sweep them at your word: s3commit uploads "
                       "sweep s3://%s/<destination> --older-than AGE", known.endpoint, job.dest.bucket,

@@ -25,7 +25,7 @@ from s3commit.commit.manifest_store import (
     save_task_pendingset,
     scan_attempt_dir,
 )
-from s3commit.commit.task_registry import REGISTRY, MagicTaskRegistry, TakenAttempt
+from s3commit.commit.task_registry import MagicTaskRegistry, TakenAttempt
 from s3commit.commit.upload_actions import abort_upload_quietly
 from s3commit.config.options import MAX_PARTS
 from s3commit.errors import CommitStateError, ConfigError
@@ -64,7 +64,7 @@ class TaskAttemptRef:
 
 
 def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Executor, window: int,
-                      in_memory: bool = True, registry: MagicTaskRegistry = REGISTRY) -> TaskCommitMessage:
+                      in_memory: bool = True, registry: MagicTaskRegistry) -> TaskCommitMessage:
     """Gather a task attempt's pending uploads into its pendingset; delete the attempt directory.
 
     Pending uploads written by this process come from memory (after every file closing in the background has
@@ -113,7 +113,7 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
                              bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs))
 
 
-def abort_magic_task(store: S3Store, attempt: TaskAttemptRef, *, registry: MagicTaskRegistry = REGISTRY) -> int:
+def abort_magic_task(store: S3Store, attempt: TaskAttemptRef, *, registry: MagicTaskRegistry) -> int:
     """Abort every upload a task attempt started (from memory, .pending files and markers); delete its
     directory. Returns how many uploads were aborted. Idempotent."""
     taken = registry.take(attempt.job_id, attempt.task_attempt_id)

@@ -187,6 +187,3 @@ class MagicTaskRegistry:
     def _state(self, job_id: str, attempt: str) -> _State:
         return self._states.setdefault((job_id, attempt), _State())
 
-
-REGISTRY = MagicTaskRegistry()
-"""The registry of this process (one per Python process, like Hadoop's static maps)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from s3commit.commit.process_state import ProcessState
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.committers.magic import MagicCommitter, open_magic_file
@@ -39,6 +40,7 @@ def create_committer(
     job_id: str | None = None,
     store: S3Store | None = None,
     options: CommitterOptions | None = None,
+    process: ProcessState | None = None,
     **option_overrides: Any,
 ) -> Committer:
     """Create a committer for one job writing to ``dest``.
@@ -50,6 +52,8 @@ def create_committer(
         store: the S3 store; default resolves endpoint and credentials like boto3.
         options: a full :class:`CommitterOptions`; ``option_overrides`` (``threads=``, ``part_size=``,
             ``conflict_mode=``, ``unique_filenames=``, ``success_marker=``, ...) replace single fields.
+        process: what this process keeps across jobs (:class:`~s3commit.commit.process_state.ProcessState`); default
+            the process's own. The sidecar hands its own; a test of several simulated processes one each.
 
     Raises:
         ConfigError: unknown committer name, unknown option, or an invalid value.
@@ -60,7 +64,7 @@ def create_committer(
         raise ConfigError(f"unknown committer option(s): {', '.join(sorted(unknown))}. "
                           f"Valid options are: {', '.join(sorted(CommitterOptions.field_names()))}")
     opts = replace(options or CommitterOptions(), **option_overrides)
-    return _CLASSES[kind](dest, job_id=job_id, store=store, options=opts)
+    return _CLASSES[kind](dest, job_id=job_id, store=store, options=opts, process=process)
 
 
 __all__ = [

@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from s3commit.commit import liveness
 from s3commit.commit.lease import CommitLease, NoLease
-from s3commit.commit.liveness import JobLiveness, keep
+from s3commit.commit.liveness import JobLiveness, confirm_alive
 from s3commit.commit.manifest_store import pendingset_keys_under
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.ownership import claim, claim_output, one_operation, release_output
+from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
 from s3commit.commit.summary_reports import failed
@@ -52,8 +52,13 @@ class Committer(ABC):
     scratch_prefix = MAGIC_PATH_PREFIX
 
     def __init__(self, dest: str | S3Uri, *, job_id: str | None = None, store: S3Store | None = None,
-                 options: CommitterOptions | None = None, job_id_source: str | None = None) -> None:
+                 options: CommitterOptions | None = None, job_id_source: str | None = None,
+                 process: ProcessState | None = None) -> None:
         self.dest = dest if isinstance(dest, S3Uri) else S3Uri.parse(dest)
+        #: What this process keeps across jobs (its task attempts, the liveness records it keeps fresh): the process's
+        #: own unless the caller (the sidecar, a test of several processes) hands another. Not pickled: a committer
+        #: sent to another process takes that process's own there.
+        self.process = process if process is not None else THIS_PROCESS
         self.job_id = check_job_id(job_id or str(uuid.uuid4()))
         self.job_id_source = job_id_source or ("caller" if job_id else "generated")
         self.store = store or S3Store()
@@ -108,11 +113,13 @@ class Committer(ABC):
         state = self.__dict__.copy()
         state["_pools"] = {}
         del state["_lock"]
+        del state["process"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self.process = THIS_PROCESS
 
     # --- job side -------------------------------------------------------------------------------
 
@@ -140,8 +147,8 @@ class Committer(ABC):
         record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
                              conditional=conditional, liveness=self.options.job_liveness)
         # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
-        keep(JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional),
-             owner=self if self.liveness_with_object else None)
+        keeper = JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional)
+        self.process.keepers.keep(keeper, owner=self if self.liveness_with_object else None)
         self._state = "setup"
 
     def know_store(self) -> Capabilities | None:
@@ -171,7 +178,7 @@ class Committer(ABC):
     def session(self) -> CommitSession:
         """A commit session for one commit or abort of this job (:mod:`s3commit.commit.session`)."""
         return CommitSession(JobIdentity(self.store, self.dest, self.layout, self.job_id, self.name,
-                                         self.job_id_source, self.options))
+                                         self.job_id_source, self.options, self.process))
 
     def commit_lease(self, operation: str) -> CommitLease | NoLease:
         """The destination's commit lease for one of this job's operations (not taken yet: see
@@ -201,7 +208,7 @@ class Committer(ABC):
                 success = self._commit_job(messages, delete_paths=delete_paths,
                                            replace_partitions=replace_partitions, create_only=create_only)
             finally:
-                liveness.release(self.dest, self.job_id)
+                self.process.keepers.release(self.dest, self.job_id)
             if self.exclusive:
                 release_output(self.store, self.dest, self.job_id)
             return success
@@ -210,7 +217,7 @@ class Committer(ABC):
         """Before the commit: the job's liveness record is still its own (it was not judged dead and swept). A swept
         job aborts what is left of it (uploads its tasks started after the sweep) and fails, naming why."""
         try:
-            liveness.confirm_alive(self.store, self.dest, self.layout, self.job_id)
+            confirm_alive(self.store, self.dest, self.layout, self.job_id, self.process.keepers)
         except JobSweptError:
             self._state = "aborted"
             try:
@@ -305,7 +312,7 @@ class Committer(ABC):
         reported = self._state == "aborted"  # a failed commit reported already
         try:
             with one_operation(self.dest, self.job_id, "its abort"):  # a commit running here ends first
-                liveness.release(self.dest, self.job_id)
+                self.process.keepers.release(self.dest, self.job_id)
                 self._abort_job(quiet=False)
                 if self.exclusive:
                     release_output(self.store, self.dest, self.job_id)

@@ -22,8 +22,9 @@ from concurrent.futures import Executor
 from typing import IO
 
 from s3commit.commit.manifest_store import save_pending_upload
+from s3commit.commit.process_state import THIS_PROCESS
 from s3commit.commit.task_commit import TaskAttemptRef, abort_magic_task, commit_magic_task
-from s3commit.commit.task_registry import REGISTRY, MagicTaskRegistry
+from s3commit.commit.task_registry import MagicTaskRegistry
 from s3commit.commit.upload_actions import abort_upload_quietly
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
@@ -124,13 +125,15 @@ class MagicCompletion(CompletionPolicy):
 
 
 def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptions | None = None,
-                    executor: Executor | None = None, registry: MagicTaskRegistry = REGISTRY,
+                    executor: Executor | None = None, registry: MagicTaskRegistry | None = None,
                     content_type: str | None = None) -> MultipartWriter:
-    """Open a writer for a magic path: the upload targets the final key and is completed at job commit.
+    """Open a writer for a magic path: the upload targets the final key and is completed at job commit. ``registry``:
+    the task attempts of the process that writes it (default: this process's own, :data:`THIS_PROCESS`).
 
     Raises:
         ConfigError: the path is not a magic file path.
     """
+    registry = registry if registry is not None else THIS_PROCESS.tasks
     target = uri if isinstance(uri, S3Uri) else S3Uri.parse(uri)
     if not is_magic_file_key(target.key):
         raise ConfigError(f"{target} is not a magic path (no __magic_job- element, or a manifest name)")
@@ -175,7 +178,8 @@ class MagicTaskAttempt(TaskAttempt):
         self.check_open()
         rel = relative_key(relative_path)
         writer = open_magic_file(self.committer.store, S3Uri(self.committer.dest.bucket, f"{self.base_key}/{rel}"),
-                                 options=self.committer.options, executor=self.committer.part_pool)
+                                 options=self.committer.options, executor=self.committer.part_pool,
+                                 registry=self.committer.process.tasks)
         self._writers.append(writer)
         return writer  # type: ignore[return-value]
 
@@ -191,7 +195,8 @@ class MagicTaskAttempt(TaskAttempt):
     def open_absolute(self, location: str, name: str) -> IO[bytes]:
         self.check_open()
         writer = open_magic_file(self.committer.store, self.absolute_work_path(location, name),
-                                 options=self.committer.options, executor=self.committer.part_pool)
+                                 options=self.committer.options, executor=self.committer.part_pool,
+                                 registry=self.committer.process.tasks)
         self._writers.append(writer)
         return writer  # type: ignore[return-value]
 
@@ -208,7 +213,7 @@ class MagicCommitter(Committer):
         self._check_job_open()
         self.know_store()  # the attempt's parts are checked as the store requires
         attempt = MagicTaskAttempt(self, task_attempt_id)
-        REGISTRY.opened(self.job_id, attempt.task_attempt_id)
+        self.process.tasks.opened(self.job_id, attempt.task_attempt_id)
         return attempt
 
     def attach_task(self, task_attempt_id: str) -> MagicTaskAttempt:
@@ -218,7 +223,7 @@ class MagicCommitter(Committer):
         return MagicTaskAttempt(self, task_attempt_id)
 
     def _end_task_attempts(self) -> None:
-        REGISTRY.end_job(self.job_id)
+        self.process.tasks.end_job(self.job_id)
 
     def commit_task(self, attempt: TaskAttempt) -> TaskCommitMessage:
         assert isinstance(attempt, MagicTaskAttempt)
@@ -228,7 +233,7 @@ class MagicCommitter(Committer):
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
         message = commit_magic_task(self.store, self._attempt_ref(attempt), executor=self.pool,
                                     window=window_for(self.options.pool_size),
-                                    in_memory=self.options.track_commits_in_memory)
+                                    in_memory=self.options.track_commits_in_memory, registry=self.process.tasks)
         attempt.committed = True
         return message
 
@@ -236,7 +241,7 @@ class MagicCommitter(Committer):
         assert isinstance(attempt, MagicTaskAttempt)
         for writer in attempt.unclosed_writers():
             writer.abort()
-        abort_magic_task(self.store, self._attempt_ref(attempt))
+        abort_magic_task(self.store, self._attempt_ref(attempt), registry=self.process.tasks)
         attempt.aborted = True
 
     def _attempt_ref(self, attempt: MagicTaskAttempt) -> TaskAttemptRef:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
-from s3commit.commit import liveness
 from s3commit.commit.prefixes import delete_prefix
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
@@ -150,7 +149,7 @@ class RenameCommitter(Committer):
             if self.options.success_marker:
                 self.store.put_object(bucket, self.layout.success_key, b"")
         finally:
-            liveness.release(self.dest, self.job_id)
+            self.process.keepers.release(self.dest, self.job_id)
             self.close()
         self._state = "committed"
         requests = self.store.counters.snapshot()["requests"]

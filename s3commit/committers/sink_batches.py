@@ -44,6 +44,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from s3commit.commit.engine import CommitEngine, CommitPoint
+from s3commit.commit.process_state import ProcessState
 from s3commit.committers.magic import MagicCommitter
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import ConfigError, NotFoundError, S3CommitError
@@ -139,14 +140,14 @@ class BatchCommit:
     """
 
     def __init__(self, store: S3Store, sink: str | S3Uri, job_id: str, *,
-                 options: CommitterOptions | None = None) -> None:
+                 options: CommitterOptions | None = None, process: ProcessState | None = None) -> None:
         batch_id = batch_of_job(job_id)
         if batch_id is None:
             raise ConfigError(f"{job_id!r} is not a streaming batch job id (b<batch>-<uuid>)")
         self.batch_id = batch_id
         self.store = store
         self.options = options or CommitterOptions()
-        self.committer = MagicCommitter(sink, job_id=job_id, store=store, options=self.options)
+        self.committer = MagicCommitter(sink, job_id=job_id, store=store, options=self.options, process=process)
         self.sink = self.committer.dest
         self.job_id = job_id
         self.layout = self.committer.layout
@@ -232,12 +233,14 @@ def batch_jobs(store: S3Store, sink: S3Uri) -> list[str]:
 
 
 def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions | None = None,
-                 exclude: Iterable[str] = (), jobs: Sequence[str] | None = None) -> SinkRecovery:
+                 exclude: Iterable[str] = (), jobs: Sequence[str] | None = None,
+                 process: ProcessState | None = None) -> SinkRecovery:
     """Settle the batch jobs left under a sink as its log decides (see the module docstring).
 
     Args:
         exclude: job ids to leave alone (the caller's own, running batch).
         jobs: the job ids to look at; None lists them (one LIST).
+        process: the process state the batches' committers use (the sidecar's own; default this process's).
     """
     target = sink if isinstance(sink, S3Uri) else S3Uri.from_location(sink)
     report = SinkRecovery()
@@ -253,7 +256,7 @@ def recover_sink(store: S3Store, sink: str | S3Uri, *, options: CommitterOptions
         if latest is None or batch > latest:
             report.undecided[job_id] = batch
             continue
-        commit = BatchCommit(store, target, job_id, options=options)
+        commit = BatchCommit(store, target, job_id, options=options, process=process)
         started = time.monotonic()
         try:
             named = sink_log.entry_names(batch, job_id)

@@ -71,9 +71,7 @@ def test_magic_upload_of_a_killed_writer_is_aborted_at_job_commit(store, s3_clie
     writer = attempt.open("never-closed.bin")
     writer.write(b"x" * (5 * 1024 * 1024 + 1))
     assert len(s3_client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])) == 1
-    from s3commit.commit.task_registry import REGISTRY
-
-    REGISTRY.take(committer.job_id, attempt.task_attempt_id)  # forget it, as a killed process would
+    committer.process.tasks.take(committer.job_id, attempt.task_attempt_id)  # forget it, as a killed process would
     committer.commit_job([])
     assert_no_pending_uploads(s3_client, s3_bucket)
     writer._aborted = True  # the upload is gone; keep the writer's finaliser from aborting it again

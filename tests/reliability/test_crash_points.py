@@ -5,9 +5,9 @@ serial order of the jobs allows.
 The store is :class:`s3commit.testing.memory.MemoryS3`: S3 in memory, shared by the simulated processes, whose
 client stops a process at its Nth request, before the request is applied (``before``) or after it was applied and
 before its answer arrived (``after``). The dead process's threads die with it (their requests raise
-:class:`ProcessStopped`); what it kept in memory (its liveness keeper, its task registry) is dropped as a process's
-death drops it. Time passes on the store's clock (:meth:`MemoryS3.advance`), so leases and liveness records of the
-dead expire without anyone sleeping.
+:class:`ProcessStopped`); each simulated process has its own :class:`ProcessState` (its task registry, the liveness
+records it keeps fresh), which ends with it. Time passes on the store's clock (:meth:`MemoryS3.advance`), so leases
+and liveness records of the dead expire without anyone sleeping.
 
 End states checked after each follow-up:
 
@@ -32,11 +32,10 @@ from typing import Any
 import pytest
 
 from s3commit import create_committer
-from s3commit.commit import liveness
+from s3commit.commit.process_state import ProcessState
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
 from s3commit.commit.sweep import sweep_dead_jobs
-from s3commit.commit.task_registry import REGISTRY
 from s3commit.committers.base import Committer
 from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
 from s3commit.config.options import CommitterOptions
@@ -73,9 +72,8 @@ def assert_clean(s3: MemoryS3, why: str) -> None:
 
 
 def die(committer: Committer) -> None:
-    """What the death of the committer's process takes with it: its liveness keeper and its task registry."""
-    liveness.release(committer.dest, committer.job_id)
-    REGISTRY.end_job(committer.job_id)
+    """The committer's process dies: its state (task registry, liveness keepers) ends with it."""
+    committer.process.end()
 
 
 # --- jobs ------------------------------------------------------------------------------------------------------
@@ -94,9 +92,11 @@ class Job:
         """Set the job up in a driver process and run its tasks in an executor process; returns the driver's
         committer (its store a process of its own) and the task commit messages."""
         options = CommitterOptions(threads=4, **self.options)
-        driver = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options)
+        driver = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options,
+                                  process=ProcessState())
         driver.setup_job()
-        executor = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options)
+        executor = create_committer(self.name, DEST, job_id=job_id, store=s3.store(), options=options,
+                                    process=ProcessState())
         by_task: dict[int, list[tuple[str, bytes]]] = {}
         for i, (relative, body) in enumerate(sorted(self.files.items())):
             by_task.setdefault(i % 3, []).append((relative, body))
@@ -352,10 +352,11 @@ def test_a_streaming_batch_killed_at_every_request_ends_committed_once(tally) ->
         client = client_of(driver_store)
         if stop_at is not None:
             client.stop_at, client.stop = stop_at, stop
+        driver = ProcessState()
         try:
-            commit_batch(driver_store, job_id, messages)
+            commit_batch(driver_store, job_id, messages, driver)
         except ProcessStopped:
-            REGISTRY.end_job(job_id)
+            driver.end()
         return s3, job_id, len(client.requests), len(messages)
 
     _, _, total, _ = run(None, "before")
@@ -367,7 +368,7 @@ def test_a_streaming_batch_killed_at_every_request_ends_committed_once(tally) ->
                 again = batch_job_id(0)
                 _, messages = Job("magic", files(again)).run_tasks(s3, again)
                 commit_batch(s3.store(), again, messages)
-            recover_sink(s3.store(), DEST)
+            recover_sink(s3.store(), DEST, process=ProcessState())
             entry = s3.objects(BUCKET)[log_key].decode()
             named = sorted(json.loads(line)["path"].split(f"{BUCKET}/", 1)[1] for line in entry.splitlines()[1:])
             assert sorted(visible(s3)) == named, f"batch killed {stop} request {n}: visible files differ from the log"
@@ -375,10 +376,10 @@ def test_a_streaming_batch_killed_at_every_request_ends_committed_once(tally) ->
             tally["crash points (memory store)"] += 1
 
 
-def commit_batch(store: Any, job_id: str, messages: list[Any]) -> None:
-    """What the JVM's streaming commit protocol does: prepare, write the log entry with If-None-Match, finish (or
-    roll back where another run wrote the entry first)."""
-    batch = BatchCommit(store, DEST, job_id, options=OPTIONS)
+def commit_batch(store: Any, job_id: str, messages: list[Any], process: ProcessState | None = None) -> None:
+    """What the JVM's streaming commit protocol does in its sidecar (``process``): prepare, write the log entry with
+    If-None-Match, finish (or roll back where another run wrote the entry first)."""
+    batch = BatchCommit(store, DEST, job_id, options=OPTIONS, process=process or ProcessState())
     uploads = batch.prepare(messages)
     entry = "v1\n" + "\n".join(json.dumps({"path": f"s3a://{BUCKET}/{u.destination_key}", "size": u.length,
                                            "isDir": False, "modificationTime": 0, "blockReplication": 1,

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from s3commit import S3Store, create_committer
-from s3commit.commit import liveness
 from s3commit.commit.ownership import owner_key
 from s3commit.commit.sweep import job_directories, job_statuses
 from s3commit.errors import CommitStateError, EndpointUnreachableError, JobSweptError
@@ -120,7 +119,8 @@ def test_a_job_renews_its_liveness_record_from_setup_until_it_commits(s3_server,
     statuses = job_statuses(committer.store, committer.dest, liveness=WINDOW)
     assert [(s.job_id, s.state) for s in statuses] == [(committer.job_id, "alive")]
     committer.commit_job([message])
-    assert liveness.keeper_of(committer.dest, committer.job_id) is None  # no renewal after the job's end
+    # no renewal after the job's end
+    assert committer.process.keepers.keeper_of(committer.dest, committer.job_id) is None
     assert [k for k in list_keys(client, bucket, "t/") if MAGIC_PATH_PREFIX in k] == []
     assert not any(t.name.startswith("s3commit-alive-") and t.is_alive() for t in threading.enumerate()
                    if committer.job_id[:8] in t.name)
@@ -130,9 +130,9 @@ def test_an_aborted_job_stops_renewing(s3_server):
     bucket = new_bucket(s3_server)
     committer = job(s3_server, f"s3://{bucket}/t")
     committer.setup_job()
-    assert liveness.keeper_of(committer.dest, committer.job_id) is not None
+    assert committer.process.keepers.keeper_of(committer.dest, committer.job_id) is not None
     committer.abort_job()
-    assert liveness.keeper_of(committer.dest, committer.job_id) is None
+    assert committer.process.keepers.keeper_of(committer.dest, committer.job_id) is None
     assert list_keys(s3_server.client(), bucket, "t/") == []
 
 

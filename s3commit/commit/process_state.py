@@ -1,0 +1,52 @@
+"""What one process keeps across the jobs it serves, in one object you can see (:class:`ProcessState`).
+
+- ``tasks``: the magic task attempts this process writes files for, what their task commits take
+  (:class:`~s3commit.commit.task_registry.MagicTaskRegistry`);
+- ``keepers``: the liveness records this process keeps fresh, each ending with its job
+  (:class:`~s3commit.commit.liveness.Keepers`);
+- ``said``: the warnings said once in this process (``say_once``).
+
+The rest is not kept past its use: a job's lock in this process lives while operations of the job run
+(:func:`s3commit.commit.ownership.one_operation`); what a store honours is a cache of facts about the store, by
+endpoint and bucket (:mod:`s3commit.store.capability_cache`), not of any job.
+
+Who owns it: the sidecar server makes one for everything it serves (:class:`s3commit.bridge.handlers.BridgeHandlers`),
+and the committer factory hands one to each committer (``create_committer(..., process=)``; by default
+:data:`THIS_PROCESS`, the process's own). A committer pickled to another process takes that process's own there. A
+test that runs several simulated processes in one gives each its own: a process that dies takes its state with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from s3commit.commit.liveness import Keepers
+from s3commit.commit.task_registry import MagicTaskRegistry
+
+
+@dataclass(eq=False)
+class ProcessState:
+    """One process's state across jobs (see the module docstring)."""
+
+    tasks: MagicTaskRegistry = field(default_factory=MagicTaskRegistry)
+    keepers: Keepers = field(default_factory=Keepers)
+    said: set[tuple[str, ...]] = field(default_factory=set)
+    _said_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def end(self) -> None:
+        """The process's work ends (a sidecar closing; a simulated process dying): no record is kept fresh after it."""
+        self.keepers.stop_all()
+
+    def say_once(self, log: logging.Logger, what: tuple[str, ...], level: int, message: str, *args: object) -> None:
+        """Log ``message`` once in this process for ``what``."""
+        with self._said_lock:
+            if what in self.said:
+                return
+            self.said.add(what)
+        log.log(level, message, *args)
+
+
+THIS_PROCESS = ProcessState()
+"""This process's own state: what the committer factory hands a committer unless told otherwise."""
