@@ -206,7 +206,7 @@ def warning(conf: Mapping[str, str]) -> str | None:
 
 
 def markdown_table() -> str:
-    """docs/spark.md's table of S3A's keys (tests/unit/test_s3akeys.py keeps the page equal to it)."""
+    """docs/spark.md's table of S3A's keys (tests/unit/test_s3a_keys.py keeps the page equal to it)."""
     rows = ["| S3A key | s3commit | how |", "|---|---|---|"]
     for name in sorted(S3A_KEYS):
         entry = S3A_KEYS[name]
