@@ -81,7 +81,7 @@ from s3commit.errors import (
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY
-from s3commit.model.paths import JobLayout, is_scratch_key
+from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import RateLimiter, map_ordered, run_each, window_for
@@ -751,6 +751,12 @@ class CommitEngine:
         with self._pool() as pool:
             self.load_and_validate(pool, keys, accepted_attempts)
         uploads = list(self.validated_uploads(keys))
+        for upload in uploads:
+            if not carries_job_id(upload.destination_key, self.job_id):
+                # The clean-up and the sink's recovery find a batch's files by the job id in their names: a file without
+                # it could be rolled back after the log committed it. Refused before anything is journalled.
+                raise ManifestError(f"{upload.dest_uri}: a streaming batch's file names must carry its job id "
+                                    f"{self.job_id} (part-<n>-<job id>..., as s3commit's sink names them)")
         if keys:
             self.write_journal(keys, OverwritePlan())
         return uploads

@@ -111,6 +111,25 @@ def test_files_stay_pending_until_finish_after_the_log_entry(store, s3_client, s
     assert_no_pending_uploads(s3_client, sink.bucket)
 
 
+def test_a_batch_whose_file_names_lack_its_job_id_is_refused_before_its_journal(store, s3_client, sink):
+    """The sink's recovery finds a batch's files by the job id in their names: a batch whose names lack it is refused
+    before anything is journalled (it could otherwise be rolled back after its log entry), and rolls back clean."""
+    job = batch_job_id(0)
+    committer = MagicCommitter(sink, job_id=job, store=store)
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    with attempt.open("part-00000.parquet") as out:
+        out.write(b"no job id in my name")
+    message = committer.commit_task(attempt)
+    committer.close()
+    commit = BatchCommit(store, sink, job)
+    with pytest.raises(ManifestError, match="must carry its job id"):
+        commit.prepare([message])
+    assert commit.journal() is None
+    commit.roll_back()
+    assert list_keys(s3_client, sink.bucket, sink.prefix) == []
+    assert_no_pending_uploads(s3_client, sink.bucket)
+
+
 def test_a_batch_whose_log_entry_lost_is_rolled_back(store, s3_client, sink):
     job = batch_job_id(0)
     commit = BatchCommit(store, sink, job)
