@@ -116,7 +116,7 @@ def _compare(paths: dict[str, _Path], rounds: int, *, baseline: str, nbytes: int
 
 
 def _bytes_under(store: S3Store, bucket: str, prefix: str) -> int:
-    return sum(o.size for o in store.list_objects(bucket, prefix) if not o.key.endswith("_SUCCESS"))
+    return sum(o.size for o in store.objects.list_objects(bucket, prefix) if not o.key.endswith("_SUCCESS"))
 
 
 def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, Any]:
@@ -138,7 +138,7 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
     server.configure(validate_checksums=True)  # as S3: a part whose checksum does not match is refused
     found = known(store, bucket, refresh=True)
     results: dict[str, Any] = {"server": "moto behind the simulator, validate_checksums (as S3)",
-                               "md5_check": store.verifies_etags(bucket),
+                               "md5_check": store.bodies.verifies_etags(bucket),
                                "checksum": options.checksum_algorithm,
                                "validates_checksum": bool(found and found.validates(options.checksum_algorithm)),
                                "shapes": {}}

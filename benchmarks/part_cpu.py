@@ -1,4 +1,4 @@
-"""What each integrity and signing option costs a part: this process's CPU per GiB of ``S3Store.upload_part``
+"""What each integrity and signing option costs a part: this process's CPU per GiB of ``UploadRequests.upload_part``
 from a block file, option by option, interleaved round by round on one test server.
 
     python benchmarks/part_cpu.py [--parts 8] [--part-mib 32] [--rounds 3]
@@ -116,21 +116,21 @@ def main() -> None:
         for _ in range(args.rounds):
             for name, (mapped, _) in variants.items():
                 store = stores[name]
-                upload_id = store.create_multipart_upload(bucket, "bench")
+                upload_id = store.uploads.create_multipart_upload(bucket, "bench")
 
                 def send(store: S3Store = store, mapped: bool = mapped, upload_id: str = upload_id) -> None:
                     for number in range(1, args.parts + 1):
                         part = FilePart(path)
                         try:
-                            store.upload_part(bucket, "bench", upload_id, number,
-                                              part.load() if mapped else read_part(path, size))
+                            store.uploads.upload_part(bucket, "bench", upload_id, number,
+                                                      part.load() if mapped else read_part(path, size))
                         finally:
                             part.release()
 
                 results[name].append(per_gib(send, args.parts * size))
-                store.abort_multipart_upload(bucket, "bench", upload_id)
-        print(f"S3Store.upload_part, {args.parts} parts of {args.part_mib} MiB a round, {args.rounds} rounds "
-              f"(load average {os.getloadavg()[0]:.1f}):")
+                store.uploads.abort_multipart_upload(bucket, "bench", upload_id)
+        print(f"UploadRequests.upload_part, {args.parts} parts of {args.part_mib} MiB a round, {args.rounds} rounds "
+                     f"(load average {os.getloadavg()[0]:.1f}):")
         for name, values in results.items():
             print(f"  {name:<52} median {statistics.median(values):.2f} CPU s/GiB "
                   f"(runs: {', '.join(f'{v:.2f}' for v in values)})")

@@ -25,9 +25,10 @@ from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, StoreOptions
 from s3commit.model import checksums
 from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
-from s3commit.store.s3store import ObjectInfo, S3Store
+from s3commit.store.s3store import S3Store
 
 
 def paired_median(runs: Sequence[float], baselines: Sequence[float]) -> float:
@@ -164,7 +165,7 @@ def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: 
     (prepared first, not timed). ``checksum`` (e.g. ``CRC32``): each upload is made with it and its Complete
     names the part's, as s3commit's are by default (``fs.s3a.create.checksum.algorithm``)."""
     store = store_for(endpoint_url, pool=max(64, threads * 2))
-    client = store.client
+    client = store.requests.client
     prefix = f"bare-{uuid.uuid4().hex[:8]}"
     payload = b"x" * file_size
     field = {checksums.request_field(checksum): checksums.checksum(checksum, payload)} if checksum else {}

@@ -52,7 +52,7 @@ def main() -> None:
                 started = time.perf_counter()
                 writer.close(BufferPart(bytearray(data[3 * PART:])))
                 seconds[name].append(time.perf_counter() - started)
-                store.abort_multipart_upload(bucket, "file", writer.upload_id or "")
+                store.uploads.abort_multipart_upload(bucket, "file", writer.upload_id or "")
     print(f"close() of a 128 MiB file, parts of 32 MiB, s3-standard, {args.rounds} rounds (median, each round):")
     for name, runs in seconds.items():
         print(f"  {name}: {statistics.median(runs):.3f} s  {', '.join(f'{s:.3f}' for s in runs)}")

@@ -1,4 +1,4 @@
-"""The client's CPU per GiB of ``S3Store.upload_part`` on a real connection, with and without the handler that
+"""The client's CPU per GiB of ``UploadRequests.upload_part`` on a real connection, with and without the handler that
 meets moto's in-process mock (``s3commit.store.moto_inprocess.adapt``), interleaved run by run on one test server.
 
     python benchmarks/upload_part_cpu.py [--parts 16] [--part-mib 32] [--rounds 5] [--threads 1]
@@ -32,12 +32,12 @@ def cpu() -> float:
 
 def one_round(store: S3Store, bucket: str, *, parts: int, body: bytearray, threads: int) -> float:
     """CPU seconds per GiB of ``parts`` UploadParts of ``body`` (one upload, aborted afterwards)."""
-    upload_id = store.create_multipart_upload(bucket, "bench")
+    upload_id = store.uploads.create_multipart_upload(bucket, "bench")
     started = cpu()
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(lambda n: store.upload_part(bucket, "bench", upload_id, n, body), range(1, parts + 1)))
+        list(pool.map(lambda n: store.uploads.upload_part(bucket, "bench", upload_id, n, body), range(1, parts + 1)))
     spent = cpu() - started
-    store.abort_multipart_upload(bucket, "bench", upload_id)
+    store.uploads.abort_multipart_upload(bucket, "bench", upload_id)
     return spent / (parts * len(body) / GIB)
 
 
@@ -53,7 +53,7 @@ def main() -> None:
         bucket = server.create_bucket("bench-upload-part")
         store = S3Store(StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
                                      access_key="testing", secret_key="testing"))
-        client = store.client  # built as the store builds it: adapt() registered the handler
+        client = store.requests.client  # built as the store builds it: adapt() registered the handler
         one_round(store, bucket, parts=2, body=body, threads=args.threads)  # warm-up: connections, imports
         results: dict[str, list[float]] = {"with the handler": [], "without it": []}
         for _ in range(args.rounds):

@@ -239,8 +239,8 @@ class Streams:
         start, length = int(req["offset"]), int(req["length"])
         if start < 0 or length < 0:
             raise ConfigError(f"a read of {length} bytes at offset {start} of {uri}")
-        stream = registered.store.stream_object(uri.bucket, uri.key, start=start, end=start + length,
-                                                chunk_size=READ_CHUNK)
+        stream = registered.store.objects.stream_object(uri.bucket, uri.key, start=start, end=start + length,
+                                                        chunk_size=READ_CHUNK)
         # The first chunk is fetched before answering, so a missing object or a refused GET is a plain
         # error response; a failure later cuts the streamed body short with the error.
         first = next(stream, b"")

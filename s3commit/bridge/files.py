@@ -16,8 +16,9 @@ from s3commit.bridge.protocol import Body, ndjson
 from s3commit.bridge.registry import Configurations
 from s3commit.bridge.reply import Reply
 from s3commit.errors import ConfigError, NotFoundError, S3CommitError
+from s3commit.model.object_info import ObjectInfo
 from s3commit.model.uri import S3Uri
-from s3commit.store.s3store import ObjectInfo, S3Store
+from s3commit.store.s3store import S3Store
 
 
 def status(path: str, *, size: int, directory: bool, mtime: float = 0.0) -> dict[str, Any]:
@@ -52,11 +53,11 @@ class FileOps:
             store.head_bucket(uri.bucket)
             return status(path, size=0, directory=True)
         try:
-            info = store.head_object(uri.bucket, uri.key)
+            info = store.objects.head_object(uri.bucket, uri.key)
             return status(path, size=info.size, directory=False, mtime=_mtime(info))
         except NotFoundError:
             pass
-        for _info in store.list_objects(uri.bucket, uri.prefix):
+        for _info in store.objects.list_objects(uri.bucket, uri.prefix):
             return status(path, size=0, directory=True)
         raise NotFoundError(f"No such file or directory: {path}", operation="getFileStatus",
                             bucket=uri.bucket, key=uri.key)
@@ -81,7 +82,7 @@ class FileOps:
 
     @staticmethod
     def _entries(store: S3Store, uri: S3Uri, scheme: str) -> Iterator[dict[str, Any]]:
-        for info in store.list_objects(uri.bucket, uri.prefix, delimiter="/"):
+        for info in store.objects.list_objects(uri.bucket, uri.prefix, delimiter="/"):
             if info.key == uri.prefix:
                 continue  # the directory's own marker
             entry_path = f"{scheme}://{uri.bucket}/{info.key.rstrip('/')}"
@@ -91,23 +92,23 @@ class FileOps:
     def delete(self, req: dict[str, Any], _: Body | None) -> Reply:
         store, uri = self._store(req), S3Uri.from_location(req["path"])
         try:
-            store.head_object(uri.bucket, uri.key)
-            store.delete_object(uri.bucket, uri.key)
+            store.objects.head_object(uri.bucket, uri.key)
+            store.objects.delete_object(uri.bucket, uri.key)
             return Reply({"deleted": True})
         except NotFoundError:
             pass
-        children = [i.key for i in store.list_objects(uri.bucket, uri.prefix)]
+        children = [i.key for i in store.objects.list_objects(uri.bucket, uri.prefix)]
         if not children:
             return Reply({"deleted": False})
         if not req.get("recursive") and any(k != uri.prefix for k in children):
             raise S3CommitError(f"{req['path']} is a non-empty directory and the delete is not recursive")
-        store.delete_objects(uri.bucket, children)
+        store.objects.delete_objects(uri.bucket, children)
         return Reply({"deleted": True})
 
     def mkdirs(self, req: dict[str, Any], _: Body | None) -> Reply:
         store, uri = self._store(req), S3Uri.from_location(req["path"])
         if uri.key:
-            store.put_object(uri.bucket, uri.prefix, b"")
+            store.objects.put_object(uri.bucket, uri.prefix, b"")
         return Reply({"created": True})
 
     def rename(self, req: dict[str, Any], _: Body | None) -> Reply:
@@ -117,20 +118,20 @@ class FileOps:
         if src.bucket != dst.bucket:
             raise ConfigError(f"cannot rename across buckets: {src} -> {dst}")
         try:
-            info = store.head_object(src.bucket, src.key)
+            info = store.objects.head_object(src.bucket, src.key)
         except NotFoundError:
             info = None
         if info is not None:
             target = dst
-            if any(True for _ in store.list_objects(dst.bucket, dst.prefix)):
+            if any(True for _ in store.objects.list_objects(dst.bucket, dst.prefix)):
                 target = dst.child(src.key.rsplit("/", 1)[-1])  # into an existing directory
-            store.copy_object(src.bucket, src.key, target.key, size=info.size)
-            store.delete_object(src.bucket, src.key)
+            store.objects.copy_object(src.bucket, src.key, target.key, size=info.size)
+            store.objects.delete_object(src.bucket, src.key)
             return Reply({"renamed": True})
-        sources = list(store.list_objects(src.bucket, src.prefix))
+        sources = list(store.objects.list_objects(src.bucket, src.prefix))
         if not sources:
             return Reply({"renamed": False})
         for obj in sources:
-            store.copy_object(src.bucket, obj.key, dst.prefix + obj.key[len(src.prefix):], size=obj.size)
-        store.delete_objects(src.bucket, (o.key for o in sources))
+            store.objects.copy_object(src.bucket, obj.key, dst.prefix + obj.key[len(src.prefix):], size=obj.size)
+        store.objects.delete_objects(src.bucket, (o.key for o in sources))
         return Reply({"renamed": True})

@@ -115,7 +115,7 @@ class StreamOps:
             store.head_bucket(uri.bucket)
             return Reply({"exists": True})
         key = uri.key.rstrip("/")
-        for info in store.list_objects(uri.bucket, key, delimiter="/"):
+        for info in store.objects.list_objects(uri.bucket, key, delimiter="/"):
             if info.key == key or info.key == key + "/":
                 return Reply({"exists": True})
             if info.size >= 0 and info.key > key + "/":

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         if not uri.key:
             raise UsageError(f"{target} names a bucket, not a manifest object (end a destination with / to see "
                              "the jobs writing there)")
-        source, data = str(uri), cli_args.store_from_args(args).get_object(uri.bucket, uri.key)
+        source, data = str(uri), cli_args.store_from_args(args).objects.get_object(uri.bucket, uri.key)
     else:
         with open(target, "rb") as f:
             source, data = target, f.read()

@@ -30,8 +30,9 @@ from s3commit.cli.args import (
 from s3commit.cli.output import error, format_age, print_json, say
 from s3commit.commit.sweep import job_statuses
 from s3commit.errors import S3CommitError, short_upload_id
+from s3commit.model.object_info import UploadInfo
 from s3commit.model.uri import S3Uri
-from s3commit.store.s3store import S3Store, UploadInfo
+from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import run_each, window_for
 
 PROGRESS_EVERY = 100
@@ -103,7 +104,7 @@ def _select(store: S3Store, args: argparse.Namespace) -> _Selection:
     records = job.read_records() if job is not None else None
     now = datetime.now(timezone.utc)
     selection = _Selection(uri, [], now)
-    for upload in store.list_multipart_uploads(uri.bucket, prefix):
+    for upload in store.uploads.list_multipart_uploads(uri.bucket, prefix):
         if not upload.key.startswith(prefix):
             continue  # a store that ignores Prefix must not make us touch anything outside it
         if job is not None and records is not None and not job.belongs(upload, records):
@@ -179,7 +180,7 @@ def _abort_all(store: S3Store, bucket: str, uploads: Iterable[UploadInfo], *, th
 
     def abort(upload: UploadInfo) -> None:
         try:
-            store.abort_multipart_upload(bucket, upload.key, upload.upload_id)
+            store.uploads.abort_multipart_upload(bucket, upload.key, upload.upload_id)
         except S3CommitError:
             progress.step(False)
             raise

@@ -260,8 +260,8 @@ class CommitEngine:
         try:
             # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
             # (Retry.VERIFIED): a 412 here is another commit's journal.
-            self.store.put_object(self.dest.bucket, self.journal_key, record.to_json(),
-                                  if_none_match=True, content_type="application/json")
+            self.store.objects.put_object(self.dest.bucket, self.journal_key, record.to_json(),
+                                          if_none_match=True, content_type="application/json")
         except PreconditionFailedError as err:
             if self.point is CommitPoint.SINK_LOG:
                 raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.dest.bucket}/"
@@ -332,8 +332,9 @@ class CommitEngine:
             completed = self._committed.get(commit.destination_key) == commit.upload_id
             if not completed and self._uncertain.get(commit.destination_key) == commit.upload_id:
                 try:  # a Complete whose answer was lost: read back again (the store's retries) before deciding
-                    completed = self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
-                                                            length=commit.length, created_ms=commit.created) is not None
+                    completed = self.store.uploads.completed_object(
+                        commit.bucket, commit.destination_key, commit.etags, length=commit.length,
+                        created_ms=commit.created) is not None
                 except S3CommitError as err:
                     log.warning("roll back: cannot tell whether %s was completed (%s): left to `s3commit recover`",
                                 commit.dest_uri, err)
@@ -382,8 +383,8 @@ class CommitEngine:
         """The commit point of a job: ``_SUCCESS`` (unless ``success_marker`` is off). A batch's, the sink's log
         entry, is written by the JVM between :meth:`prepare` and :meth:`finish`."""
         if self.point is CommitPoint.SUCCESS and self.options.success_marker:
-            self.store.put_object(self.dest.bucket, self.layout.success_key, success.to_json(),
-                                  content_type="application/json")
+            self.store.objects.put_object(self.dest.bucket, self.layout.success_key, success.to_json(),
+                                          content_type="application/json")
 
     def success_data(self) -> SuccessData:
         names = tuple(f"/{k}" for k in sorted(self._committed)[:SUCCESS_FILENAME_LIMIT])
@@ -428,7 +429,8 @@ class CommitEngine:
             return {"s3commit.capabilities": "unknown"}
         probed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(known.probed_at))
         return {"s3commit.capabilities": known.summary(), "s3commit.capabilities.probed": probed,
-                "s3commit.checksum.verify-etag.effective": str(self.store.verifies_etags(self.dest.bucket)).lower()}
+                "s3commit.checksum.verify-etag.effective":
+                    str(self.store.bodies.verifies_etags(self.dest.bucket)).lower()}
 
     def cleanup(self, *, read_pendingsets: bool = False) -> None:
         """Abort this job's orphan uploads, then delete the job directory (journal last).
@@ -479,7 +481,7 @@ class CommitEngine:
         wait([records])
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key})
         swept.result()
-        self.store.delete_object(bucket, self.journal_key)
+        self.store.objects.delete_object(bucket, self.journal_key)
 
     # --- the variants ------------------------------------------------------------------------------------------
 
@@ -556,7 +558,7 @@ class CommitEngine:
         destination, its pendingsets in its job directory), or ``None`` if there is none."""
         for layout in layouts:
             try:
-                data = store.get_object(dest.bucket, layout.journal_key)
+                data = store.objects.get_object(dest.bucket, layout.journal_key)
             except NotFoundError:
                 continue
             source = f"s3://{dest.bucket}/{layout.journal_key}"
@@ -624,7 +626,7 @@ class CommitEngine:
     def committed_success(self) -> SuccessData | None:
         """``dest/_SUCCESS`` if it names this job (its commit point was passed), else ``None``."""
         try:
-            data = SuccessData.from_json(self.store.get_object(self.dest.bucket, self.layout.success_key))
+            data = SuccessData.from_json(self.store.objects.get_object(self.dest.bucket, self.layout.success_key))
         except (NotFoundError, ManifestError):
             return None
         return data if data.job_id == self.job_id else None
@@ -637,8 +639,9 @@ class CommitEngine:
                             orphans_aborted=self.stats.orphans_aborted)
 
     def _pending_upload_ids(self) -> set[str]:
-        return {u.upload_id for prefix in self.scopes() for u in self.store.list_multipart_uploads(self.dest.bucket,
-                                                                                                   prefix)}
+        uploads = self.store.uploads
+        return {u.upload_id for prefix in self.scopes()
+                for u in uploads.list_multipart_uploads(self.dest.bucket, prefix)}
 
     def resume(self) -> RecoveryReport:
         """Finish the journalled commit from where it stopped: only the clean-up where the commit point was passed
@@ -714,8 +717,8 @@ class CommitEngine:
             for commit in self.validated_uploads(keys):
                 if commit.upload_id in pending:
                     waiting += 1
-                elif self.store.completed_object(commit.bucket, commit.destination_key, commit.etags,
-                                                 length=commit.length, created_ms=commit.created):
+                elif self.store.uploads.completed_object(commit.bucket, commit.destination_key, commit.etags,
+                                                         length=commit.length, created_ms=commit.created):
                     self.mark_completed(commit)
                     completed += 1
                 else:
@@ -764,7 +767,7 @@ class CommitEngine:
     def batch_journal(self) -> BatchJournal | None:
         """The batch's journal, or None if it has none (it never reached its log entry, or it was cleaned up)."""
         try:
-            data = self.store.get_object(self.dest.bucket, self.layout.batch_journal_key)
+            data = self.store.objects.get_object(self.dest.bucket, self.layout.batch_journal_key)
         except NotFoundError:
             return None
         return BatchJournal.from_json(data, source=f"s3://{self.dest.bucket}/{self.layout.batch_journal_key}")

@@ -201,7 +201,7 @@ class JobUploads:
         """The job's uploads still pending, inside and outside the destination (ListMultipartUploads)."""
         seen: set[str] = set()
         for prefix in self._prefixes(records):
-            for upload in self.store.list_multipart_uploads(self.dest.bucket, prefix):
+            for upload in self.store.uploads.list_multipart_uploads(self.dest.bucket, prefix):
                 if upload.upload_id not in seen and self.belongs(upload, records):
                     seen.add(upload.upload_id)
                     yield upload
@@ -224,7 +224,8 @@ class JobUploads:
 
 
 def abort_create_orphans(store: S3Store, refs: Iterable[UploadRef], *, keep: Collection[str] = ()) -> int:
-    """Abort the orphans of the windowed Creates among ``refs`` (:meth:`S3Store.abort_create_orphans`), for
+    """Abort the orphans of the windowed Creates among ``refs``
+    (:meth:`~s3commit.store.uploads.UploadRequests.abort_create_orphans`), for
     records a task commit or abort consumes before the job's clean-up could see them. Best effort: a failure
     (e.g. a role that may not list uploads) is logged. Returns how many were aborted."""
     aborted = 0
@@ -232,7 +233,7 @@ def abort_create_orphans(store: S3Store, refs: Iterable[UploadRef], *, keep: Col
         if ref.window is None or ref.upload_id in keep:
             continue
         try:
-            aborted += store.abort_create_orphans(ref.bucket, ref.key, ref.window, keep=ref.upload_id)
+            aborted += store.uploads.abort_create_orphans(ref.bucket, ref.key, ref.window, keep=ref.upload_id)
         except S3CommitError as err:
             log.warning("could not abort the orphan uploads of s3://%s/%s: %s", ref.bucket, ref.key, err)
     return aborted

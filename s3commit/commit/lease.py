@@ -169,7 +169,7 @@ class CommitLease:
         ``None`` in the first place (judged by its age alone)."""
         self.requests += 1
         try:
-            body, info, now = self.store.read_object(self.dest.bucket, self.key)
+            body, info, now = self.store.objects.read_object(self.dest.bucket, self.key)
         except NotFoundError:
             return None
         try:
@@ -182,8 +182,8 @@ class CommitLease:
         self.requests += 1
         mine = LeaseState(self.holder)
         try:
-            self.etag = self.store.put_object(self.dest.bucket, self.key, mine.to_json(), if_none_match=True,
-                                              content_type="application/json")
+            self.etag = self.store.objects.put_object(self.dest.bucket, self.key, mine.to_json(), if_none_match=True,
+                                                      content_type="application/json")
         except PreconditionFailedError:
             return False
         self.state = mine
@@ -195,8 +195,8 @@ class CommitLease:
         self.requests += 1
         mine = state.held_by(self.holder)
         try:
-            self.etag = self.store.put_if_match(self.dest.bucket, self.key, mine.to_json(), info.etag,
-                                                content_type="application/json")
+            self.etag = self.store.conditional.put_if_match(self.dest.bucket, self.key, mine.to_json(), info.etag,
+                                                            content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             return False
         self.state = mine
@@ -236,8 +236,8 @@ class CommitLease:
             self.holder = self.holder.renewed_once()
             renewed = self.state.held_by(self.holder)
             self.requests += 1
-            self.etag = self.store.put_if_match(self.dest.bucket, self.key, renewed.to_json(), self.etag,
-                                                content_type="application/json")
+            self.etag = self.store.conditional.put_if_match(self.dest.bucket, self.key, renewed.to_json(), self.etag,
+                                                            content_type="application/json")
             self.state = renewed
 
     def _lose(self, why: str) -> None:
@@ -266,8 +266,9 @@ class CommitLease:
         done = {**({self.job_id: files} if committed else {}), **{job: -1 for job in self.settled}}
         self.requests += 1
         try:
-            self.store.put_if_match(self.dest.bucket, self.key, self.state.with_committed(done).to_json(), etag,
-                                    content_type="application/json")
+            self.store.conditional.put_if_match(self.dest.bucket, self.key,
+                                                self.state.with_committed(done).to_json(), etag,
+                                                content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             log.warning("job %s: its commit lease on %s had been taken over when it released it", self.job_id,
                         self.dest)
@@ -286,7 +287,7 @@ def read_state(store: S3Store, dest: S3Uri) -> LeaseState | None:
     """The state of ``dest``'s lease object (None: there is none, or it is unreadable). One GET."""
     key = lease_key(dest)
     try:
-        body, _info, _now = store.read_object(dest.bucket, key)
+        body, _info, _now = store.objects.read_object(dest.bucket, key)
         return LeaseState.from_json(body, source=f"s3://{dest.bucket}/{key}")
     except (NotFoundError, ManifestError):
         return None
@@ -311,7 +312,7 @@ def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
     """
     key = lease_key(dest)
     try:
-        body, info, _now = store.read_object(dest.bucket, key)
+        body, info, _now = store.objects.read_object(dest.bucket, key)
     except NotFoundError:
         return None
     try:
@@ -322,7 +323,8 @@ def release_by_hand(store: S3Store, dest: S3Uri) -> Holder | None:
         if state.holder is None:
             return None  # free already
     try:
-        store.put_if_match(dest.bucket, key, state.held_by(None).to_json(), info.etag, content_type="application/json")
+        store.conditional.put_if_match(dest.bucket, key, state.held_by(None).to_json(), info.etag,
+                                       content_type="application/json")
     except (PreconditionFailedError, NotFoundError) as err:
         raise LeaseLostError(f"the commit lease on {dest} changed while it was being released (its holder renewed "
                              "it, or another job took it): it was left alone") from err

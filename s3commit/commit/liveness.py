@@ -105,10 +105,11 @@ class JobLiveness:
             renewed = self.record.renewed_once()
             body = renewed.to_json()
             if self.conditional:
-                self.etag = self.store.put_if_match(self.dest.bucket, self.key, body, self.etag,
-                                                    content_type="application/json")
+                self.etag = self.store.conditional.put_if_match(self.dest.bucket, self.key, body, self.etag,
+                                                                content_type="application/json")
             else:
-                self.etag = self.store.put_object(self.dest.bucket, self.key, body, content_type="application/json")
+                self.etag = self.store.objects.put_object(self.dest.bucket, self.key, body,
+                                                          content_type="application/json")
             self.record = renewed
             self.renewals += 1
             self.last_ok = self._clock.monotonic()
@@ -145,7 +146,7 @@ def swept_reason(store: S3Store, dest: S3Uri, key: str, job_id: str, window: flo
     """Why a job's record is no longer its own: who took it (the record names its sweeper), or that it is gone."""
     uri = f"s3://{dest.bucket}/{key}"
     try:
-        taken = OwnerRecord.from_json(store.get_object(dest.bucket, key))
+        taken = OwnerRecord.from_json(store.objects.get_object(dest.bucket, key))
         who = f"its liveness record {uri} was taken by {taken.swept_by or 'another run of the job'}"
     except NotFoundError:
         who = f"its liveness record {uri} is gone (its directory was swept)"
@@ -229,7 +230,7 @@ def confirm_alive(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str, k
         return
     key = owner_key(layout)
     try:
-        record = OwnerRecord.from_json(store.get_object(dest.bucket, key))
+        record = OwnerRecord.from_json(store.objects.get_object(dest.bucket, key))
     except (NotFoundError, ValueError):
         return  # never set up here, or committed and cleaned up (a re-sent commit): the session decides
     except S3CommitError as err:

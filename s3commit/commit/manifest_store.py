@@ -25,21 +25,22 @@ log = logging.getLogger(__name__)
 
 
 def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
-    return PendingUpload.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+    return PendingUpload.from_json(store.objects.get_object(bucket, key), source=f"s3://{bucket}/{key}")
 
 
 def save_pending_upload(store: S3Store, bucket: str, key: str, pending: PendingUpload) -> None:
-    store.put_object(bucket, key, pending.to_json(etag_form=store.options.etag_form), content_type="application/json")
+    store.objects.put_object(bucket, key, pending.to_json(etag_form=store.options.etag_form),
+                             content_type="application/json")
 
 
 def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
-    return PendingSet.from_json(store.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+    return PendingSet.from_json(store.objects.get_object(bucket, key), source=f"s3://{bucket}/{key}")
 
 
 def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:
     """Save (overwrite: the last task attempt to commit wins, as in Hadoop)."""
-    store.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form),
-                     content_type="application/json")
+    store.objects.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form),
+                             content_type="application/json")
 
 
 def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet, *,
@@ -61,8 +62,8 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
         # No GET, but no blind overwrite either: a later attempt of the task may have committed first (attempt 0
         # ran late). Where the store honours If-None-Match that one's pendingset refuses this PUT, and is read.
         try:
-            store.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form), if_none_match=True,
-                             content_type="application/json")
+            store.objects.put_object(bucket, key, pendingset.to_json(etag_form=store.options.etag_form),
+                                     if_none_match=True, content_type="application/json")
             return key
         except PreconditionFailedError:
             first_attempt = False
@@ -76,7 +77,7 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
     if pendingset.commits:
         save_pendingset(store, bucket, key, pendingset)
     elif previous is not None:
-        store.delete_object(bucket, key)
+        store.objects.delete_object(bucket, key)
     if previous is not None:
         keep = {c.upload_id for c in pendingset.commits}
         for commit in previous.commits:
@@ -91,7 +92,7 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
 def read_upload_marker(store: S3Store, bucket: str, key: str) -> UploadRef | None:
     """The upload recorded by a magic writer at start (``<magic path>.upload``), or None if unreadable."""
     try:
-        return UploadMarker.decode(store.get_object(bucket, key))
+        return UploadMarker.decode(store.objects.get_object(bucket, key))
     except NotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as err:

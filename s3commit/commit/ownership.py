@@ -92,12 +92,12 @@ def claim(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str, token: st
     if not conditional and _owner_token(store, dest, key) not in (None, token):
         raise _taken(dest, job_id, key)
     try:
-        etag = store.put_object(dest.bucket, key, record.to_json(), if_none_match=True,
-                                content_type="application/json")
+        etag = store.objects.put_object(dest.bucket, key, record.to_json(), if_none_match=True,
+                                        content_type="application/json")
     except PreconditionFailedError:
         # This run set the job up already (a re-sent setup): its record stands, with the ETag it has now.
         try:
-            body, info, _ = store.read_object(dest.bucket, key)
+            body, info, _ = store.objects.read_object(dest.bucket, key)
             mine = OwnerRecord.from_json(body)
         except (NotFoundError, ValueError):
             raise _taken(dest, job_id, key) from None
@@ -109,7 +109,7 @@ def claim(store: S3Store, dest: S3Uri, layout: JobLayout, job_id: str, token: st
 
 def _owner_token(store: S3Store, dest: S3Uri, key: str) -> str | None:
     try:
-        return OwnerRecord.token_of(store.get_object(dest.bucket, key))
+        return OwnerRecord.token_of(store.objects.get_object(dest.bucket, key))
     except NotFoundError:
         return None
     except (ValueError, S3CommitError):
@@ -137,10 +137,10 @@ def claim_output(store: S3Store, dest: S3Uri, job_id: str, *, conditional: bool)
     """
     key = writing_key(dest)
     try:
-        store.put_object(dest.bucket, key, job_id.encode(), if_none_match=conditional)
+        store.objects.put_object(dest.bucket, key, job_id.encode(), if_none_match=conditional)
     except PreconditionFailedError:
         try:
-            other = store.get_object(dest.bucket, key).decode(errors="replace")
+            other = store.objects.get_object(dest.bucket, key).decode(errors="replace")
         except S3CommitError:
             other = "?"
         if other == job_id:
@@ -153,8 +153,8 @@ def release_output(store: S3Store, dest: S3Uri, job_id: str) -> None:
     """Remove the job's ``__s3commit_writing`` (best effort: never another job's)."""
     key = writing_key(dest)
     try:
-        if store.get_object(dest.bucket, key).decode(errors="replace") == job_id:
-            store.delete_object(dest.bucket, key)
+        if store.objects.get_object(dest.bucket, key).decode(errors="replace") == job_id:
+            store.objects.delete_object(dest.bucket, key)
     except NotFoundError:
         pass
     except S3CommitError as err:

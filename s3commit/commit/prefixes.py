@@ -20,7 +20,7 @@ from s3commit.transfer.parallel import run_each, window_for
 
 def keys_under(store: S3Store, bucket: str, prefix: str) -> Iterator[str]:
     """Every key under ``prefix`` (paginated LIST), in S3's order."""
-    for info in store.list_objects(bucket, prefix):
+    for info in store.objects.list_objects(bucket, prefix):
         yield info.key
 
 
@@ -44,17 +44,17 @@ def delete_listed(store: S3Store, bucket: str, prefix: str, *, keep: Collection[
     """
     if prefix and not prefix.endswith("/"):
         raise ValueError(f"prefix {prefix!r} must end with '/'")
-    doomed = (info for info in store.list_objects(bucket, prefix)
-              if info.key not in keep and not (skip is not None and skip(info.key)))
+    doomed = (info for info in store.objects.list_objects(bucket, prefix)
+                      if info.key not in keep and not (skip is not None and skip(info.key)))
     if conditional == "batch":
-        return store.delete_objects_if_match(bucket, ((info.key, info.etag) for info in doomed))
+        return store.conditional.delete_objects_if_match(bucket, ((info.key, info.etag) for info in doomed))
     if conditional == "single":
         changed: list[str] = []
         lock = threading.Lock()
 
         def delete(info: ObjectInfo) -> None:
             try:
-                store.delete_if_match(bucket, info.key, info.etag)
+                store.conditional.delete_if_match(bucket, info.key, info.etag)
             except PreconditionFailedError:
                 with lock:
                     changed.append(info.key)
@@ -70,4 +70,4 @@ def delete_listed(store: S3Store, bucket: str, prefix: str, *, keep: Collection[
             if failures:
                 raise failures[0].error
         return len(work) - len(changed), changed
-    return store.delete_objects(bucket, (info.key for info in doomed)), []
+    return store.objects.delete_objects(bucket, (info.key for info in doomed)), []

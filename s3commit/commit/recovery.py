@@ -153,7 +153,7 @@ def _batch_journal(store: S3Store, dest: S3Uri, job_id: str) -> list[str]:
     """The key of job ``job_id``'s streaming batch journal, if it has one."""
     key = JobLayout(dest.key, job_id).batch_journal_key
     try:
-        store.head_object(dest.bucket, key)
+        store.objects.head_object(dest.bucket, key)
     except NotFoundError:
         return []
     return [key]
@@ -214,14 +214,15 @@ def _layouts(dest: S3Uri, job_id: str) -> list[JobLayout]:
 
 
 def _scratch_keys(store: S3Store, dest: S3Uri, job_id: str) -> int:
-    return sum(1 for layout in _layouts(dest, job_id) for _ in store.list_objects(dest.bucket, f"{layout.job_dir}/"))
+    return sum(1 for layout in _layouts(dest, job_id)
+               for _ in store.objects.list_objects(dest.bucket, f"{layout.job_dir}/"))
 
 
 def _committed_report(store: S3Store, dest: S3Uri, job_id: str, *, what: str) -> RecoveryReport | None:
     """A NOTHING report if ``dest/_SUCCESS`` names the job (it committed), else None."""
     success_key = JobLayout(dest.key, job_id).success_key
     try:
-        success = SuccessData.from_json(store.get_object(dest.bucket, success_key))
+        success = SuccessData.from_json(store.objects.get_object(dest.bucket, success_key))
     except (NotFoundError, ManifestError):
         return None
     if success.job_id != job_id:

@@ -210,7 +210,7 @@ class CommitSession:
         job = self.job
         try:
             success: SuccessData | None = SuccessData.from_json(
-                job.store.get_object(job.dest.bucket, job.layout.success_key))
+                job.store.objects.get_object(job.dest.bucket, job.layout.success_key))
         except (NotFoundError, ManifestError):
             success = None
         files, counted = request.files, not request.listed
@@ -282,7 +282,7 @@ class CommitSession:
 
     def _journal_exists(self) -> bool:
         try:
-            self.job.store.head_object(self.job.dest.bucket, self.job.layout.journal_key)
+            self.job.store.objects.head_object(self.job.dest.bucket, self.job.layout.journal_key)
         except NotFoundError:
             return False
         return True

@@ -39,7 +39,7 @@ def write_report(store: S3Store, directory: str, summary: SuccessData) -> str | 
     try:
         if directory.startswith(("s3://", "s3a://")):
             uri = S3Uri.from_location(directory.rstrip("/") + "/" + name)
-            store.put_object(uri.bucket, uri.key, body, content_type="application/json")
+            store.objects.put_object(uri.bucket, uri.key, body, content_type="application/json")
             return f"s3://{uri.bucket}/{uri.key}"
         path = os.path.join(directory.removeprefix("file://"), name)
         os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -84,7 +84,7 @@ class JobStatus:
 def job_directories(store: S3Store, dest: S3Uri) -> list[tuple[str, str, JobLayout]]:
     """The job directories under ``dest`` (one delimited LIST): ``(job id, committer kind, layout)``."""
     found = []
-    for info in store.list_objects(dest.bucket, f"{dest.prefix}__", delimiter="/"):
+    for info in store.objects.list_objects(dest.bucket, f"{dest.prefix}__", delimiter="/"):
         if info.size != -1:
             continue
         name = info.key[len(dest.prefix):].rstrip("/")
@@ -98,7 +98,7 @@ def job_status(store: S3Store, dest: S3Uri, job_id: str, kind: str, layout: JobL
                liveness: float) -> JobStatus:
     """What the job's record says, judged with the window ``liveness`` (seconds) or the job's own if longer."""
     try:
-        body, info, now = store.read_object(dest.bucket, owner_key(layout))
+        body, info, now = store.objects.read_object(dest.bucket, owner_key(layout))
     except NotFoundError:
         return JobStatus(job_id, kind, layout, UNKNOWN, note="no liveness record (an S3A job, or an s3commit job "
                                                              "from before liveness): never swept without an age")
@@ -128,7 +128,7 @@ def _past(last_modified: datetime, window: float, now: datetime) -> bool:
 
 def _exists(store: S3Store, bucket: str, key: str) -> bool:
     try:
-        store.head_object(bucket, key)
+        store.objects.head_object(bucket, key)
     except NotFoundError:
         return False
     return True
@@ -153,7 +153,7 @@ def job_statuses(store: S3Store, dest: S3Uri, *, liveness: float, exclude: Colle
 
 
 def _empty(store: S3Store, bucket: str, prefix: str) -> bool:
-    return next(iter(store.list_objects(bucket, prefix)), None) is None
+    return next(iter(store.objects.list_objects(bucket, prefix)), None) is None
 
 
 def remove_empty_directories(store: S3Store, bucket: str, directory: str) -> int:
@@ -163,11 +163,11 @@ def remove_empty_directories(store: S3Store, bucket: str, directory: str) -> int
     found = [directory]
     pending = [directory]
     while pending:
-        children = [i.key for i in store.list_objects(bucket, pending.pop(), delimiter="/") if i.size == -1]
+        children = [i.key for i in store.objects.list_objects(bucket, pending.pop(), delimiter="/") if i.size == -1]
         found += children
         pending += children
     for key in sorted(found, key=len, reverse=True):
-        store.delete_object(bucket, key)
+        store.objects.delete_object(bucket, key)
     return len(found)
 
 
@@ -197,11 +197,11 @@ class SweepResult:
 def _newest_activity(store: S3Store, dest: S3Uri, status: JobStatus) -> float | None:
     """Seconds since the newest object in a job's directory was written, on the store's clock (its newest
     ``Last-Modified`` against the ``Date`` of a HEAD of the bucket); None if it is empty."""
-    newest = max((i.last_modified for i in store.list_objects(dest.bucket, status.directory)
-                  if i.last_modified is not None), default=None)
+    newest = max((i.last_modified for i in store.objects.list_objects(dest.bucket, status.directory)
+                          if i.last_modified is not None), default=None)
     if newest is None:
         return None
-    return (store.conditional.store_time(dest.bucket) - newest).total_seconds()
+    return (store.store_time(dest.bucket) - newest).total_seconds()
 
 
 def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: str, conditional: bool,
@@ -270,16 +270,16 @@ def _sweep_one(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper: str, 
     if dry_run:
         records = uploads.read_records()
         pending = sum(1 for _ in uploads.pending(records)) if lists_uploads else len(uploads.recorded_targets(records))
-        objects = sum(1 for _ in store.list_objects(dest.bucket, status.directory))
+        objects = sum(1 for _ in store.objects.list_objects(dest.bucket, status.directory))
         return SweptJob(status, pending, objects)
     if status.record is not None and status.etag:
         taken = status.record.taken_by(sweeper).to_json()
         try:
             if conditional:
-                store.put_if_match(dest.bucket, owner_key(status.layout), taken, status.etag,
-                                   content_type="application/json")
+                store.conditional.put_if_match(dest.bucket, owner_key(status.layout), taken, status.etag,
+                                               content_type="application/json")
             else:
-                store.put_object(dest.bucket, owner_key(status.layout), taken, content_type="application/json")
+                store.objects.put_object(dest.bucket, owner_key(status.layout), taken, content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             return None
     aborted = uploads.abort(uploads.read_records(), list_uploads=lists_uploads)

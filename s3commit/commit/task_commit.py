@@ -210,7 +210,7 @@ def _delete_attempt_dir(store: S3Store, attempt: TaskAttemptRef, listing: Attemp
     """Delete the keys of an attempt directory's listing without listing again, but ``keep`` (the records of
     Creates that lost their answer, left for the job's clean-up); a failure is a warning."""
     try:
-        store.delete_objects(attempt.bucket, [k for k in listing.keys if k not in keep])
+        store.objects.delete_objects(attempt.bucket, [k for k in listing.keys if k not in keep])
     except Exception as err:
         log.warning("could not delete s3://%s/%s/: %s", attempt.bucket, attempt.attempt_dir, err)
 
@@ -265,7 +265,7 @@ def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, s
     bucket = attempt.bucket
     windows: list[CreateWindow] = []
     created = now_millis()
-    upload_id = store.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
+    upload_id = store.uploads.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
     window = windows[0] if windows else None
     started.append(UploadRef(bucket, key, upload_id, window))
     sent: list[SentPart | None] = [None] * parts
@@ -275,7 +275,7 @@ def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, s
         # Each part is read when its upload starts (one part in memory per upload at a time).
         piece = pieces[number - 1]
         try:
-            sent[number - 1] = store.upload_part(bucket, key, upload_id, number, piece.load())
+            sent[number - 1] = store.uploads.upload_part(bucket, key, upload_id, number, piece.load())
         finally:
             piece.release()
 

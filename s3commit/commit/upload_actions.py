@@ -23,16 +23,16 @@ def commit_upload(store: S3Store, pending: PendingUpload, *, if_none_match: bool
     checksums its ``.pending`` records, so that a server that validates refuses parts that are not those.
     ``if_none_match``: only if no object is at the key (``PreconditionFailedError`` otherwise)."""
     algorithm, part_checksums = checksums.recorded(pending.extra_data, pending.part_count, pending.filename)
-    return store.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
-                                           pending.etags, expected_length=pending.length,
-                                           created_ms=pending.created, checksum_algorithm=algorithm,
-                                           part_checksums=part_checksums, if_none_match=if_none_match)
+    return store.uploads.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
+                                                   pending.etags, expected_length=pending.length,
+                                                   created_ms=pending.created, checksum_algorithm=algorithm,
+                                                   part_checksums=part_checksums, if_none_match=if_none_match)
 
 
 def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:
     """Abort; log (never raise) a failure, so cleanup cannot hide the error that caused it."""
     try:
-        store.abort_multipart_upload(bucket, key, upload_id)
+        store.uploads.abort_multipart_upload(bucket, key, upload_id)
         return True
     except S3CommitError as err:
         log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id), bucket, key, err)
@@ -42,7 +42,7 @@ def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) 
 def revert_upload_quietly(store: S3Store, bucket: str, key: str) -> bool:
     """Delete a completed object again (job commit failed); log a failure."""
     try:
-        store.delete_object(bucket, key)
+        store.objects.delete_object(bucket, key)
         return True
     except S3CommitError as err:
         log.warning("could not revert (delete) s3://%s/%s: %s", bucket, key, err)

@@ -26,7 +26,7 @@ def validate_committed(store: S3Store, pending: PendingUpload) -> bool:
     Raises:
         OutputMismatchError: naming the object, what its manifest says and what the server has.
     """
-    info = store.head_object(pending.bucket, pending.destination_key, checksums=True)
+    info = store.objects.head_object(pending.bucket, pending.destination_key, checksums=True)
     where = f"{pending.dest_uri} (upload {pending.upload_id[:10]}, {pending.part_count} part(s))"
     if info.size != pending.length:
         raise OutputMismatchError(f"{where}: the committed object has {info.size} bytes, its manifest says "

@@ -92,8 +92,8 @@ class MagicCompletion(CompletionPolicy):
 
     def _record(self, ref: UploadRef) -> None:
         self.registry.recorded_durably(self.job_id, self.task_attempt_id)
-        self.store.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, UploadMarker.encode(ref),
-                              content_type="application/json")
+        self.store.objects.put_object(self.bucket, self.magic_key + UPLOAD_MARKER_SUFFIX, UploadMarker.encode(ref),
+                                      content_type="application/json")
 
     def closing(self, held: int) -> None:
         if not self.registry.closing(self.job_id, self.task_attempt_id, self.magic_key + PENDING_SUFFIX, held,
@@ -112,7 +112,7 @@ class MagicCompletion(CompletionPolicy):
             save_pending_upload(self.store, self.bucket, key, pending)
             if self.registry.finished(self.job_id, self.task_attempt_id, key, pending):
                 return False
-            self.store.delete_objects(self.bucket, [key])
+            self.store.objects.delete_objects(self.bucket, [key])
         abort_upload_quietly(self.store, pending.bucket, pending.destination_key, pending.upload_id)
         raise self._closed_error(f"s3://{pending.bucket}/{pending.destination_key} was being closed")
 

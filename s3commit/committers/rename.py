@@ -18,9 +18,9 @@ from s3commit.commit.prefixes import delete_prefix
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.committers.base import Committer
 from s3commit.model.manifests import SuccessData
+from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import relative_key
 from s3commit.model.task_message import TaskCommitMessage
-from s3commit.store.s3store import ObjectInfo
 from s3commit.transfer.parallel import run_each, window_for
 from s3commit.transfer.writer import MultipartWriter
 
@@ -74,14 +74,14 @@ class RenameCommitter(Committer):
         """S3A's directory rename: copy every object under ``src_prefix`` (at most
         :data:`RENAME_PARALLELISM` at once), then delete the sources in bulk. Returns (files, bytes)."""
         bucket = self.dest.bucket
-        sources: list[ObjectInfo] = list(self.store.list_objects(bucket, src_prefix))
+        sources: list[ObjectInfo] = list(self.store.objects.list_objects(bucket, src_prefix))
         with ThreadPoolExecutor(RENAME_PARALLELISM, thread_name_prefix="s3commit-rename") as pool:
-            failures = run_each(pool, sources, lambda o: self.store.copy_object(
+            failures = run_each(pool, sources, lambda o: self.store.objects.copy_object(
                 bucket, o.key, dst_prefix + o.key[len(src_prefix):], size=o.size),
                 window=window_for(RENAME_PARALLELISM), stop_on_failure=True)
         if failures:
             raise failures[0].error
-        self.store.delete_objects(bucket, (o.key for o in sources))
+        self.store.objects.delete_objects(bucket, (o.key for o in sources))
         return len(sources), sum(o.size for o in sources)
 
     def merge_paths(self, src_prefix: str, dst_prefix: str) -> tuple[int, int]:
@@ -90,14 +90,14 @@ class RenameCommitter(Committer):
         merged recursively. This is what makes a v1 job commit slow: files merge one after another."""
         bucket = self.dest.bucket
         files = size = 0
-        for child in self.store.list_objects(bucket, src_prefix, delimiter="/"):
+        for child in self.store.objects.list_objects(bucket, src_prefix, delimiter="/"):
             target = dst_prefix + child.key[len(src_prefix):]
             if not child.is_prefix:
-                self.store.copy_object(bucket, child.key, target, size=child.size)
-                self.store.delete_object(bucket, child.key)
+                self.store.objects.copy_object(bucket, child.key, target, size=child.size)
+                self.store.objects.delete_object(bucket, child.key)
                 files, size = files + 1, size + child.size
                 continue
-            exists = any(True for _ in self.store.list_objects(bucket, target))
+            exists = any(True for _ in self.store.objects.list_objects(bucket, target))
             n, b = self.merge_paths(child.key, target) if exists else self.rename_dir(child.key, target)
             files, size = files + n, size + b
         return files, size
@@ -136,7 +136,7 @@ class RenameCommitter(Committer):
             if self.algorithm == 1:
                 tasks = sorted({m.task_id for m in (messages or []) if m is not None})
                 if messages is None:
-                    tasks = [o.key.rstrip("/").rsplit("/", 1)[-1] for o in self.store.list_objects(
+                    tasks = [o.key.rstrip("/").rsplit("/", 1)[-1] for o in self.store.objects.list_objects(
                         bucket, f"{self.committed_tasks_key}/", delimiter="/") if o.is_prefix
                         and not o.key.endswith(f"{TEMPORARY}/")]
                 for task_id in tasks:
@@ -147,7 +147,7 @@ class RenameCommitter(Committer):
                 size = sum(m.bytes for m in messages or [] if m is not None)
             delete_prefix(self.store, bucket, f"{self.committed_tasks_key.rsplit('/', 1)[0]}/")
             if self.options.success_marker:
-                self.store.put_object(bucket, self.layout.success_key, b"")
+                self.store.objects.put_object(bucket, self.layout.success_key, b"")
         finally:
             self.process.keepers.release(self.dest, self.job_id)
             self.close()

@@ -97,7 +97,7 @@ class SinkLog:
         """Batch id -> key of its log file (a compaction batch's ``.compact`` file)."""
         if self._files is None:
             found: dict[int, str] = {}
-            for info in self.store.list_objects(self.sink.bucket, self.prefix, delimiter="/"):
+            for info in self.store.objects.list_objects(self.sink.bucket, self.prefix, delimiter="/"):
                 name = info.key[len(self.prefix):]
                 number = name[:-len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
                 if info.size >= 0 and number.isdigit():
@@ -121,7 +121,7 @@ class SinkLog:
                 return None
             key = files[later[0]]
         try:
-            body = self.store.get_object(self.sink.bucket, key)
+            body = self.store.objects.get_object(self.sink.bucket, key)
         except NotFoundError:  # deleted by a compaction since the listing
             return None
         return any(token in line for line in body.decode("utf-8", "replace").splitlines()[1:])
@@ -215,13 +215,13 @@ def batch_jobs(store: S3Store, sink: S3Uri) -> list[str]:
     the job directory yet (its ``.pending`` is written when the file closes)."""
     prefix = f"{sink.prefix}{MAGIC_PATH_PREFIX}"
     found: dict[str, None] = {}
-    for info in store.list_objects(sink.bucket, prefix, delimiter="/"):
+    for info in store.objects.list_objects(sink.bucket, prefix, delimiter="/"):
         if info.size < 0:  # a common prefix: one job's directory
             job_id = info.key[len(prefix):].rstrip("/")
             if batch_of_job(job_id) is not None:
                 found[job_id] = None
     try:
-        for upload in store.list_multipart_uploads(sink.bucket, sink.prefix):
+        for upload in store.uploads.list_multipart_uploads(sink.bucket, sink.prefix):
             match = _JOB_IN_NAME.search(upload.key.rsplit("/", 1)[-1])
             if match:
                 found[match[1]] = None

@@ -167,7 +167,7 @@ class StagingCommitter(Committer):
             shutil.rmtree(self.local_job_dir, ignore_errors=True)
 
     def _has_data(self, prefix: str) -> bool:
-        return any(not is_scratch_key(info.key) for info in self.store.list_objects(self.dest.bucket, prefix))
+        return any(not is_scratch_key(info.key) for info in self.store.objects.list_objects(self.dest.bucket, prefix))
 
 
 class DirectoryCommitter(StagingCommitter):
@@ -178,7 +178,7 @@ class DirectoryCommitter(StagingCommitter):
     def _check_job_conflicts(self) -> None:
         if self.dest.key:
             try:
-                self.store.head_object(self.dest.bucket, self.dest.key)
+                self.store.objects.head_object(self.dest.bucket, self.dest.key)
             except FileNotFoundError:
                 pass
             else:

@@ -347,7 +347,8 @@ class StoreOptions:
     ``"none"``: off."""
     verify_etag: bool | None = setting("s3commit.checksum.verify-etag", _parse_auto_bool)
     """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
-    store was not seen to validate the checksum sent (:meth:`S3Store.verifies_etags`)."""
+    store was not seen to validate the checksum sent
+    (:meth:`~s3commit.store.body_policy.PayloadPolicy.verifies_etags`)."""
     payload_signing: str = setting("s3commit.signing.payload", parse_text)
     """``s3commit.signing.payload``: ``auto`` (sign a body only where nothing else catches its damage) or ``signed``
     (:mod:`s3commit.store.body_policy`)."""

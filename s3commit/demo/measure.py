@@ -159,9 +159,9 @@ def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store
     tasks = job_seconds(spark, description)
     report.phases = {"tasks (write)": tasks, "job commit": max(0.0, total - tasks)}  # commit + driver work
     uri = S3Uri.from_location(dest)
-    sizes = [o.size for o in store.list_objects(uri.bucket, uri.prefix)
-             if not o.key.endswith("/_SUCCESS") and not is_scratch_key(o.key)]  # data files: not the lease
+    sizes = [o.size for o in store.objects.list_objects(uri.bucket, uri.prefix)
+                     if not o.key.endswith("/_SUCCESS") and not is_scratch_key(o.key)]  # data files: not the lease
     report.files, report.bytes = len(sizes), sum(sizes)
-    marker = store.get_object(uri.bucket, uri.child("_SUCCESS").key)
+    marker = store.objects.get_object(uri.bucket, uri.child("_SUCCESS").key)
     report.success = json.loads(marker) if marker else None
     return report

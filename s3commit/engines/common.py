@@ -112,7 +112,7 @@ def start(job: Committer, mode: str) -> None:
     """Set up ``job``'s job; ``mode="error"`` checked first (nothing written if it fails)."""
     if mode == "error":
         dest = job.dest
-        existing = next(iter(job.store.list_objects(dest.bucket, dest.prefix)), None)
+        existing = next(iter(job.store.objects.list_objects(dest.bucket, dest.prefix)), None)
         if existing is not None:
             raise CommitConflictError(f"{dest} already holds data (s3://{dest.bucket}/{existing.key}) and mode is "
                                       "'error': nothing was written")

@@ -154,7 +154,8 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
                           f"({', '.join(map(str, columns))})")
     store = store or S3Store()
     if moto_inprocess.started() and _tasks_in_other_processes(compute_kwargs or {}):
-        moto_inprocess.refuse_other_processes("Dask's tasks run in worker processes here", lambda: store.client)
+        moto_inprocess.refuse_other_processes("Dask's tasks run in worker processes here",
+                                              lambda: store.requests.client)
     job = common.new_job(dest, committer=committer, mode=mode, store=store, job_id=job_id,
                          options=committer_options)
     fence = _fence(job.job_id)

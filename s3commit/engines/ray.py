@@ -58,7 +58,7 @@ class CommitDatasink(Datasink):
         # Made here, not at write start, so that the workers' pickled copies share its job id.
         self.job = create_committer(committer, dest, store=store, job_id=job_id, **committer_options)
         moto_inprocess.refuse_other_processes("Ray Data's write tasks run in Ray's worker processes",
-                                              lambda: self.job.store.client)
+                                              lambda: self.job.store.requests.client)
         self.result: dict[str, Any] | None = None
 
     def get_name(self) -> str:

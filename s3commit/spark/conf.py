@@ -137,7 +137,7 @@ def spark_conf(*, committer: str = "magic", endpoint_url: str | None = None, reg
                              access_key=access_key, secret_key=secret_key, session_token=session_token,
                              conflict_mode=conflict_mode, threads=threads, part_size=part_size, extra=extra)
     moto_inprocess.refuse_other_processes("Spark's S3 work runs in its sidecars, a Python process beside each JVM",
-                                          lambda: S3Store(StoreOptions.from_hadoop_conf(options)).client)
+                                          lambda: S3Store(StoreOptions.from_hadoop_conf(options)).requests.client)
     jar = jar_path()
     conf = {"spark.jars": jar, "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS}
     if use_s3a_filesystem:

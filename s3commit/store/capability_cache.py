@@ -148,7 +148,7 @@ def known(store: S3Store, bucket: str, *, prefix: str = "", refresh: bool = Fals
     if not refresh and _fresh(have, max_age) is not None:
         return have
     endpoint = endpoint_of(store)
-    if moto_inprocess.answered_here(store.client):
+    if moto_inprocess.answered_here(store.requests.client):
         # moto's in-process mock answers for AWS's endpoint: what it honours must never be taken for AWS's, so it is
         # known in memory only, apart from the real endpoint's.
         endpoint, max_age = f"{IN_PROCESS_MOCK}{endpoint}", 0.0

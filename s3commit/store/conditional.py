@@ -1,47 +1,35 @@
-"""Requests that check before they act: the collaborator of :class:`~s3commit.store.s3store.S3Store` that asks S3 to
-act only if an object is still what the caller saw (``If-Match``), reads an object with the store's clock, and
-checks a bucket.
+"""Writes that check before they act: the collaborator of :class:`~s3commit.store.s3store.S3Store` that asks S3 to
+replace or delete an object only if it is still what the caller saw (``If-Match``), the requests the commit lease,
+liveness records and conditional overwrites are built on. (A create that must not meet an object,
+``If-None-Match: *``, is a flag of :meth:`ObjectRequests.put_object
+<s3commit.store.objects.ObjectRequests.put_object>` and :meth:`UploadRequests.complete_multipart_upload
+<s3commit.store.uploads.UploadRequests.complete_multipart_upload>`.)
 
 It sends through the store's :class:`~s3commit.store.requests.Requests` (its client, counters and one retry
-owner) and asks the store's :class:`~s3commit.store.body_policy.PayloadPolicy` what to check of a body; the store
-delegates to it, so callers keep calling ``store.put_if_match(...)``. Same rules as the store: every request
-declares its :class:`~s3commit.store.retry.Retry`, errors are translated once.
+owner), asks the store's :class:`~s3commit.store.body_policy.PayloadPolicy` what to check of a body, and reads back
+through :class:`~s3commit.store.objects.ObjectRequests`. Every request declares its
+:class:`~s3commit.store.retry.Retry`; errors are translated once.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
-from datetime import datetime
 from typing import Any
 
-from s3commit.errors import (
-    NoSuchBucketError,
-    NotFoundError,
-    PreconditionFailedError,
-    StoreError,
-    error_class_for_code,
-)
+from s3commit.errors import NotFoundError, PreconditionFailedError, error_class_for_code
 from s3commit.model.checksums import Sending
-from s3commit.model.object_info import ObjectInfo
 from s3commit.store.body_policy import PayloadPolicy
-from s3commit.store.requests import Requests
-from s3commit.store.responses import answered_at
+from s3commit.store.objects import DELETE_BATCH, ObjectRequests
+from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.retry import Attempts, Retry
 
 
-class ConditionalRequests:
-    """``If-Match`` writes and deletes, reads with the server's time, and the bucket check: a collaborator of
-    :class:`~s3commit.store.s3store.S3Store`, sending through its :class:`~s3commit.store.requests.Requests`."""
+class ConditionalRequests(RequestGroup):
+    """``If-Match`` writes and deletes, one at a time or in batches."""
 
-    def __init__(self, requests: Requests, bodies: PayloadPolicy) -> None:
-        self.requests = requests
-        self.bodies = bodies
-        self.options = requests.options
-
-    @property
-    def client(self) -> Any:
-        return self.requests.client
+    def __init__(self, requests: Requests, bodies: PayloadPolicy, objects: ObjectRequests) -> None:
+        super().__init__(requests, bodies)
+        self.objects = objects
 
     def put_if_match(self, bucket: str, key: str, body: bytes, etag: str, *,
                      content_type: str | None = None) -> str:
@@ -66,12 +54,12 @@ class ConditionalRequests:
         except (PreconditionFailedError, NotFoundError) as err:
             if not attempts.ambiguous:
                 raise
-            read = self.read_if_exists(bucket, key)
+            read = self.objects.read_if_exists(bucket, key)
             if read is None or read[0] != body:
                 raise
             err.__suppress_context__ = True
             return read[1].etag
-        self.requests.counters.add_bytes(uploaded=len(body))
+        self.counters.add_bytes(uploaded=len(body))
         return str(response.get("ETag", ""))
 
     def delete_if_match(self, bucket: str, key: str, etag: str) -> None:
@@ -87,7 +75,7 @@ class ConditionalRequests:
                                lambda: self.client.delete_object(Bucket=bucket, Key=key, IfMatch=etag),
                                retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key)
         except (PreconditionFailedError, NotFoundError):
-            if attempts.ambiguous and self.read_if_exists(bucket, key) is None:
+            if attempts.ambiguous and self.objects.read_if_exists(bucket, key) is None:
                 return
             raise
 
@@ -99,7 +87,7 @@ class ConditionalRequests:
         batch: list[tuple[str, str]] = []
         for item in objects:
             batch.append(item)
-            if len(batch) == 1000:
+            if len(batch) == DELETE_BATCH:
                 done, changed = self._delete_batch_if_match(bucket, batch)
                 deleted, batch = deleted + done, []
                 kept.extend(changed)
@@ -123,48 +111,3 @@ class ConditionalRequests:
                 f"{len(others)} of {len(batch)} deletes failed; first: {first.get('Message', '')}",
                 operation="DeleteObjects", bucket=bucket, key=first.get("Key"), code=first.get("Code"))
         return len(batch) - len(errors), changed
-
-    def read_object(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo, datetime]:
-        """The object's bytes, its metadata (ETag, ``Last-Modified``) and the store's clock when it answered (the
-        ``Date`` header): ages judged by the store's clock, never this host's. ``Retry.IDEMPOTENT``; raises
-        :class:`NotFoundError`."""
-        def read() -> tuple[bytes, ObjectInfo, datetime]:
-            response = self.client.get_object(Bucket=bucket, Key=key)
-            body = bytes(response["Body"].read())
-            info = ObjectInfo(key, len(body), str(response.get("ETag", "")), response.get("LastModified"))
-            return body, info, answered_at(response)
-
-        result: tuple[bytes, ObjectInfo, datetime] = self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT,
-                                                                        bucket=bucket, key=key)
-        return result
-
-    def read_if_exists(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo] | None:
-        try:
-            body, info, _ = self.read_object(bucket, key)
-        except NotFoundError:
-            return None
-        return body, info
-
-    def delete_quietly(self, bucket: str, key: str) -> None:
-        """Delete an object, ignoring any failure (clean-up of scratch objects)."""
-        with contextlib.suppress(StoreError):
-            self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
-                               retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
-
-    def store_time(self, bucket: str) -> datetime:
-        """The store's clock now (the ``Date`` of a HEAD of the bucket): ages judged without this host's clock.
-        ``Retry.IDEMPOTENT``."""
-        response = self.requests.call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket),
-                                      retry=Retry.IDEMPOTENT, bucket=bucket)
-        return answered_at(response)
-
-    def head_bucket(self, bucket: str) -> None:
-        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
-        try:
-            self.requests.call("HeadBucket", lambda: self.client.head_bucket(Bucket=bucket), retry=Retry.IDEMPOTENT,
-                               bucket=bucket)
-        except NotFoundError as err:
-            raise NoSuchBucketError(
-                f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
-                code="NoSuchBucket", attempts=err.attempts,
-            ) from err

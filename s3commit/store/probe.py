@@ -1,10 +1,10 @@
 """The capability probe: ask a store, in a scratch prefix, what it honours (``s3commit doctor``, and once per
 endpoint and bucket before s3commit decides anything from it: :mod:`s3commit.store.capability_cache`).
 
-Each check sends the request it is about exactly once (:meth:`~s3commit.store.s3store.S3Store.send_once`: a retry would
-blur what the store said) and turns the answer into a :class:`~s3commit.store.capabilities.Finding`; a 403 is
-``denied`` (the credentials lack a permission), never a missing capability. Everything a check creates lives under
-``<prefix>__s3commit_probe-<uuid>/`` and is deleted (objects) or aborted (uploads) when the probe ends, however it
+Each check sends the request it is about exactly once (:meth:`~s3commit.store.requests.Requests.send_once`: a
+retry would blur what the store said) and turns the answer into a :class:`~s3commit.store.capabilities.Finding`; a
+403 is ``denied`` (the credentials lack a permission), never a missing capability. Everything a check creates lives
+under ``<prefix>__s3commit_probe-<uuid>/`` and is deleted (objects) or aborted (uploads) when the probe ends, however it
 ends (an exception, Ctrl-C, SIGTERM in the command); scratch directories of probes killed outright are swept by the
 next probe in that prefix once they are an hour old. About 40 small requests, no part over 64 bytes.
 """
@@ -51,7 +51,7 @@ WRONG_ETAG = '"0123456789abcdef0123456789abcdef"'
 def endpoint_of(store: S3Store) -> str:
     """The endpoint the store's client resolved (an explicit option, ``AWS_ENDPOINT_URL``, a profile's
     ``endpoint_url`` or AWS's default), as boto3 resolved it: what capabilities are known by."""
-    return str(store.client.meta.endpoint_url).rstrip("/")
+    return str(store.requests.client.meta.endpoint_url).rstrip("/")
 
 
 class Scratch:
@@ -74,13 +74,13 @@ class Scratch:
     def put(self, name: str, body: bytes) -> tuple[str, str]:
         """A plain object (retried as any PUT): its key and ETag."""
         key = self.key(name)
-        return key, self.store.put_object(self.bucket, key, body)
+        return key, self.store.objects.put_object(self.bucket, key, body)
 
     def create(self, name: str, **params: str) -> tuple[str, str]:
         """A new upload, created once: its key and id."""
         key = self.key(name)
-        upload_id = str(self.store.send_once("CreateMultipartUpload", self.bucket, key,
-                                             **self.store.options.write_args(), **params)["UploadId"])
+        upload_id = str(self.store.requests.send_once("CreateMultipartUpload", self.bucket, key,
+                                                      **self.store.options.write_args(), **params)["UploadId"])
         with self._lock:
             self.uploads[upload_id] = key
         return key, upload_id
@@ -88,17 +88,17 @@ class Scratch:
     def part(self, key: str, upload_id: str, body: bytes, *, number: int = 1, headers: dict[str, str] | None = None
              ) -> str:
         """One part, sent once (``headers``: boto3's names, e.g. ``ChecksumCRC32``): its ETag."""
-        return str(self.store.send_once("UploadPart", self.bucket, key, UploadId=upload_id, PartNumber=number,
-                                        Body=body, **(headers or {}))["ETag"])
+        return str(self.store.requests.send_once("UploadPart", self.bucket, key, UploadId=upload_id, PartNumber=number,
+                                                 Body=body, **(headers or {}))["ETag"])
 
     def complete(self, key: str, upload_id: str, parts: list[dict], **params: str) -> dict:
-        answer: dict = self.store.send_once("CompleteMultipartUpload", self.bucket, key, UploadId=upload_id,
-                                            MultipartUpload={"Parts": parts}, **params)
+        answer: dict = self.store.requests.send_once("CompleteMultipartUpload", self.bucket, key, UploadId=upload_id,
+                                                     MultipartUpload={"Parts": parts}, **params)
         return answer
 
     def holds(self, key: str) -> bytes | None:
         try:
-            return self.store.get_object(self.bucket, key)
+            return self.store.objects.get_object(self.bucket, key)
         except S3CommitError:
             return None
 
@@ -106,23 +106,23 @@ class Scratch:
         """Abort every upload and delete every object the probe made (best effort, each step on its own)."""
         for upload_id, key in list(self.uploads.items()):
             with contextlib.suppress(S3CommitError):
-                self.store.abort_multipart_upload(self.bucket, key, upload_id)
+                self.store.uploads.abort_multipart_upload(self.bucket, key, upload_id)
         with contextlib.suppress(S3CommitError):
-            listed = {info.key for info in self.store.list_objects(self.bucket, self.prefix)}
-            self.store.delete_objects(self.bucket, sorted(self.keys | listed))
+            listed = {info.key for info in self.store.objects.list_objects(self.bucket, self.prefix)}
+            self.store.objects.delete_objects(self.bucket, sorted(self.keys | listed))
 
     def sweep_stale(self, parent: str) -> None:
         """Remove what probes killed outright left in ``parent`` (older than :data:`STALE_AFTER`)."""
         cutoff = datetime.now(timezone.utc) - STALE_AFTER
         stem = f"{parent}{PROBE_PATH_PREFIX}"
         with contextlib.suppress(S3CommitError):
-            old = [info.key for info in self.store.list_objects(self.bucket, stem)
-                   if info.last_modified is not None and info.last_modified < cutoff]
-            self.store.delete_objects(self.bucket, old)
+            old = [info.key for info in self.store.objects.list_objects(self.bucket, stem)
+                           if info.last_modified is not None and info.last_modified < cutoff]
+            self.store.objects.delete_objects(self.bucket, old)
         with contextlib.suppress(S3CommitError):
-            for upload in self.store.list_multipart_uploads(self.bucket, stem):
+            for upload in self.store.uploads.list_multipart_uploads(self.bucket, stem):
                 if upload.initiated is not None and upload.initiated < cutoff:
-                    self.store.abort_multipart_upload(self.bucket, upload.key, upload.upload_id)
+                    self.store.uploads.abort_multipart_upload(self.bucket, upload.key, upload.upload_id)
 
 
 # --- the checks ---------------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def _refused(err: StoreError) -> Finding:
 def check_put_if_none_match(scratch: Scratch) -> Finding:
     key, _ = scratch.put("put-if-none-match", b"first")
     try:
-        scratch.store.send_once("PutObject", scratch.bucket, key, Body=b"second", IfNoneMatch="*")
+        scratch.store.requests.send_once("PutObject", scratch.bucket, key, Body=b"second", IfNoneMatch="*")
     except PreconditionFailedError as err:
         return Finding(Outcome.HONOURED, err.code or "412")
     except AccessDeniedError:
@@ -148,7 +148,7 @@ def check_put_if_none_match(scratch: Scratch) -> Finding:
 def check_put_if_match(scratch: Scratch) -> Finding:
     key, etag = scratch.put("put-if-match", b"v1")
     try:
-        scratch.store.send_once("PutObject", scratch.bucket, key, Body=b"wrong", IfMatch=WRONG_ETAG)
+        scratch.store.requests.send_once("PutObject", scratch.bucket, key, Body=b"wrong", IfMatch=WRONG_ETAG)
     except PreconditionFailedError:
         pass
     except AccessDeniedError:
@@ -158,7 +158,7 @@ def check_put_if_match(scratch: Scratch) -> Finding:
     else:
         return Finding(Outcome.IGNORED, detail="a PUT with a wrong If-Match replaced the object")
     try:
-        scratch.store.send_once("PutObject", scratch.bucket, key, Body=b"v2", IfMatch=etag)
+        scratch.store.requests.send_once("PutObject", scratch.bucket, key, Body=b"v2", IfMatch=etag)
     except AccessDeniedError:
         raise
     except StoreError as err:
@@ -169,7 +169,7 @@ def check_put_if_match(scratch: Scratch) -> Finding:
 def check_delete_if_match(scratch: Scratch) -> Finding:
     key, etag = scratch.put("delete-if-match", b"keep")
     try:
-        scratch.store.send_once("DeleteObject", scratch.bucket, key, IfMatch=WRONG_ETAG)
+        scratch.store.requests.send_once("DeleteObject", scratch.bucket, key, IfMatch=WRONG_ETAG)
     except PreconditionFailedError:
         pass
     except AccessDeniedError:
@@ -181,7 +181,7 @@ def check_delete_if_match(scratch: Scratch) -> Finding:
             return Finding(Outcome.IGNORED, detail="a DELETE with a wrong If-Match deleted the object")
         return Finding(Outcome.IGNORED, detail="a DELETE with a wrong If-Match answered success (object kept)")
     try:
-        scratch.store.send_once("DeleteObject", scratch.bucket, key, IfMatch=etag)
+        scratch.store.requests.send_once("DeleteObject", scratch.bucket, key, IfMatch=etag)
     except AccessDeniedError:
         raise
     except StoreError as err:
@@ -194,7 +194,7 @@ def check_delete_if_match(scratch: Scratch) -> Finding:
 def check_delete_objects_if_match(scratch: Scratch) -> Finding:
     keys = [scratch.put(f"delete-objects-if-match-{n}", b"keep")[0] for n in range(2)]
     try:
-        answer = scratch.store.send_once("DeleteObjects", scratch.bucket, Delete={
+        answer = scratch.store.requests.send_once("DeleteObjects", scratch.bucket, Delete={
             "Objects": [{"Key": key, "ETag": WRONG_ETAG} for key in keys], "Quiet": False})
     except AccessDeniedError:
         raise
@@ -216,7 +216,8 @@ def check_put_if_none_match_race(scratch: Scratch) -> Finding:
     def race(n: int) -> None:
         start.wait()
         try:
-            scratch.store.send_once("PutObject", scratch.bucket, key, Body=f"racer {n}".encode(), IfNoneMatch="*")
+            scratch.store.requests.send_once("PutObject", scratch.bucket, key, Body=f"racer {n}".encode(),
+                                             IfNoneMatch="*")
             outcome = "won"
         except PreconditionFailedError:
             outcome = "lost"
@@ -304,7 +305,7 @@ def check_part_etag_md5(scratch: Scratch) -> Finding:
 def check_list_uploads(scratch: Scratch) -> Finding:
     _key, upload_id = scratch.create("list-uploads")
     try:
-        listed = {u.upload_id for u in scratch.store.list_multipart_uploads(scratch.bucket, scratch.prefix)}
+        listed = {u.upload_id for u in scratch.store.uploads.list_multipart_uploads(scratch.bucket, scratch.prefix)}
     except AccessDeniedError:
         raise
     except StoreError as err:
@@ -345,7 +346,7 @@ def check_head_checksum(scratch: Scratch) -> Finding:
     value = checksums.checksum("CRC32", body)
     etag = scratch.part(key, upload_id, body, headers={"ChecksumCRC32": value})
     scratch.complete(key, upload_id, [{"PartNumber": 1, "ETag": etag, "ChecksumCRC32": value}])
-    info = scratch.store.head_object(scratch.bucket, key, checksums=True)
+    info = scratch.store.objects.head_object(scratch.bucket, key, checksums=True)
     returned = dict(info.checksums).get("CRC32")
     if not returned:
         return Finding(Outcome.NO, detail="HEAD returned no CRC32")

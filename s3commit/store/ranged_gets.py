@@ -1,7 +1,7 @@
 """Ranged GETs of the data path at a third of botocore's CPU per request.
 
 Every sequential block, random read and vectored range a JVM reads through ``s3a://`` is one ranged GET in the
-sidecar (:meth:`S3Store.stream_object <s3commit.store.s3store.S3Store.stream_object>`): 128 GETs per GiB with S3A's
+sidecar (:meth:`~s3commit.store.objects.ObjectRequests.stream_object`): 128 GETs per GiB with S3A's
 8 MiB blocks (about 48 since blocks grow to 32 MiB on a long sequential read). botocore spends about 2.5-2.9 ms of
 CPU on each on the reference machine (validating
 and serializing the call, resolving the endpoint, signing, a dozen events, parsing the answer's headers with

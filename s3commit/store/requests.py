@@ -3,8 +3,9 @@
 errors translated once (:func:`s3commit.errors.translate_client_error`, keeping the cause) and counted by
 operation. It also holds the boto3 client, built lazily in each process (:mod:`s3commit.store.client`).
 
-:class:`~s3commit.store.s3store.S3Store` and its collaborators (:mod:`s3commit.store.conditional`) send through
-one :class:`Requests`; nothing else calls boto3.
+:class:`~s3commit.store.s3store.S3Store`'s collaborators (:mod:`~s3commit.store.objects`,
+:mod:`~s3commit.store.uploads`, :mod:`~s3commit.store.conditional`, each a :class:`RequestGroup`) send through one
+:class:`Requests`; nothing else calls boto3.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class Requests:
         """The one retry loop of one request: the store's policy, as ``retry`` allows, each retry counted.
 
         :meth:`call` runs a request in it; a request whose answer is read after the call returns (a GET's body
-        streamed, :meth:`S3Store.stream_object <s3commit.store.s3store.S3Store.stream_object>`) iterates it
+        streamed, :meth:`~s3commit.store.objects.ObjectRequests.stream_object`) iterates it
         itself, sending each attempt with :meth:`attempt` and reporting the end with :meth:`gave_up`, so that
         the reads of the answer share the request's budget instead of adding a loop of their own.
         """
@@ -148,3 +149,19 @@ class Requests:
         except StoreError:
             self.counters.add("failures", operation)
             raise
+
+
+class RequestGroup:
+    """What each of the store's collaborators (objects, uploads, conditional writes) sends through: the store's one
+    :class:`Requests` and its :class:`~s3commit.store.body_policy.PayloadPolicy`."""
+
+    def __init__(self, requests: Requests, bodies: body_policy.PayloadPolicy) -> None:
+        self.requests = requests
+        self.bodies = bodies
+        self.options = requests.options
+        self.counters = requests.counters
+
+    @property
+    def client(self) -> Any:
+        """The store's boto3 client (built on first use in each process)."""
+        return self.requests.client

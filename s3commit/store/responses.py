@@ -20,7 +20,7 @@ def answered_at(response: Any) -> datetime:
 
 def read_get_body(body: Any, size: int, bucket: str, key: str, position: int) -> bytes:
     """One read of a GET's body; a failure, or an early end, is raised as a :class:`~s3commit.errors.StoreError`
-    (translated once; :meth:`S3Store.stream_object <s3commit.store.s3store.S3Store.stream_object>` resumes it)."""
+    (translated once; :meth:`~s3commit.store.objects.ObjectRequests.stream_object` resumes it)."""
     try:
         data = body.read(size)
     except Exception as err:

@@ -15,7 +15,8 @@ repeated Complete of a completed upload answered with its ETag; NoSuchUpload for
 ListObjectsV2 and ListMultipartUploads paged and sorted, with a delimiter; the ``Date`` of every answer and
 ``Last-Modified`` of every object from the store's clock, which tests move with :meth:`MemoryS3.advance` (never
 sleeping). Not modelled: checksum validation (the store tells s3commit it does not validate, so parts are checked by
-their ETags), server-side encryption, ranged-GET streaming (:meth:`S3Store.stream_object`), bandwidth and latency.
+their ETags), server-side encryption, ranged-GET streaming
+(:meth:`~s3commit.store.objects.ObjectRequests.stream_object`), bandwidth and latency.
 
 The capabilities an S3Store built here knows are AWS's (:func:`aws_capabilities`), so no probe runs.
 """

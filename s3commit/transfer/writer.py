@@ -307,9 +307,9 @@ class MultipartWriter(io.RawIOBase):
     def _start_upload(self) -> str:
         if self.upload_id is None:
             windows: list[CreateWindow] = []
-            self.upload_id = self.store.create_multipart_upload(self.bucket, self.key,
-                                                                content_type=self._content_type,
-                                                                on_possible_orphan=windows.append)
+            self.upload_id = self.store.uploads.create_multipart_upload(self.bucket, self.key,
+                                                                        content_type=self._content_type,
+                                                                        on_possible_orphan=windows.append)
             self.create_window = windows[0] if windows else None
             self.policy.upload_started(bucket=self.bucket, key=self.key, upload_id=self.upload_id)
             if self.create_window is not None:
@@ -321,7 +321,7 @@ class MultipartWriter(io.RawIOBase):
         try:
             # A Create started early was queued before this part: it has started, waiting on it cannot deadlock.
             upload_id = upload_id or self._ensure_upload()
-            return self.store.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
+            return self.store.uploads.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
         finally:
             part.release()
             self._slots.release(units)
@@ -398,8 +398,8 @@ class MultipartWriter(io.RawIOBase):
         if self._single_put and self.upload_id is None and last is not None and not self._parts:
             # Small plain write: one PUT is cheaper than Create + Part + Complete.
             try:
-                self.store.put_object(self.bucket, self.key, last.load(), content_type=self._content_type,
-                                      if_none_match=self._if_none_match)
+                self.store.objects.put_object(self.bucket, self.key, last.load(), content_type=self._content_type,
+                                              if_none_match=self._if_none_match)
             finally:
                 last.release()
             return WriteResult(None, True, self._length)
@@ -459,10 +459,10 @@ class MultipartWriter(io.RawIOBase):
             length=self._length, uri=self.uri, created=self._created, saved=now_millis(), extra_data=extra,
         )
         if self.policy.upload_ready(pending):
-            self.store.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
-                                                 expected_length=self._length, created_ms=self._created,
-                                                 checksum_algorithm=algorithm, part_checksums=sums,
-                                                 if_none_match=self._if_none_match)
+            self.store.uploads.complete_multipart_upload(self.bucket, self.key, self.upload_id, etags,
+                                                         expected_length=self._length, created_ms=self._created,
+                                                         checksum_algorithm=algorithm, part_checksums=sums,
+                                                         if_none_match=self._if_none_match)
             if self.create_window is not None:
                 self._abort_create_orphans()
             return WriteResult(pending, True, self._length)
@@ -474,7 +474,7 @@ class MultipartWriter(io.RawIOBase):
         deferred file's records also carry the window to the job's clean-up)."""
         assert self.upload_id is not None and self.create_window is not None
         try:
-            self.store.abort_create_orphans(self.bucket, self.key, self.create_window, keep=self.upload_id)
+            self.store.uploads.abort_create_orphans(self.bucket, self.key, self.create_window, keep=self.upload_id)
         except S3CommitError as err:  # e.g. a role that may not list uploads: the lifecycle rule remains
             log.warning("could not abort the orphan uploads of s3://%s/%s: %s", self.bucket, self.key, err)
 
@@ -497,7 +497,7 @@ class MultipartWriter(io.RawIOBase):
         upload_id = self.upload_id
         self._aborted = True
         try:
-            self.store.abort_multipart_upload(self.bucket, self.key, upload_id)
+            self.store.uploads.abort_multipart_upload(self.bucket, self.key, upload_id)
             self.policy.upload_aborted(bucket=self.bucket, key=self.key, upload_id=upload_id)
         except Exception as err:  # cleanup must not hide the original error
             log.warning("could not abort upload %s of s3://%s/%s: %s", short_upload_id(upload_id),

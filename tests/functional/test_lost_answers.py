@@ -140,7 +140,7 @@ def test_a_throttled_create_is_retried_and_records_no_window(s3_sim, store, s3_b
 
 def test_a_conditional_put_whose_answer_was_lost_reads_back_its_own_object(s3_sim, store, s3_bucket, s3_client):
     s3_sim.fail_next("PutObject", "reset", after_forward=True)
-    store.put_object(s3_bucket, "marker.json", b"ours", if_none_match=True)
+    store.objects.put_object(s3_bucket, "marker.json", b"ours", if_none_match=True)
     assert s3_client.get_object(Bucket=s3_bucket, Key="marker.json")["Body"].read() == b"ours"
     assert s3_sim.stats().resets_after_forward.get("PutObject") == 1
     assert store.counters.snapshot()["requests"]["GetObject"] == 1  # the read-back
@@ -150,7 +150,7 @@ def test_a_conditional_put_meeting_another_object_fails_without_reading_it(s3_si
     s3_client.put_object(Bucket=s3_bucket, Key="marker.json", Body=b"theirs")
     s3_sim.fail_next("PutObject", "503")
     with pytest.raises(PreconditionFailedError):
-        store.put_object(s3_bucket, "marker.json", b"ours", if_none_match=True)
+        store.objects.put_object(s3_bucket, "marker.json", b"ours", if_none_match=True)
     assert "GetObject" not in store.counters.snapshot()["requests"]
     assert s3_client.get_object(Bucket=s3_bucket, Key="marker.json")["Body"].read() == b"theirs"
 

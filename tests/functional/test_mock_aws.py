@@ -101,7 +101,7 @@ def test_parts_and_small_puts_carry_each_checksum_inside_mock_aws(s3, algorithm)
     committer, message = one_task_job("magic", {"big.bin": BIG}, store=store, validate_output=True)
     committer.commit_job([message])
     assert read(s3, "t/big.bin") == BIG
-    store.put_object(BUCKET, "small.bin", bytearray(b"a small file's single PUT, from its buffer"))
+    store.objects.put_object(BUCKET, "small.bin", bytearray(b"a small file's single PUT, from its buffer"))
     assert read(s3, "small.bin") == b"a small file's single PUT, from its buffer"
     assert_no_pending_uploads(s3, BUCKET)
 
@@ -124,7 +124,7 @@ def test_the_store_knows_when_moto_answers_in_this_process(s3_server, monkeypatc
 def sent_bodies(store):
     """The bodies the store's client hands to botocore's HTTP layer (or to moto's stubber), in order."""
     seen = []
-    store.client.meta.events.register("before-send", lambda request, **_: seen.append(request.body))
+    store.requests.client.meta.events.register("before-send", lambda request, **_: seen.append(request.body))
     return seen
 
 
@@ -133,23 +133,23 @@ def test_a_part_sent_on_a_real_connection_keeps_its_buffer_even_while_a_mock_is_
     seen = sent_bodies(store)
     for mocked in (False, True):
         buffer = bytearray(b"x" * 1024)
-        upload_id = store.create_multipart_upload(s3_bucket, "k")
+        upload_id = store.uploads.create_multipart_upload(s3_bucket, "k")
         if mocked:
             with moto.mock_aws():
-                store.upload_part(s3_bucket, "k", upload_id, 1, buffer)
+                store.uploads.upload_part(s3_bucket, "k", upload_id, 1, buffer)
         else:
-            store.upload_part(s3_bucket, "k", upload_id, 1, buffer)
+            store.uploads.upload_part(s3_bucket, "k", upload_id, 1, buffer)
         assert seen[-1] is buffer  # handed over as it is: no copy
-        store.abort_multipart_upload(s3_bucket, "k", upload_id)
+        store.uploads.abort_multipart_upload(s3_bucket, "k", upload_id)
 
 
 def test_a_part_answered_by_the_mock_is_handed_to_it_as_bytes(s3):
     store = S3Store()
     seen = sent_bodies(store)
-    upload_id = store.create_multipart_upload(BUCKET, "k")
-    store.upload_part(BUCKET, "k", upload_id, 1, bytearray(b"x" * 1024))
+    upload_id = store.uploads.create_multipart_upload(BUCKET, "k")
+    store.uploads.upload_part(BUCKET, "k", upload_id, 1, bytearray(b"x" * 1024))
     assert type(seen[-1]) is bytes and seen[-1] == b"x" * 1024
-    store.abort_multipart_upload(BUCKET, "k", upload_id)
+    store.uploads.abort_multipart_upload(BUCKET, "k", upload_id)
 
 
 def test_arrow_write_dataset_inside_mock_aws(s3):
@@ -280,7 +280,7 @@ def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
     # inside the mock no connection is made, so they go through get_object, which moto answers here.
     s3.put_object(Bucket=BUCKET, Key="r.bin", Body=BIG)
     store = S3Store(StoreOptions(region="us-east-1"))
-    assert b"".join(store.stream_object(BUCKET, "r.bin", start=10, end=MIB + 5)) == BIG[10:MIB + 5]
+    assert b"".join(store.objects.stream_object(BUCKET, "r.bin", start=10, end=MIB + 5)) == BIG[10:MIB + 5]
 
 
 def test_racing_conditional_puts_have_exactly_one_winner_inside_mock_aws(s3):
@@ -304,7 +304,7 @@ import s3commit.testing, s3commit.testing.fixtures
 from s3commit import S3Store, StoreOptions
 with moto.mock_aws():
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bkt1")
-    S3Store(StoreOptions(region="us-east-1")).put_object("bkt1", "k", bytearray(b"x"), if_none_match=True)
+    S3Store(StoreOptions(region="us-east-1")).objects.put_object("bkt1", "k", bytearray(b"x"), if_none_match=True)
     before = getattr(S3Response, "_s3commit_atomic", False)
     s3commit.testing.atomic_conditional_writes()
     print(before, S3Response._s3commit_atomic)

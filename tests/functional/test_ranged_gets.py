@@ -23,7 +23,7 @@ def counted(s3_server, monkeypatch):
     """A store whose client counts presigned URLs and refuses botocore's own GetObject."""
     store = S3Store(store_options_for(s3_server))
     presigned = []
-    real = store.client.generate_presigned_url
+    real = store.requests.client.generate_presigned_url
 
     def presign(*args, **kwargs):
         presigned.append(kwargs["Params"]["Key"])
@@ -32,13 +32,13 @@ def counted(s3_server, monkeypatch):
     def no_get_object(**_):
         raise AssertionError("a ranged GET went through botocore's get_object")
 
-    monkeypatch.setattr(store.client, "generate_presigned_url", presign)
-    monkeypatch.setattr(store.client, "get_object", no_get_object)
+    monkeypatch.setattr(store.requests.client, "generate_presigned_url", presign)
+    monkeypatch.setattr(store.requests.client, "get_object", no_get_object)
     return store, presigned
 
 
 def read(store, bucket, key, start, end, chunk=MIB):
-    return b"".join(store.stream_object(bucket, key, start=start, end=end, chunk_size=chunk))
+    return b"".join(store.objects.stream_object(bucket, key, start=start, end=end, chunk_size=chunk))
 
 
 def test_ranges_are_exact_and_an_object_is_presigned_once(counted, s3_bucket, s3_client):

@@ -143,7 +143,7 @@ def test_a_probe_sweeps_the_scratch_of_a_probe_killed_outright(s3_server, store,
 
 
 def test_a_permission_the_credentials_lack_is_reported_as_denied(s3_server, store, s3_bucket, monkeypatch):
-    send = store.send_once
+    send = store.requests.send_once
 
     def no_conditional_deletes(operation, bucket, key=None, **params):
         if operation == "DeleteObject" and "IfMatch" in params:
@@ -264,7 +264,7 @@ def test_damage_in_transit_is_caught_with_the_endpoint_given_only_through_the_en
             success = committer.commit_job([committer.commit_task(attempt)])
             assert proxy.simulator.snapshot().faults_of("corrupt") == 1
             assert store.counters.snapshot()["retries"].get("UploadPart") == 1, how  # caught, sent again
-            assert store.get_object(s3_bucket, f"{how}/part-00000.bin") == data, how
+            assert store.objects.get_object(s3_bucket, f"{how}/part-00000.bin") == data, how
             assert success.diagnostics["s3commit.checksum.verify-etag.effective"] == "true"
             monkeypatch.delenv("AWS_PROFILE", raising=False)
             monkeypatch.delenv("AWS_CONFIG_FILE", raising=False)

@@ -169,8 +169,8 @@ def test_recovery_finishes_a_clean_up_cut_short_after_the_pendingsets_went(store
     uploads = commit.prepare(write_batch_files(store, sink, job))
     write_log_entry(s3_client, sink, 6, [u.destination_key for u in uploads])
     for upload in uploads:
-        store.complete_multipart_upload(sink.bucket, upload.destination_key, upload.upload_id, upload.etags)
-    store.delete_objects(sink.bucket, commit.pendingsets)
+        store.uploads.complete_multipart_upload(sink.bucket, upload.destination_key, upload.upload_id, upload.etags)
+    store.objects.delete_objects(sink.bucket, commit.pendingsets)
     assert recover_sink(store, sink).finished == [job]
     assert batch_jobs(store, sink) == []
     assert data_keys(s3_client, sink) == sorted(u.destination_key for u in uploads)
@@ -239,7 +239,7 @@ def test_recovery_leaves_the_callers_own_job_and_other_jobs_alone(store, s3_clie
 def test_recovery_finds_a_batch_killed_while_its_tasks_wrote_by_its_uploads(store, s3_client, sink):
     # A task died with its file's upload under way: no .pending yet, nothing in the job directory.
     old = batch_job_id(2)
-    store.create_multipart_upload(sink.bucket, f"sink/p=1/part-00000-{old}.c000.snappy.parquet")
+    store.uploads.create_multipart_upload(sink.bucket, f"sink/p=1/part-00000-{old}.c000.snappy.parquet")
     write_log_entry(s3_client, sink, 1, [])
     assert batch_jobs(store, sink) == [old]
     assert recover_sink(store, sink).undecided == {old: 2}

@@ -64,7 +64,7 @@ def test_checksummed_multipart_job_over_https(https_moto, staging_dir):
                                  retry=RetryPolicy(max_attempts=3, initial_delay=0.01)))
     # CRC32, not the default CRC32C: this moto is not the test server, and computes CRC32C as CRC32 without the
     # crc32c package (docs/test-servers.md), so its composite CRC32C could not be compared.
-    store.client.create_bucket(Bucket="tls")
+    store.requests.client.create_bucket(Bucket="tls")
     data = bytes(range(256)) * (11 * MIB // 256)  # three parts of 5 MiB
     for name in ("magic", "directory"):
         committer = create_committer(name, f"s3://tls/{name}", store=store, staging_dir=staging_dir,
@@ -75,6 +75,7 @@ def test_checksummed_multipart_job_over_https(https_moto, staging_dir):
             out.write(data)
         success = committer.commit_job([committer.commit_task(attempt)])
         assert success.metrics["committer_checksums_verified"] == 1, name  # the composite CRC32 of 3 parts
-        (key,) = [o["Key"] for o in store.client.list_objects_v2(Bucket="tls", Prefix=f"{name}/part-")["Contents"]]
-        assert store.client.get_object(Bucket="tls", Key=key)["Body"].read() == data
-    assert store.client.list_multipart_uploads(Bucket="tls").get("Uploads", []) == []
+        listed = store.requests.client.list_objects_v2(Bucket="tls", Prefix=f"{name}/part-")["Contents"]
+        (key,) = [o["Key"] for o in listed]
+        assert store.requests.client.get_object(Bucket="tls", Key=key)["Body"].read() == data
+    assert store.requests.client.list_multipart_uploads(Bucket="tls").get("Uploads", []) == []

@@ -129,8 +129,8 @@ def signer_of(store: S3Store, bucket: str) -> str | None:
         found = re.search(r"Credential=([^/]+)/", header.decode() if isinstance(header, bytes) else header)
         seen.append(found.group(1) if found else None)
 
-    store.client.meta.events.register("before-send.s3", record)
-    store.put_object(bucket, "signed", b"x")
+    store.requests.client.meta.events.register("before-send.s3", record)
+    store.objects.put_object(bucket, "signed", b"x")
     return seen[-1]
 
 
@@ -173,7 +173,7 @@ def test_a_chain_that_finds_no_credentials_says_which_providers_it_tried(aws_env
                                     f"{H}TemporaryAWSCredentialsProvider,{SDK}EnvironmentVariableCredentialsProvider"})
     with pytest.raises(StoreError, match=r"fs\.s3a\.aws\.credentials\.provider.*none of its providers "
                                          r"\(temporary, environment\) found credentials"):
-        store.put_object(s3_bucket, "k", b"x")
+        store.objects.put_object(s3_bucket, "k", b"x")
 
 
 def test_web_identity_irsa_assumes_the_role_of_the_token_file(aws_env, s3_server, s3_bucket, tmp_path, caplog):
@@ -227,15 +227,15 @@ def test_an_assumed_role_sts_refuses_is_named_in_the_error(aws_env, s3_server, s
         "fs.s3a.assumed.role.arn": "not-an-arn", "fs.s3a.assumed.role.sts.endpoint": s3_server.raw_endpoint_url,
         "fs.s3a.access.key": "AKIABASEKEY000000001", "fs.s3a.secret.key": "base-secret"})
     with pytest.raises(StoreError, match=r"AssumeRole of not-an-arn \(fs\.s3a\.assumed\.role\.arn\) failed"):
-        store.put_object(s3_bucket, "k", b"x")
+        store.objects.put_object(s3_bucket, "k", b"x")
 
 
 def test_ssl_disabled_reaches_a_bare_host_port_endpoint_over_http(aws_env, s3_server, s3_bucket):
     bare = s3_server.endpoint_url.removeprefix("http://")
     store = store_for(s3_server, **{"fs.s3a.endpoint": bare, "fs.s3a.connection.ssl.enabled": "false",
                                     "fs.s3a.access.key": "AKIACONFKEY000000001", "fs.s3a.secret.key": "s"})
-    store.put_object(s3_bucket, "plain-http", b"minio recipe")
-    assert store.get_object(s3_bucket, "plain-http") == b"minio recipe"
+    store.objects.put_object(s3_bucket, "plain-http", b"minio recipe")
+    assert store.objects.get_object(s3_bucket, "plain-http") == b"minio recipe"
     # With TLS (S3A's default) the same bare endpoint is https://: the plain-HTTP server cannot answer it.
     with pytest.raises(StoreError):
         store_for(s3_server, **{"fs.s3a.endpoint": bare, "fs.s3a.access.key": "AKIACONFKEY000000001",
@@ -249,8 +249,8 @@ def test_every_request_goes_through_the_proxy_with_its_credentials(aws_env, s3_s
         store = store_for(s3_server, **{"fs.s3a.proxy.host": host, "fs.s3a.proxy.port": port,
                                         "fs.s3a.proxy.username": "etl", "fs.s3a.proxy.password": "proxy-pass-1234",
                                         "fs.s3a.access.key": "AKIACONFKEY000000001", "fs.s3a.secret.key": "s"})
-        store.put_object(s3_bucket, "via-proxy", b"through")
-        assert store.get_object(s3_bucket, "via-proxy") == b"through"
+        store.objects.put_object(s3_bucket, "via-proxy", b"through")
+        assert store.objects.get_object(s3_bucket, "via-proxy") == b"through"
     import base64
 
     assert _Proxy.seen == [f"Basic {base64.b64encode(b'etl:proxy-pass-1234').decode()}"] * 2
@@ -265,7 +265,7 @@ def test_the_proxy_password_stays_out_of_errors_and_logs(aws_env, s3_server, s3_
                                     "fs.s3a.proxy.username": "etl", "fs.s3a.proxy.password": "Pr0xy-Secret-0451",
                                     "fs.s3a.access.key": "AKIACONFKEY000000001", "fs.s3a.secret.key": "s"})
     with pytest.raises(StoreError) as failed:
-        store.put_object(s3_bucket, "k", b"x")
+        store.objects.put_object(s3_bucket, "k", b"x")
     shown = "\n".join([str(failed.value), repr(failed.value), "".join(traceback.format_exception(failed.value)),
                        caplog.text, repr(store.options)])
     assert "proxy" in shown.lower() and "Pr0xy-Secret-0451" not in shown
@@ -281,5 +281,5 @@ def test_pool_and_timeouts_are_botocores(aws_env, s3_server):
 def test_s3as_older_encryption_key_names_encrypt_every_object(aws_env, s3_server, s3_bucket, s3_client):
     store = store_for(s3_server, **{"fs.s3a.server-side-encryption-algorithm": "AES256",
                                     "fs.s3a.access.key": "AKIACONFKEY000000001", "fs.s3a.secret.key": "s"})
-    store.put_object(s3_bucket, "encrypted", b"x")
+    store.objects.put_object(s3_bucket, "encrypted", b"x")
     assert s3_client.head_object(Bucket=s3_bucket, Key="encrypted")["ServerSideEncryption"] == "AES256"

@@ -385,7 +385,7 @@ def commit_batch(store: Any, job_id: str, messages: list[Any], process: ProcessS
                                            "isDir": False, "modificationTime": 0, "blockReplication": 1,
                                            "blockSize": 0, "action": "add"}) for u in uploads)
     try:
-        store.put_object(BUCKET, f"t/{SINK_LOG_DIR}/{batch.batch_id}", entry.encode(), if_none_match=True)
+        store.objects.put_object(BUCKET, f"t/{SINK_LOG_DIR}/{batch.batch_id}", entry.encode(), if_none_match=True)
     except S3CommitError:
         batch.roll_back()
         return

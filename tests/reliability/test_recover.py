@@ -65,7 +65,7 @@ def test_forward_recovery_of_a_commit_whose_roll_back_was_interrupted_rolls_it_b
     raw = s3_sim.client(raw=True)
     committer = create_committer("directory", f"s3://{s3_bucket}/out", store=store, threads=2)
     uploads = interrupted_commit(store, committer, run_tasks(committer, JobSpec(tasks=2, files=2)), completed=2)
-    store.abort_multipart_upload(s3_bucket, uploads[3].destination_key, uploads[3].upload_id)
+    store.uploads.abort_multipart_upload(s3_bucket, uploads[3].destination_key, uploads[3].upload_id)
     # When: the operator tries to finish it; then: it cannot be finished, so all of it is rolled back.
     with pytest.raises(JobCommitError, match="NoSuchUpload") as caught:
         recover(store, committer.dest, committer.job_id)
@@ -97,7 +97,7 @@ def test_a_roll_back_s3_refuses_in_part_keeps_the_journal_and_can_be_run_again(s
     with pytest.raises(RecoveryError, match=r"roll back of job .* is incomplete: 1 uploads could not be aborted"):
         recover(store, committer.dest, committer.job_id, abort=True)
     # Then: the journal is kept, so the same command finishes the job once S3 allows it.
-    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
     store.refuse = None
     report = recover(store, committer.dest, committer.job_id, abort=True)
     assert report.action is RecoveryAction.ROLLED_BACK
@@ -183,7 +183,7 @@ def test_a_job_committed_whose_clean_up_fails_reports_success_and_recover_finish
     assert success.job_id == committer.job_id
     assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "all"
     assert success_json(raw, s3_bucket)["jobId"] == committer.job_id
-    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
     # Then: once deletes are allowed, recover finishes the clean-up and changes no output.
     store.deny_deletes = False
     report = recover(store, committer.dest, committer.job_id)
@@ -204,7 +204,7 @@ def test_a_failed_job_commit_whose_roll_back_is_refused_in_part_keeps_its_journa
         committer.commit_job(messages)
     # Then: nothing is visible, and the journal is kept so recover --abort can finish the roll back.
     assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
-    assert any(k.endswith("_commit-journal.json") for k in (o.key for o in store.list_objects(s3_bucket, "out/")))
+    assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
     store.refuse = None
     report = recover(store, committer.dest, committer.job_id, abort=True)
     assert report.action is RecoveryAction.ROLLED_BACK

@@ -68,11 +68,11 @@ def test_list_multipart_uploads_truncates_without_a_marker_and_s3commit_lists_ev
     whole = client.list_multipart_uploads(Bucket=bucket, Prefix="p/")
     assert not whole["IsTruncated"] and len(whole["Uploads"]) == 1100
     store = S3Store(client=client)
-    assert len({u.upload_id for u in store.list_multipart_uploads(bucket, "p/")}) == 1100
+    assert len({u.upload_id for u in store.uploads.list_multipart_uploads(bucket, "p/")}) == 1100
     # A truncated page without a marker: the store says so by name instead of stopping silently.
-    store.upload_page_size = 500
+    store.uploads.page_size = 500
     with caplog.at_level("WARNING", logger="s3commit.store.s3store"):
-        listed = list(store.list_multipart_uploads(bucket, "p/"))
+        listed = list(store.uploads.list_multipart_uploads(bucket, "p/"))
     assert len(listed) == 500
     assert "truncated without NextKeyMarker" in caplog.text
 

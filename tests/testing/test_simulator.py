@@ -434,7 +434,7 @@ def test_a_store_probed_against_a_validating_simulator_skips_the_md5_check(s3_si
     try:
         found = known(store, s3_bucket, refresh=True)
         assert found is not None and found.validates("CRC32")
-        assert not store.verifies_etags(s3_bucket)  # S3's own check replaces the MD5 of every part
+        assert not store.bodies.verifies_etags(s3_bucket)  # S3's own check replaces the MD5 of every part
     finally:
         s3_sim.configure(validate_checksums=False)
         known(store, s3_bucket, refresh=True)
@@ -462,13 +462,13 @@ def test_buckets_created_after_checksum_validation_changes_are_known_to_validate
     try:
         assert not validates_in_a_new_bucket()
         s3_sim.configure(validate_checksums=True)
-        assert validates_in_a_new_bucket() and not store.verifies_etags(created[-1])
+        assert validates_in_a_new_bucket() and not store.bodies.verifies_etags(created[-1])
         s3_sim.reset_simulator()  # back to the start-up configuration: moto's, no validation
-        assert not validates_in_a_new_bucket() and store.verifies_etags(created[-1])
+        assert not validates_in_a_new_bucket() and store.bodies.verifies_etags(created[-1])
     finally:
         s3_sim.configure(validate_checksums=False)
         for bucket in created:
-            store.client.delete_bucket(Bucket=bucket)
+            store.requests.client.delete_bucket(Bucket=bucket)
 
 
 # -- the store's clock --------------------------------------------------------------------------------

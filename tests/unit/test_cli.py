@@ -19,7 +19,7 @@ from s3commit.cli import args as cli_args
 from s3commit.cli.uploads import Progress
 from s3commit.errors import ConfigError
 from s3commit.model.manifests import CommitJournal
-from s3commit.store.s3store import UploadInfo
+from s3commit.model.object_info import UploadInfo
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -159,13 +159,13 @@ def test_the_etag_check_follows_what_the_store_was_seen_to_validate_unless_chose
                                                        "part-etag-md5": Finding(etag_md5)})
 
     store = S3Store(StoreOptions(endpoint_url="https://s3.eu-west-1.amazonaws.com", checksum_algorithm="CRC32"))
-    assert store.verifies_etags("b")  # never probed: the safe way, whatever the endpoint's name
+    assert store.bodies.verifies_etags("b")  # never probed: the safe way, whatever the endpoint's name
     store.capabilities["b"] = seen(Outcome.HONOURED)
-    assert not store.verifies_etags("b")  # the store validates the CRC32 sent
+    assert not store.bodies.verifies_etags("b")  # the store validates the CRC32 sent
     store.capabilities["b"] = seen(Outcome.IGNORED)
-    assert store.verifies_etags("b")
+    assert store.bodies.verifies_etags("b")
     store.capabilities["b"] = seen(Outcome.IGNORED, Outcome.NO)
-    assert not store.verifies_etags("b")  # its ETags are no MD5s: nothing to compare
+    assert not store.bodies.verifies_etags("b")  # its ETags are no MD5s: nothing to compare
     crc32c = S3Store(StoreOptions(checksum_algorithm="CRC32C"))
     crc32c.capabilities["b"] = seen(Outcome.HONOURED)  # nor of CRC32C: each algorithm is probed on its own
     assert crc32c.verifies_etags("b")

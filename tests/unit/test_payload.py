@@ -57,12 +57,12 @@ def sent(store: S3Store, body, *, operation: str = "upload_part") -> dict:
         seen["headers"] = {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
         raise Sent
 
-    store.client.meta.events.register("before-send.s3", capture)
+    store.requests.client.meta.events.register("before-send.s3", capture)
     with pytest.raises(Exception) as caught:
         if operation == "upload_part":
-            store.upload_part("bucket", "k", "upload", 1, body)
+            store.uploads.upload_part("bucket", "k", "upload", 1, body)
         else:
-            store.put_object("bucket", "k", body)
+            store.objects.put_object("bucket", "k", body)
     assert isinstance(caught.value.__cause__, Sent) or isinstance(caught.value, Sent), caught.value
     return seen
 

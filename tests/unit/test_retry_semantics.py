@@ -63,7 +63,7 @@ def test_create_is_retried_after_throttling_and_refused_connections_without_a_re
         client_error("SlowDown", 503), EndpointConnectionError(endpoint_url="http://x"), created("u1")])
     store, sleeps = store_with(client)
     windows = []
-    assert store.create_multipart_upload("b", "k", on_possible_orphan=windows.append) == "u1"
+    assert store.uploads.create_multipart_upload("b", "k", on_possible_orphan=windows.append) == "u1"
     assert len(sleeps) == 2 and windows == []  # neither attempt can have started an upload
 
 
@@ -71,7 +71,7 @@ def test_create_is_not_retried_after_a_lost_answer_when_nobody_records_it():
     client = ScriptedClient(create_multipart_upload=[client_error("InternalError", 500), created()])
     store, sleeps = store_with(client)
     with pytest.raises(TransientError, match="CreateMultipartUpload failed for s3://b/k"):
-        store.create_multipart_upload("b", "k")
+        store.uploads.create_multipart_upload("b", "k")
     assert sleeps == [] and len(client.calls) == 1
 
 
@@ -81,7 +81,7 @@ def test_create_retried_after_a_lost_answer_reports_the_window_of_its_orphan(los
     client = ScriptedClient(create_multipart_upload=[lost, created("u2")])
     store, _ = store_with(client)
     windows: list[CreateWindow] = []
-    assert store.create_multipart_upload("b", "k", on_possible_orphan=windows.append) == "u2"
+    assert store.uploads.create_multipart_upload("b", "k", on_possible_orphan=windows.append) == "u2"
     [window] = windows
     # S3's clock: the answer's Date; the orphan was initiated before it, after the first attempt went out.
     assert window.contains(ANSWERED - timedelta(milliseconds=500)) and window.contains(ANSWERED)
@@ -101,7 +101,7 @@ def test_conditional_put_refused_with_no_ambiguous_attempt_is_someone_elses_with
     client = ScriptedClient(put_object=[client_error("SlowDown", 503), client_error("PreconditionFailed", 412)])
     store, _ = store_with(client)
     with pytest.raises(PreconditionFailedError):
-        store.put_object("b", "k", b"mine", if_none_match=True)
+        store.objects.put_object("b", "k", b"mine", if_none_match=True)
     assert [name for name, _ in client.calls] == ["put_object", "put_object"]  # no GetObject
 
 
@@ -113,7 +113,7 @@ def test_conditional_put_refused_after_a_lost_answer_is_read_back_and_ours_when_
     client = ScriptedClient(put_object=[client_error("InternalError", 500), client_error("PreconditionFailed", 412)],
                             get_object=[{"Body": Body(), "ETag": '"e"'}])
     store, _ = store_with(client)
-    assert store.put_object("b", "k", b"mine", if_none_match=True) == '"e"'  # the GET that read it back says
+    assert store.objects.put_object("b", "k", b"mine", if_none_match=True) == '"e"'  # the GET that read it back says
     assert [name for name, _ in client.calls] == ["put_object", "put_object", "get_object"]
 
 
@@ -121,7 +121,7 @@ def test_conditional_complete_refused_at_once_is_not_read_back():
     client = ScriptedClient(complete_multipart_upload=[client_error("PreconditionFailed", 412)])
     store, _ = store_with(client)
     with pytest.raises(PreconditionFailedError):
-        store.complete_multipart_upload("b", "k", "u", PART_ETAGS, if_none_match=True)
+        store.uploads.complete_multipart_upload("b", "k", "u", PART_ETAGS, if_none_match=True)
     assert [name for name, _ in client.calls] == ["complete_multipart_upload"]
 
 
@@ -130,7 +130,8 @@ def test_conditional_complete_refused_after_a_lost_answer_is_ours_if_the_object_
         complete_multipart_upload=[ReadTimeoutError(endpoint_url="http://x"), client_error("PreconditionFailed", 412)],
         head_object=[{"ContentLength": 2, "ETag": multipart_etag(PART_ETAGS)}])
     store, _ = store_with(client)
-    assert store.complete_multipart_upload("b", "k", "u", PART_ETAGS, if_none_match=True) == multipart_etag(PART_ETAGS)
+    completed = store.uploads.complete_multipart_upload("b", "k", "u", PART_ETAGS, if_none_match=True)
+    assert completed == multipart_etag(PART_ETAGS)
 
 
 def test_a_request_declared_verified_cannot_be_made_without_counting_its_attempts():

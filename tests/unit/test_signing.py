@@ -24,9 +24,9 @@ def signed_request(store, body):
         seen.update(request.headers.items())
         raise Sent
 
-    store.client.meta.events.register("before-send.s3.UploadPart", capture)
+    store.requests.client.meta.events.register("before-send.s3.UploadPart", capture)
     with pytest.raises(Sent):
-        store.client.upload_part(Bucket="bucket", Key="k", UploadId="u", PartNumber=1, Body=body)
+        store.requests.client.upload_part(Bucket="bucket", Key="k", UploadId="u", PartNumber=1, Body=body)
     return {k.lower(): v.decode() if isinstance(v, bytes) else v for k, v in seen.items()}
 
 
@@ -43,7 +43,7 @@ def test_the_client_signs_the_payload_hash_of_the_body_over_http():
 def test_the_client_names_botocores_own_signer_with_or_without_the_crt():
     store = S3Store(StoreOptions(endpoint_url="http://127.0.0.1:9", region="us-east-1", access_key="a",
                                  secret_key="b"))
-    assert store.client.meta.config.signature_version == signing.SIGNATURE_VERSION
+    assert store.requests.client.meta.config.signature_version == signing.SIGNATURE_VERSION
     signer = botocore.auth.AUTH_TYPE_MAPS[signing.SIGNATURE_VERSION]
     assert issubclass(signer, botocore.auth.S3SigV4Auth)  # botocore's Python signer, told by each body what to sign
     if HAS_CRT:  # only added to botocore's table: other clients keep the CRT's signer

@@ -15,7 +15,8 @@ from s3commit.errors import (
     ThrottledError,
     TransientError,
 )
-from s3commit.store.s3store import S3Store, multipart_etag
+from s3commit.model.object_info import multipart_etag
+from s3commit.store.s3store import S3Store
 
 
 def client_error(code, status=400, message="boom", op="Op"):
@@ -50,7 +51,7 @@ def store_with(client, attempts=4):
 def test_throttling_is_retried_with_backoff_and_counted():
     client = ScriptedClient(put_object=[client_error("SlowDown", 503), client_error("SlowDown", 503), {"ETag": '"x"'}])
     store, sleeps = store_with(client)
-    assert store.put_object("b", "k", b"data") == '"x"'
+    assert store.objects.put_object("b", "k", b"data") == '"x"'
     counters = store.counters.snapshot()
     assert counters["requests"]["PutObject"] == 3
     assert counters["retries"]["PutObject"] == 2
@@ -62,7 +63,7 @@ def test_exhausted_retries_raise_translated_error_with_attempts_and_object():
     client = ScriptedClient(upload_part=[client_error("InternalError", 500)] * 3)
     store, _ = store_with(client, attempts=3)
     with pytest.raises(TransientError) as err:
-        store.upload_part("b", "dir/k", "UPLOADID1234567890", 1, b"x")
+        store.uploads.upload_part("b", "dir/k", "UPLOADID1234567890", 1, b"x")
     text = str(err.value)
     assert "UploadPart failed for s3://b/dir/k" in text
     assert "after 3 attempts" in text and "InternalError" in text
@@ -82,7 +83,7 @@ def test_non_retryable_errors_fail_at_once_as_their_type(error, cls):
     client = ScriptedClient(get_object=[error])
     store, sleeps = store_with(client)
     with pytest.raises(cls):
-        store.get_object("b", "k")
+        store.objects.get_object("b", "k")
     assert sleeps == []
 
 
@@ -91,7 +92,7 @@ def test_timeouts_and_refused_connections_are_retried():
                                          EndpointConnectionError(endpoint_url="http://x"),
                                          {"ContentLength": 5, "ETag": '"e"'}])
     store, sleeps = store_with(client)
-    assert store.head_object("b", "k").size == 5
+    assert store.objects.head_object("b", "k").size == 5
     assert len(sleeps) == 2
 
 
@@ -105,7 +106,7 @@ def test_unreachable_endpoint_is_reported_as_such():
 def test_abort_of_unknown_upload_counts_as_done():
     client = ScriptedClient(abort_multipart_upload=[client_error("NoSuchUpload", 404)])
     store, _ = store_with(client)
-    store.abort_multipart_upload("b", "k", "u")  # no exception
+    store.uploads.abort_multipart_upload("b", "k", "u")  # no exception
 
 
 def test_complete_after_lost_response_counts_as_done_when_object_matches():
@@ -115,7 +116,7 @@ def test_complete_after_lost_response_counts_as_done_when_object_matches():
         head_object=[{"ContentLength": 6, "ETag": multipart_etag(etags)}],
     )
     store, _ = store_with(client)
-    assert store.complete_multipart_upload("b", "k", "u", etags) == multipart_etag(etags)
+    assert store.uploads.complete_multipart_upload("b", "k", "u", etags) == multipart_etag(etags)
 
 
 def test_complete_of_unknown_upload_fails_when_object_differs():
@@ -125,13 +126,13 @@ def test_complete_of_unknown_upload_fails_when_object_differs():
     )
     store, _ = store_with(client)
     with pytest.raises(NoSuchUploadError):
-        store.complete_multipart_upload("b", "k", "u", ['"0cc175b9c0f1b6a831c399e269772661"'])
+        store.uploads.complete_multipart_upload("b", "k", "u", ['"0cc175b9c0f1b6a831c399e269772661"'])
 
 
 def test_complete_sends_parts_in_order():
     client = ScriptedClient(complete_multipart_upload=[{"ETag": '"z-2"'}])
     store, _ = store_with(client)
-    store.complete_multipart_upload("b", "k", "u", ['"a"', '"b"'])
+    store.uploads.complete_multipart_upload("b", "k", "u", ['"a"', '"b"'])
     parts = client.calls[0][1]["MultipartUpload"]["Parts"]
     assert parts == [{"PartNumber": 1, "ETag": '"a"'}, {"PartNumber": 2, "ETag": '"b"'}]
 
@@ -143,14 +144,14 @@ def test_list_multipart_uploads_follows_every_page():
         {"Uploads": [{"Key": "b", "UploadId": "2"}], "IsTruncated": False},
     ])
     store, _ = store_with(client)
-    assert [(u.key, u.upload_id) for u in store.list_multipart_uploads("b", "p/")] == [("a", "1"), ("b", "2")]
+    assert [(u.key, u.upload_id) for u in store.uploads.list_multipart_uploads("b", "p/")] == [("a", "1"), ("b", "2")]
     assert client.calls[1][1]["KeyMarker"] == "a" and client.calls[1][1]["UploadIdMarker"] == "1"
 
 
 def test_delete_objects_batches_by_one_thousand():
     client = ScriptedClient(delete_objects=[{}, {}, {}])
     store, _ = store_with(client)
-    assert store.delete_objects("b", (f"k{i}" for i in range(2500))) == 2500
+    assert store.objects.delete_objects("b", (f"k{i}" for i in range(2500))) == 2500
     assert [len(c[1]["Delete"]["Objects"]) for c in client.calls] == [1000, 1000, 500]
 
 
@@ -158,13 +159,13 @@ def test_delete_objects_reports_per_key_errors():
     client = ScriptedClient(delete_objects=[{"Errors": [{"Key": "k1", "Code": "AccessDenied", "Message": "no"}]}])
     store, _ = store_with(client)
     with pytest.raises(AccessDeniedError, match="1 of 2 deletes failed"):
-        store.delete_objects("b", ["k1", "k2"])
+        store.objects.delete_objects("b", ["k1", "k2"])
 
 
 def test_copy_counts_bytes_copied():
     client = ScriptedClient(copy_object=[{"CopyObjectResult": {"ETag": '"c"'}}])
     store, _ = store_with(client)
-    store.copy_object("b", "src", "dst", size=1234)
+    store.objects.copy_object("b", "src", "dst", size=1234)
     assert store.counters.snapshot()["bytes_copied"] == 1234
 
 
@@ -179,8 +180,8 @@ def test_encryption_and_storage_class_reach_create_and_put():
     client = ScriptedClient(create_multipart_upload=[{"UploadId": "u"}], put_object=[{"ETag": '"e"'}])
     store = S3Store(StoreOptions(sse_algorithm="aws:kms", sse_kms_key_id="key-1", storage_class="STANDARD_IA",
                                  acl="bucket-owner-full-control"), client=client)
-    store.create_multipart_upload("b", "k")
-    store.put_object("b", "k2", b"x")
+    store.uploads.create_multipart_upload("b", "k")
+    store.objects.put_object("b", "k2", b"x")
     for _, kwargs in client.calls:
         assert kwargs["ServerSideEncryption"] == "aws:kms" and kwargs["SSEKMSKeyId"] == "key-1"
         assert kwargs["StorageClass"] == "STANDARD_IA" and kwargs["ACL"] == "bucket-owner-full-control"
@@ -197,7 +198,7 @@ def test_throttled_error_is_retryable_type():
     client = ScriptedClient(put_object=[client_error("SlowDown", 503)] * 2)
     store, _ = store_with(client, attempts=2)
     with pytest.raises(ThrottledError):
-        store.put_object("b", "k", b"")
+        store.objects.put_object("b", "k", b"")
 
 
 class BrokenBody:
@@ -226,7 +227,7 @@ def test_a_stream_broken_mid_body_resumes_from_the_next_byte_through_the_retry_p
     third = BrokenBody(data[12:])
     client = ScriptedClient(get_object=[{"Body": first}, {"Body": second}, {"Body": third}])
     store, sleeps = store_with(client)
-    assert b"".join(store.stream_object("b", "k", start=0, end=16, chunk_size=4)) == data
+    assert b"".join(store.objects.stream_object("b", "k", start=0, end=16, chunk_size=4)) == data
     assert [kwargs["Range"] for _, kwargs in client.calls] == ["bytes=0-15", "bytes=8-15", "bytes=12-15"]
     assert first.closed and second.closed and third.closed
     counters = store.counters.snapshot()
@@ -239,7 +240,7 @@ def test_a_stream_that_keeps_breaking_fails_after_the_policys_attempts_naming_th
         endpoint_url="http://s3"))} for _ in range(3)])
     store, _ = store_with(client, attempts=3)
     with pytest.raises(StoreError) as failure:
-        list(store.stream_object("b", "k", start=0, end=8))
+        list(store.objects.stream_object("b", "k", start=0, end=8))
     assert failure.value.attempts == 3 and "k" in str(failure.value)
     assert store.counters.snapshot()["failures"]["GetObject"] == 1
 
@@ -252,7 +253,7 @@ def test_a_stream_whose_gets_always_fail_makes_at_most_the_policys_attempts_in_a
     client = ScriptedClient(get_object=broken * 10)
     store, sleeps = store_with(client, attempts=4)
     with pytest.raises(StoreError) as failure:
-        list(store.stream_object("b", "k", start=0, end=8))
+        list(store.objects.stream_object("b", "k", start=0, end=8))
     assert len(client.calls) == 4 and failure.value.attempts == 4
     counters = store.counters.snapshot()
     assert counters["requests"]["GetObject"] == 4 and counters["retries"]["GetObject"] == 3
@@ -268,7 +269,7 @@ def test_a_stream_resumed_part_way_shares_the_budget_of_its_first_get():
     store, sleeps = store_with(client, attempts=3)
     read = []
     with pytest.raises(TransientError) as failure:
-        for chunk in store.stream_object("b", "k", start=0, end=16, chunk_size=4):
+        for chunk in store.objects.stream_object("b", "k", start=0, end=16, chunk_size=4):
             read.append(chunk)
     assert b"".join(read) == data[:12] and failure.value.attempts == 3
     assert [kwargs["Range"] for _, kwargs in client.calls] == ["bytes=0-15", "bytes=4-15", "bytes=8-15"]
@@ -279,7 +280,7 @@ def test_a_stream_refused_outright_is_not_resumed():
     client = ScriptedClient(get_object=[client_error("AccessDenied", 403)])
     store, sleeps = store_with(client)
     with pytest.raises(AccessDeniedError):
-        list(store.stream_object("b", "k", start=0, end=8))
+        list(store.objects.stream_object("b", "k", start=0, end=8))
     assert len(client.calls) == 1 and sleeps == []
 
 
@@ -287,7 +288,7 @@ def test_a_stream_closed_by_its_reader_closes_the_body_without_a_retry():
     body = BrokenBody(b"abcdefgh")
     client = ScriptedClient(get_object=[{"Body": body}])
     store, sleeps = store_with(client)
-    stream = store.stream_object("b", "k", start=0, end=8, chunk_size=4)
+    stream = store.objects.stream_object("b", "k", start=0, end=8, chunk_size=4)
     assert next(stream) == b"abcd"
     stream.close()
     assert body.closed and sleeps == [] and len(client.calls) == 1

@@ -37,7 +37,8 @@ def probe_server(server: Any) -> Capabilities:
         found = known(store, bucket, refresh=True)
         if found is not None and not any(f.outcome is Outcome.FAILED for f in found.findings.values()):
             break
-    store.client.delete_bucket(Bucket=bucket)  # the probe removed what it wrote: no bucket of ours stays behind
+    # The probe removed what it wrote: no bucket of ours stays behind.
+    store.requests.client.delete_bucket(Bucket=bucket)
     if found is None:
         raise RuntimeError(f"the test server at {server.endpoint_url} could not be probed")
     failed = {name: f for name, f in found.findings.items() if f.outcome is Outcome.FAILED}

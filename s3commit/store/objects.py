@@ -1,0 +1,220 @@
+"""Objects: whole-object writes, reads (ranged and streamed), metadata, listings, deletes and server-side copies, the
+collaborator of :class:`~s3commit.store.s3store.S3Store` for requests about objects that exist.
+
+Every request declares its :class:`~s3commit.store.retry.Retry` and is sent through the store's
+:class:`~s3commit.store.requests.Requests` (one retry owner, errors translated once, counted); what is checked of a
+body sent is asked of the store's :class:`~s3commit.store.body_policy.PayloadPolicy`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from s3commit.errors import NotFoundError, PreconditionFailedError, StoreError, error_class_for_code
+from s3commit.model.checksums import Sending
+from s3commit.model.object_info import ObjectInfo
+from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
+from s3commit.store.ranged_gets import RangedGets
+from s3commit.store.requests import RequestGroup, Requests
+from s3commit.store.responses import answered_at, read_get_body
+from s3commit.store.retry import Attempts, Retry
+
+DELETE_BATCH = 1000
+"""S3's maximum number of keys in one DeleteObjects request."""
+
+
+class ObjectRequests(RequestGroup):
+    """PUT, GET, HEAD, List, Delete and Copy of objects (a PUT may be ``If-None-Match``; the writes that check an
+    ETag first are :class:`~s3commit.store.conditional.ConditionalRequests`)."""
+
+    def __init__(self, requests: Requests, bodies: PayloadPolicy) -> None:
+        super().__init__(requests, bodies)
+        self._ranges = RangedGets()
+
+    def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *, if_none_match: bool = False,
+                   content_type: str | None = None) -> str:
+        """Write a whole object; returns its ETag. ``Retry.IDEMPOTENT`` (same bytes).
+
+        With ``if_none_match`` the key must not exist (``If-None-Match: *``): ``Retry.VERIFIED``. When an
+        attempt's answer was lost and a retry then meets an object (412), the object is read back and, if it
+        holds exactly ``body``, it is ours and the PUT succeeded; otherwise, and always when no attempt can
+        have applied (a 412 first, or after 503s only), :class:`PreconditionFailedError`: someone else's.
+        """
+        args: dict[str, Any] = dict(self.options.write_args())
+        if if_none_match:
+            args["IfNoneMatch"] = "*"
+        if content_type:
+            args["ContentType"] = content_type
+        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
+        args.update(sending.args())
+        signed, sha256 = self.bodies.signs_payload(bucket), sha256_hex(sending.algorithm, sending.value)
+
+        def send() -> Any:
+            response = self.client.put_object(Bucket=bucket, Key=key, Body=Payload(body, signed=signed,
+                                                                                  sha256_hex=sha256), **args)
+            if not sending.arrived(str(response.get("ETag", ""))) and if_none_match:
+                self.client.delete_object(Bucket=bucket, Key=key)  # ours, corrupt: the retry must not meet it
+            return sending.check(f"s3://{bucket}/{key}", response)
+
+        attempts = Attempts()
+        try:
+            response = self.requests.call("PutObject", send,
+                                          retry=Retry.VERIFIED if if_none_match else Retry.IDEMPOTENT,
+                                          attempts=attempts, bucket=bucket, key=key)
+        except PreconditionFailedError as err:
+            read = self.read_if_exists(bucket, key) if attempts.ambiguous else None
+            if read is None or read[0] != body:
+                raise
+            err.__suppress_context__ = True
+            return read[1].etag
+        self.counters.add_bytes(uploaded=memoryview(body).nbytes)
+        return str(response.get("ETag", ""))
+
+    def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
+        """Read an object, or the byte range ``[start, end)``. ``Retry.IDEMPOTENT``."""
+        args: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if start is not None or end is not None:
+            first = start or 0
+            args["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
+
+        def read() -> bytes:
+            return bytes(self.client.get_object(**args)["Body"].read())
+
+        return self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+
+    def stream_object(self, bucket: str, key: str, *, start: int, end: int,
+                      chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
+        """Bytes ``[start, end)`` of an object as they arrive, in chunks of at most ``chunk_size``: one GET
+        streamed (:mod:`s3commit.store.ranged_gets`), never the whole range in memory. ``Retry.IDEMPOTENT``, in
+        one retry loop (:meth:`Requests.retrying`): a GET that fails, or whose body fails part way (a reset, a
+        timeout, a short body), is followed by a new GET from the next byte not yet read, and all of them share
+        the policy's attempts; each retry is counted once.
+        """
+        position = start
+        seen = Attempts()
+        try:
+            for attempt in self.requests.retrying("GetObject", Retry.IDEMPOTENT):
+                with attempt:
+                    body = self.requests.attempt("GetObject", lambda p=position: self._ranges.get(  # type: ignore[misc]
+                        self.client, bucket, key, p, end - 1), seen, bucket=bucket, key=key)["Body"]
+                    try:
+                        while position < end:
+                            data = read_get_body(body, min(chunk_size, end - position), bucket, key, position)
+                            position += len(data)
+                            yield data
+                    finally:
+                        body.close()
+        except StoreError as err:
+            self.requests.gave_up("GetObject", err, seen)
+            raise
+
+    def head_object(self, bucket: str, key: str, *, checksums: bool = False) -> ObjectInfo:
+        """Metadata of an object (``checksums``: with the checksums S3 keeps); raises :class:`NotFoundError`."""
+        mode = {"ChecksumMode": "ENABLED"} if checksums else {}
+        response = self.requests.call("HeadObject", lambda: self.client.head_object(Bucket=bucket, Key=key, **mode),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+        return ObjectInfo(key, int(response.get("ContentLength", 0)), str(response.get("ETag", "")),
+                          response.get("LastModified"), tuple((name[8:], str(value)) for name, value in
+                                                              response.items() if name.startswith("Checksum")
+                                                              and name != "ChecksumType"))
+
+    def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
+        """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``).
+        ``Retry.IDEMPOTENT``."""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if delimiter:
+                args["Delimiter"] = delimiter
+            if token:
+                args["ContinuationToken"] = token
+            page = self.requests.call("ListObjectsV2",
+                                      lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
+            for common in page.get("CommonPrefixes", []) or []:
+                yield ObjectInfo(common["Prefix"], -1)
+            for obj in page.get("Contents", []) or []:
+                yield ObjectInfo(obj["Key"], int(obj.get("Size", 0)), str(obj.get("ETag", "")),
+                                 obj.get("LastModified"))
+            if not page.get("IsTruncated"):
+                return
+            token = page.get("NextContinuationToken")
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        """Delete one object (a missing one is fine). ``Retry.IDEMPOTENT``."""
+        self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
+                           retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+
+    def delete_objects(self, bucket: str, keys: Iterable[str]) -> int:
+        """Delete keys in batches of 1,000; returns how many were deleted. ``Retry.IDEMPOTENT``."""
+        batch: list[str] = []
+        deleted = 0
+        for key in keys:
+            batch.append(key)
+            if len(batch) == DELETE_BATCH:
+                deleted += self._delete_batch(bucket, batch)
+                batch = []
+        if batch:
+            deleted += self._delete_batch(bucket, batch)
+        return deleted
+
+    def _delete_batch(self, bucket: str, keys: list[str]) -> int:
+        request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
+        response = self.requests.call("DeleteObjects",
+                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
+                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
+        errors = response.get("Errors") or []
+        if errors:
+            first = errors[0]
+            raise error_class_for_code(first.get("Code"))(
+                f"{len(errors)} of {len(keys)} deletes failed; first: {first.get('Message', '')}",
+                operation="DeleteObjects", bucket=bucket, key=first.get("Key"), code=first.get("Code"),
+            )
+        return len(keys)
+
+    def copy_object(self, bucket: str, src_key: str, dst_key: str, *, size: int | None = None) -> str:
+        """Server-side copy (what a "rename" costs on S3); returns the new ETag. ``Retry.IDEMPOTENT``.
+
+        ``size`` (if known from a listing) is only used to count bytes copied; otherwise it is looked up.
+        """
+        if size is None:
+            size = self.head_object(bucket, src_key).size
+        args = dict(self.options.write_args())
+        response = self.requests.call(
+            "CopyObject",
+            lambda: self.client.copy_object(Bucket=bucket, Key=dst_key,
+                                            CopySource={"Bucket": bucket, "Key": src_key}, **args),
+            retry=Retry.IDEMPOTENT, bucket=bucket, key=dst_key,
+        )
+        self.counters.add_bytes(copied=size)
+        return str(response.get("CopyObjectResult", {}).get("ETag", ""))
+
+    def read_object(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo, datetime]:
+        """The object's bytes, its metadata (ETag, ``Last-Modified``) and the store's clock when it answered (the
+        ``Date`` header): ages judged by the store's clock, never this host's. ``Retry.IDEMPOTENT``; raises
+        :class:`NotFoundError`."""
+        def read() -> tuple[bytes, ObjectInfo, datetime]:
+            response = self.client.get_object(Bucket=bucket, Key=key)
+            body = bytes(response["Body"].read())
+            info = ObjectInfo(key, len(body), str(response.get("ETag", "")), response.get("LastModified"))
+            return body, info, answered_at(response)
+
+        result: tuple[bytes, ObjectInfo, datetime] = self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT,
+                                                                        bucket=bucket, key=key)
+        return result
+
+    def read_if_exists(self, bucket: str, key: str) -> tuple[bytes, ObjectInfo] | None:
+        try:
+            body, info, _ = self.read_object(bucket, key)
+        except NotFoundError:
+            return None
+        return body, info
+
+    def delete_quietly(self, bucket: str, key: str) -> None:
+        """Delete an object, ignoring any failure (clean-up of scratch objects)."""
+        with contextlib.suppress(StoreError):
+            self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
+                               retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
