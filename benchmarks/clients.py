@@ -45,7 +45,7 @@ def _tuned_client(endpoint: str) -> Any:
     from s3commit.store.s3store import S3Store
 
     return S3Store(StoreOptions(endpoint_url=endpoint, region="us-east-1", path_style=True, access_key="testing",
-                                secret_key="testing")).client
+                                secret_key="testing")).requests.client
 
 
 def _timed_pool(slots: int, files: int, one: Any) -> dict[str, float]:

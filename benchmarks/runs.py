@@ -7,6 +7,7 @@ so that latency and COPY bandwidth are those of the chosen profile, the same for
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import statistics
@@ -14,7 +15,7 @@ import threading
 import time
 import tracemalloc
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
@@ -25,7 +26,6 @@ from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, StoreOptions
 from s3commit.model import checksums
 from s3commit.model.manifests import PendingSet, PendingUpload
-from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
@@ -192,45 +192,33 @@ def bare_pool_completes(endpoint_url: str, bucket: str, *, files: int, threads: 
     return PoolRun(time.perf_counter() - started, time.process_time() - cpu)
 
 
-class InMemoryStore(S3Store):
-    """Just enough of the store for a job commit without a server: pendingsets served from memory,
-    completions and deletions counted. For measuring the engine's own memory at scale."""
+class PendingsetsOnlyClient:
+    """Just enough of a boto3 S3 client for a job commit without a server, under a real :class:`S3Store`: pendingsets
+    served from memory, every write answered and forgotten. For measuring the engine's own memory at scale."""
 
     def __init__(self, objects: dict[str, bytes]) -> None:
-        super().__init__(StoreOptions())
         self.objects = objects
-        self.completed = 0
 
-    def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
-        self.counters.add("requests", "GetObject")
-        return self.objects[key]
+    def get_object(self, *, Bucket: str, Key: str, **_: Any) -> dict[str, Any]:
+        return {"Body": io.BytesIO(self.objects[Key]), "ETag": '"read"'}
 
-    def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *,
-                   if_none_match: bool = False, content_type: str | None = None) -> str:
-        self.counters.add("requests", "PutObject")
-        return '"put"'
+    def put_object(self, **_: Any) -> dict[str, Any]:
+        return {"ETag": '"put"'}
 
-    def complete_multipart_upload(self, bucket: str, key: str, upload_id: str, etags: Any, *,
-                                  expected_length: int | None = None, if_none_match: bool = False,
-                                  created_ms: int = 0, checksum_algorithm: str | None = None,
-                                  part_checksums: Any = ()) -> str:
-        self.counters.add("requests", "CompleteMultipartUpload")
-        self.completed += 1
-        return '"done"'
+    def complete_multipart_upload(self, **_: Any) -> dict[str, Any]:
+        return {"ETag": '"done"'}
 
-    def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
-        self.counters.add("requests", "ListObjectsV2")
-        return iter(())
+    def list_objects_v2(self, **_: Any) -> dict[str, Any]:
+        return {"Contents": [], "IsTruncated": False}
 
-    def list_multipart_uploads(self, bucket: str, prefix: str) -> Iterator[Any]:
-        self.counters.add("requests", "ListMultipartUploads")
-        return iter(())
+    def list_multipart_uploads(self, **_: Any) -> dict[str, Any]:
+        return {"Uploads": [], "IsTruncated": False}
 
-    def delete_object(self, bucket: str, key: str) -> None:
-        self.counters.add("requests", "DeleteObject")
+    def delete_object(self, **_: Any) -> dict[str, Any]:
+        return {}
 
-    def delete_objects(self, bucket: str, keys: Any) -> int:
-        return sum(1 for _ in keys)
+    def delete_objects(self, **_: Any) -> dict[str, Any]:
+        return {"Errors": []}
 
 
 def memory_run(*, uploads: int, pendingsets: int) -> dict[str, Any]:
@@ -252,7 +240,7 @@ def memory_run(*, uploads: int, pendingsets: int) -> dict[str, Any]:
         objects[key] = PendingSet(commits=commits).with_job(job_id, f"attempt_bench_0000_m_{t:06d}_0").to_json()
         keys.append(key)
     serialized = sum(len(v) for v in objects.values())
-    store = InMemoryStore(objects)
+    store = S3Store(StoreOptions(), client=PendingsetsOnlyClient(objects))
     options = CommitterOptions(threads=32, journal=True)
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options)
     tracemalloc.start()
@@ -262,7 +250,8 @@ def memory_run(*, uploads: int, pendingsets: int) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1] - baseline
     tracemalloc.stop()
-    return {"uploads": uploads, "pendingsets": pendingsets, "completed": store.completed,
+    completed = store.counters.requests["CompleteMultipartUpload"]
+    return {"uploads": uploads, "pendingsets": pendingsets, "completed": completed,
             "peak_bytes_above_baseline": peak, "serialized_pendingset_bytes": serialized, "seconds": seconds,
             "measure": "tracemalloc peak of Python allocations during CommitEngine.run"}
 

@@ -60,6 +60,7 @@ from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.committers import DirectoryCommitter, MagicCommitter, PartitionedCommitter
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import PendingsetMissingError, S3CommitError, TransientError
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import held_leases, list_keys, list_pending_uploads, visible_keys
 from tests.conftest import STAGING_AND_MAGIC, store_options_for
 
@@ -175,11 +176,11 @@ def assert_no_committer_threads(committer):
     assert left == [], f"committer threads of job {committer.job_id} left: {left}"
 
 
-class FailingCompletes(S3Store):
+class FirstCompleteFails(UploadRequests):
     """Fails the first CompleteMultipartUpload with "oops" (Hadoop's ``CommitterFaultInjectionImpl`` message)."""
 
-    def __init__(self, options):
-        super().__init__(options)
+    def __init__(self, requests, bodies, objects):
+        super().__init__(requests, bodies, objects)
         self.failed = 0
 
     def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):
@@ -188,6 +189,12 @@ class FailingCompletes(S3Store):
             raise TransientError("oops", operation="CompleteMultipartUpload", bucket=bucket, key=key,
                                  upload_id=upload_id)
         return super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
+
+
+class FailingCompletes(S3Store):
+    """A store whose first CompleteMultipartUpload fails with "oops" (Hadoop's ``CommitterFaultInjectionImpl``)."""
+
+    uploads_class = FirstCompleteFails
 
 
 class InjectedFailure(Exception):

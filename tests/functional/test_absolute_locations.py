@@ -11,6 +11,7 @@ from s3commit.commit.engine import CommitEngine, OverwritePlan
 from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
+from s3commit.store.objects import ObjectRequests
 from s3commit.store.s3store import S3Store
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import store_options_for
@@ -111,13 +112,12 @@ def test_an_aborted_task_aborts_its_absolute_uploads(store, s3_bucket, s3_client
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
-class CommitDuringAbortStore(S3Store):
-    """Runs ``during`` right after the first listing of the job attempt directory: a task commit that a
-    cancelled task left running in its sidecar, landing while the driver aborts the job."""
+class RunAfterFirstListing(ObjectRequests):
+    """Runs ``during`` (if set, once) right after the first listing of ``prefix``."""
 
-    def __init__(self, options, job_attempt_dir):
-        super().__init__(options)
-        self.prefix = f"{job_attempt_dir}/"
+    def __init__(self, requests, bodies):
+        super().__init__(requests, bodies)
+        self.prefix = None
         self.during = None
 
     def list_objects(self, bucket, prefix, *, delimiter=None):
@@ -128,6 +128,17 @@ class CommitDuringAbortStore(S3Store):
         return iter(listing)
 
 
+class CommitDuringAbortStore(S3Store):
+    """Runs ``objects.during`` right after the first listing of the job attempt directory: a task commit that a
+    cancelled task left running in its sidecar, landing while the driver aborts the job."""
+
+    objects_class = RunAfterFirstListing
+
+    def __init__(self, options, job_attempt_dir):
+        super().__init__(options)
+        self.objects.prefix = f"{job_attempt_dir}/"
+
+
 def test_a_job_abort_racing_a_task_commit_still_aborts_its_absolute_uploads(s3_server, s3_bucket, s3_client):
     probe = create_committer("magic", f"s3://{s3_bucket}/out", store=S3Store(store_options_for(s3_server)))
     store = CommitDuringAbortStore(store_options_for(s3_server), probe.layout.job_attempt_dir)
@@ -135,10 +146,10 @@ def test_a_job_abort_racing_a_task_commit_still_aborts_its_absolute_uploads(s3_s
     attempt = write_job(committer, s3_bucket)
     # The task commit (pendingset written, the attempt's records deleted) lands between the abort's readings.
     # It runs in another process, whose attempts the job's end here does not know, so cannot close.
-    store.during = lambda: committer.commit_task(attempt)
+    store.objects.during = lambda: committer.commit_task(attempt)
     committer._end_task_attempts = lambda: None
     committer.abort_job()
-    assert store.during is None  # the commit did run during the abort
+    assert store.objects.during is None  # the commit did run during the abort
     assert list_keys(s3_client, s3_bucket, "elsewhere/") == [] and user_keys(s3_client, s3_bucket) == []
     assert_no_pending_uploads(s3_client, s3_bucket)
 

@@ -109,8 +109,8 @@ def test_a_part_that_never_arrives_intact_fails_the_task_naming_object_part_and_
 def test_single_put_objects_damaged_in_transit_are_resent(proxy, proxied, s3_client, s3_bucket):
     data = payload(300_000)
     proxy.simulator.injector.script("PutObject", "corrupt", 2)
-    proxied.put_object(s3_bucket, "plain/one", data)
-    proxied.put_object(s3_bucket, "plain/conditional", data, if_none_match=True)
+    proxied.objects.put_object(s3_bucket, "plain/one", data)
+    proxied.objects.put_object(s3_bucket, "plain/conditional", data, if_none_match=True)
     for key in ("plain/one", "plain/conditional"):
         assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == data
     assert proxied.counters.snapshot()["retries"]["PutObject"] == 2

@@ -8,19 +8,21 @@ import pytest
 from s3commit import JobCommitError, S3Store, create_committer
 from s3commit.errors import TransientError
 from s3commit.model.paths import MAGIC_PATH_PREFIX
+from s3commit.store.objects import ObjectRequests
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import STAGING_AND_MAGIC, store_options_for
 
 
-class FailingStore(S3Store):
-    """Fails the n-th CompleteMultipartUpload (1-based), like Hadoop's ``failOnCommit(n)``."""
+class FailingCompletes(UploadRequests):
+    """Fails the ``fail_at``-th CompleteMultipartUpload (1-based); records the keys completed and the uploads
+    aborted."""
 
-    def __init__(self, options, *, fail_complete_at):
-        super().__init__(options)
-        self.fail_at = fail_complete_at
+    def __init__(self, requests, bodies, objects):
+        super().__init__(requests, bodies, objects)
+        self.fail_at = 0
         self.completes = 0
         self.completed_keys = []
-        self.deleted_keys = []
         self.aborted_ids = []
 
     def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):
@@ -32,13 +34,33 @@ class FailingStore(S3Store):
         self.completed_keys.append(key)
         return result
 
+    def abort_multipart_upload(self, bucket, key, upload_id):
+        self.aborted_ids.append(upload_id)
+        super().abort_multipart_upload(bucket, key, upload_id)
+
+
+class RecordedDeletes(ObjectRequests):
+    """Records the key of every DeleteObject."""
+
+    def __init__(self, requests, bodies):
+        super().__init__(requests, bodies)
+        self.deleted_keys = []
+
     def delete_object(self, bucket, key):
         self.deleted_keys.append(key)
         super().delete_object(bucket, key)
 
-    def abort_multipart_upload(self, bucket, key, upload_id):
-        self.aborted_ids.append(upload_id)
-        super().abort_multipart_upload(bucket, key, upload_id)
+
+class FailingStore(S3Store):
+    """Fails the n-th CompleteMultipartUpload (1-based), like Hadoop's ``failOnCommit(n)``. ``uploads`` records the
+    keys completed and the uploads aborted, ``objects`` the keys deleted one by one."""
+
+    objects_class = RecordedDeletes
+    uploads_class = FailingCompletes
+
+    def __init__(self, options, *, fail_complete_at):
+        super().__init__(options)
+        self.uploads.fail_at = fail_complete_at
 
 
 def run_tasks(committer, tasks, files, *, data=b"data"):
@@ -67,8 +89,8 @@ def test_commit_job_reverts_completed_uploads_when_one_fails(name, s3_server, s3
     with pytest.raises(JobCommitError, match="Mock Fail on commit 6") as err:
         committer.commit_job(messages)
     assert err.value.reverted == 5 and err.value.aborted == 7
-    reverted = [k for k in store.deleted_keys if "__" not in k and "_SUCCESS" not in k]
-    assert sorted(store.completed_keys) == sorted(reverted)
+    reverted = [k for k in store.objects.deleted_keys if "__" not in k and "_SUCCESS" not in k]
+    assert sorted(store.uploads.completed_keys) == sorted(reverted)
     assert user_keys(s3_client, s3_bucket) == []
     assert_no_pending_uploads(s3_client, s3_bucket)
     assert [k for k in list_keys(s3_client, s3_bucket) if MAGIC_PATH_PREFIX in k] == []

@@ -115,10 +115,10 @@ def test_a_store_given_the_users_own_client_writes_inside_mock_aws(s3):
 
 def test_the_store_knows_when_moto_answers_in_this_process(s3_server, monkeypatch):
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    assert not answered_here(S3Store().client)  # no mock started
+    assert not answered_here(S3Store().requests.client)  # no mock started
     with moto.mock_aws():
-        assert answered_here(S3Store().client)
-        assert not answered_here(S3Store(store_options_for(s3_server)).client)  # a server: moto lets it go out
+        assert answered_here(S3Store().requests.client)
+        assert not answered_here(S3Store(store_options_for(s3_server)).requests.client)  # a server: moto lets it go out
 
 
 def sent_bodies(store):
@@ -284,7 +284,7 @@ def test_ranged_reads_inside_mock_aws_are_answered_here(s3):
 
 
 def test_racing_conditional_puts_have_exactly_one_winner_inside_mock_aws(s3):
-    client = S3Store(StoreOptions()).client  # the store's client, inside the mock the fixture made atomic
+    client = S3Store(StoreOptions()).requests.client  # the store's client, inside the mock the fixture made atomic
     for round_ in range(10):
         wins = racing_conditional_puts(client, BUCKET, f"race-{round_}")
         assert len(wins) == 1, (round_, wins)

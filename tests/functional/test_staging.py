@@ -9,6 +9,7 @@ import pytest
 from s3commit import CommitConflictError, S3Store, create_committer
 from s3commit.config.options import MIB
 from s3commit.errors import TransientError
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from tests.conftest import store_options_for
 
@@ -153,10 +154,12 @@ def test_hidden_files_are_not_task_output(staging, s3_client, s3_bucket):
     assert user_keys(s3_client, s3_bucket) == ["out/_SUCCESS", "out/visible.txt"]
 
 
-class FailingUploads(S3Store):
-    def __init__(self, options, *, fail_on_part):
-        super().__init__(options)
-        self.fail_on_part = fail_on_part
+class FailingParts(UploadRequests):
+    """Fails the ``fail_on_part``-th UploadPart (1-based) with a TransientError."""
+
+    def __init__(self, requests, bodies, objects):
+        super().__init__(requests, bodies, objects)
+        self.fail_on_part = 0
         self.parts = 0
 
     def upload_part(self, bucket, key, upload_id, part_number, body):
@@ -165,6 +168,16 @@ class FailingUploads(S3Store):
             raise TransientError(f"Mock Fail on upload {self.fail_on_part}", operation="UploadPart",
                                  bucket=bucket, key=key, upload_id=upload_id)
         return super().upload_part(bucket, key, upload_id, part_number, body)
+
+
+class FailingUploads(S3Store):
+    """A store whose ``fail_on_part``-th UploadPart (1-based) fails."""
+
+    uploads_class = FailingParts
+
+    def __init__(self, options, *, fail_on_part):
+        super().__init__(options)
+        self.uploads.fail_on_part = fail_on_part
 
 
 def test_task_upload_failure_aborts_every_upload_and_deletes_local_output(s3_server, s3_client, s3_bucket,
@@ -197,10 +210,18 @@ def test_staging_task_abort_makes_no_s3_request(staging, store):
     committer.abort_job()
 
 
-class FailingUploadsAndAborts(FailingUploads):
+class FailingPartsAndAborts(FailingParts):
+    """Fails the ``fail_on_part``-th UploadPart, and every AbortMultipartUpload."""
+
     def abort_multipart_upload(self, bucket, key, upload_id):
         raise TransientError("Mock Fail on abort 0", operation="AbortMultipartUpload", bucket=bucket, key=key,
                              upload_id=upload_id)
+
+
+class FailingUploadsAndAborts(FailingUploads):
+    """A store whose ``fail_on_part``-th UploadPart fails, and every AbortMultipartUpload."""
+
+    uploads_class = FailingPartsAndAborts
 
 
 def test_upload_failure_is_what_propagates_when_the_abort_fails_too(s3_server, s3_client, s3_bucket, tmp_path,

@@ -2,10 +2,11 @@
 
 Run as ``python tests/reliability/crash_child.py --committer magic --dest s3://b/out --job <uuid>`` with the
 environment of an S3 test server (``S3TestServer.env()``) and ``S3COMMIT_CRASH_AT=<point>``. The point is
-read here, by this test helper, and nowhere in s3commit: a :class:`CrashingStore` wraps the store methods
-and kills the process before or after the n-th matching request, and :func:`checkpoint` kills it between
-lifecycle calls. SIGKILL runs no handler, no ``finally`` and no ``atexit``: exactly what a lost executor or
-an OOM-killed driver leaves behind. Exit code 0 means the point was never reached (a test failure).
+read here, by this test helper, and nowhere in s3commit: a :class:`CrashingStore`'s collaborators wrap the
+store's requests and kill the process before or after the n-th matching request (one :class:`CrashPoint`
+counts them), and :func:`checkpoint` kills it between lifecycle calls. SIGKILL runs no handler, no
+``finally`` and no ``atexit``: exactly what a lost executor or an OOM-killed driver leaves behind. Exit code 0
+means the point was never reached (a test failure).
 
 Crash points: ``after-create`` (magic: an upload created, not yet recorded), ``mid-write``,
 ``after-pending``, ``mid-task-commit``, ``after-task-commit``, ``after-k-completes`` (``after-k-completes:<k>``),
@@ -28,6 +29,9 @@ from dataclasses import dataclass
 from s3commit import S3Store, StoreOptions, create_committer
 from s3commit.config.options import MIN_PART_SIZE, RetryPolicy
 from s3commit.model.paths import UPLOAD_MARKER_SUFFIX
+from s3commit.store.conditional import ConditionalRequests
+from s3commit.store.objects import ObjectRequests
+from s3commit.store.uploads import UploadRequests
 
 CRASH_ENV = "S3COMMIT_CRASH_AT"
 MESSAGES_PREFIX = "task commit messages: "
@@ -88,11 +92,12 @@ def checkpoint(name: str) -> None:
         die()
 
 
-class CrashingStore(S3Store):
-    """An S3Store that SIGKILLs its process at the point named by ``S3COMMIT_CRASH_AT``."""
+class CrashPoint:
+    """The point named by ``S3COMMIT_CRASH_AT`` and what is counted towards it: one object, shared by the
+    store's collaborators (:class:`CrashingObjects`, :class:`CrashingUploads`, :class:`CrashingConditional`),
+    which report each request to it before and after sending it; it SIGKILLs the process at the point."""
 
-    def __init__(self, options: StoreOptions, committer: str) -> None:
-        super().__init__(options)
+    def __init__(self, committer: str) -> None:
         spec = os.environ.get(CRASH_ENV, "")
         name, _, arg = spec.partition(":")
         table = {**COMMON_POINTS, **(MAGIC_POINTS if committer == "magic" else STAGING_POINTS)}
@@ -112,7 +117,7 @@ class CrashingStore(S3Store):
         self.recorded = threading.Condition()
         self.waits_for_records = committer == "magic" and name != "after-create"
 
-    def _hit(self, method: str, key: str, when: str) -> None:
+    def hit(self, method: str, key: str, when: str) -> None:
         point = self.point
         if point is None or point.method != method or point.when != when:
             return
@@ -132,69 +137,113 @@ class CrashingStore(S3Store):
                 die()
         die()
 
-    def _wrap(self, method: str, key: str, call):  # type: ignore[no-untyped-def]
-        self._hit(method, key, "before")
+    def around(self, method: str, key: str, call):  # type: ignore[no-untyped-def]
+        self.hit(method, key, "before")
         result = call()
-        self._hit(method, key, "after")
+        self.hit(method, key, "after")
         return result
 
-    def create_multipart_upload(self, bucket, key, **kwargs):  # type: ignore[no-untyped-def]
-        def create():  # type: ignore[no-untyped-def]
-            with self.recorded:  # counted before it is sent: a kill waits for its record (or its failure)
-                self.unrecorded += 1
-            try:
-                return super(CrashingStore, self).create_multipart_upload(bucket, key, **kwargs)
-            except BaseException:
-                with self.recorded:
-                    self.unrecorded -= 1
-                    self.recorded.notify_all()
-                raise
+    def creating(self) -> None:
+        """A Create is about to be sent: counted before it is, so a kill waits for its record (or its failure)."""
+        with self.recorded:
+            self.unrecorded += 1
 
-        return self._wrap("create_multipart_upload", key, create)
+    def recorded_one(self) -> None:
+        """A Create was recorded (its upload marker written), or failed."""
+        with self.recorded:
+            self.unrecorded -= 1
+            self.recorded.notify_all()
 
-    def upload_part(self, bucket, key, upload_id, part_number, body):  # type: ignore[no-untyped-def]
-        return self._wrap("upload_part", key, lambda: super(CrashingStore, self).upload_part(
-            bucket, key, upload_id, part_number, body))
-
-    def put_object(self, bucket, key, body, **kwargs):  # type: ignore[no-untyped-def]
-        def put():  # type: ignore[no-untyped-def]
-            answer = super(CrashingStore, self).put_object(bucket, key, body, **kwargs)
-            if key.endswith(UPLOAD_MARKER_SUFFIX):
-                with self.recorded:
-                    self.unrecorded -= 1
-                    self.recorded.notify_all()
-            return answer
-
-        result = self._wrap("put_object", key, put)
+    def put(self, key: str) -> None:
+        """A PUT of ``key`` happened: it may arm the point (a later phase begins)."""
         if self.point is not None and self.point.armed_by and key.endswith(self.point.armed_by):
             self.armed = True
             self.arming.set()
-        return result
 
-    def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):  # type: ignore[no-untyped-def]
-        self.completing = True
-        return self._wrap("complete_multipart_upload", key, lambda: super(CrashingStore, self)
-                          .complete_multipart_upload(bucket, key, upload_id, etags, **kwargs))
+
+class CrashingObjects(ObjectRequests):
+    """PUTs (upload markers, ``.pending``, ``.pendingset``, ``_SUCCESS``) and deletes, reported to the crash point."""
+
+    crash: CrashPoint  # set by CrashingStore
+
+    def put_object(self, bucket, key, body, **kwargs):  # type: ignore[no-untyped-def]
+        def put():  # type: ignore[no-untyped-def]
+            answer = super(CrashingObjects, self).put_object(bucket, key, body, **kwargs)
+            if key.endswith(UPLOAD_MARKER_SUFFIX):
+                self.crash.recorded_one()
+            return answer
+
+        result = self.crash.around("put_object", key, put)
+        self.crash.put(key)
+        return result
 
     def delete_objects(self, bucket, keys):  # type: ignore[no-untyped-def]
         keys = list(keys)
-        return self._wrap("delete_objects", " ".join(keys), lambda: super(CrashingStore, self)
-                          .delete_objects(bucket, keys))
+        return self.crash.around("delete_objects", " ".join(keys), lambda: super(CrashingObjects, self)
+                                 .delete_objects(bucket, keys))
 
-    # Overwrite deletions conditional on the ETag listed (where the store honours it) are deletions too.
-    def delete_objects_if_match(self, bucket, objects):  # type: ignore[no-untyped-def]
-        objects = list(objects)
-        return self._wrap("delete_objects", " ".join(k for k, _ in objects), lambda: super(CrashingStore, self)
-                          .delete_objects_if_match(bucket, objects))
 
-    def delete_if_match(self, bucket, key, etag):  # type: ignore[no-untyped-def]
-        return self._wrap("delete_objects", key, lambda: super(CrashingStore, self).delete_if_match(bucket, key, etag))
+class CrashingUploads(UploadRequests):
+    """Creates, parts, Completes and the listing of uploads (the orphan sweep), reported to the crash point."""
+
+    crash: CrashPoint  # set by CrashingStore
+
+    def create_multipart_upload(self, bucket, key, **kwargs):  # type: ignore[no-untyped-def]
+        def create():  # type: ignore[no-untyped-def]
+            self.crash.creating()
+            try:
+                return super(CrashingUploads, self).create_multipart_upload(bucket, key, **kwargs)
+            except BaseException:
+                self.crash.recorded_one()
+                raise
+
+        return self.crash.around("create_multipart_upload", key, create)
+
+    def upload_part(self, bucket, key, upload_id, part_number, body):  # type: ignore[no-untyped-def]
+        return self.crash.around("upload_part", key, lambda: super(CrashingUploads, self).upload_part(
+            bucket, key, upload_id, part_number, body))
+
+    def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):  # type: ignore[no-untyped-def]
+        self.crash.completing = True
+        return self.crash.around("complete_multipart_upload", key, lambda: super(CrashingUploads, self)
+                                 .complete_multipart_upload(bucket, key, upload_id, etags, **kwargs))
 
     def list_multipart_uploads(self, bucket, prefix):  # type: ignore[no-untyped-def]
-        if self.point is not None and self.point.waits and self.completing:
-            self.arming.wait(60)
-        self._hit("list_multipart_uploads", prefix, "before")
+        point = self.crash.point
+        if point is not None and point.waits and self.crash.completing:
+            self.crash.arming.wait(60)
+        self.crash.hit("list_multipart_uploads", prefix, "before")
         return super().list_multipart_uploads(bucket, prefix)
+
+
+class CrashingConditional(ConditionalRequests):
+    """Overwrite deletions conditional on the ETag listed (where the store honours it): deletions too, reported to
+    the crash point as ``delete_objects``."""
+
+    crash: CrashPoint  # set by CrashingStore
+
+    def delete_objects_if_match(self, bucket, objects):  # type: ignore[no-untyped-def]
+        objects = list(objects)
+        return self.crash.around("delete_objects", " ".join(k for k, _ in objects),
+                                 lambda: super(CrashingConditional, self).delete_objects_if_match(bucket, objects))
+
+    def delete_if_match(self, bucket, key, etag):  # type: ignore[no-untyped-def]
+        return self.crash.around("delete_objects", key, lambda: super(CrashingConditional, self)
+                                 .delete_if_match(bucket, key, etag))
+
+
+class CrashingStore(S3Store):
+    """An S3Store that SIGKILLs its process at the point named by ``S3COMMIT_CRASH_AT``: its collaborators report
+    their requests to one :class:`CrashPoint` (``store.crash``)."""
+
+    objects_class = CrashingObjects
+    uploads_class = CrashingUploads
+    conditional_class = CrashingConditional
+
+    def __init__(self, options: StoreOptions, committer: str) -> None:
+        super().__init__(options)
+        self.crash = CrashPoint(committer)
+        self.objects.crash = self.uploads.crash = self.conditional.crash = self.crash  # type: ignore[attr-defined]
 
 
 def file_name(task: int, index: int) -> str:

@@ -24,21 +24,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from s3commit import S3Store, StoreOptions, create_committer
 from s3commit.config.options import RetryPolicy
+from s3commit.store.uploads import UploadRequests
 
 
-class DyingStore(S3Store):
-    """Kills its process after the K-th Complete it made (the commit holds the lease then)."""
+class DyingUploads(UploadRequests):
+    """Kills its process after the K-th Complete it made (``die_after``; 0: never): the commit holds the lease
+    then."""
 
     die_after = 0
     completes = 0
 
     def complete_multipart_upload(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         etag = super().complete_multipart_upload(*args, **kwargs)
-        type(self).completes += 1
-        if self.die_after and type(self).completes >= self.die_after:
+        self.completes += 1
+        if self.die_after and self.completes >= self.die_after:
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
         return etag
+
+
+class DyingStore(S3Store):
+    """A store whose process dies after the K-th Complete it made (:class:`DyingUploads`)."""
+
+    uploads_class = DyingUploads
+
+    def __init__(self, options: StoreOptions, *, die_after: int = 0) -> None:
+        super().__init__(options)
+        self.uploads.die_after = die_after  # type: ignore[attr-defined]
 
 
 def file_keys(tag: str, partitions: list[str], files: int) -> list[str]:
@@ -63,10 +75,10 @@ def main() -> int:
     parser.add_argument("--staging-dir", default=None)
     args = parser.parse_args()
 
-    DyingStore.die_after = args.die_after_completes
     store = DyingStore(StoreOptions(endpoint_url=args.endpoint, region="us-east-1", path_style=True,
                                     access_key="testing", secret_key="testing",
-                                    retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2)))
+                                    retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2)),
+                       die_after=args.die_after_completes)
     committer = create_committer(args.committer, args.dest, store=store, threads=4, unique_filenames=False,
                                  staging_dir=args.staging_dir, lease_duration=args.lease_duration,
                                  lease_wait=args.lease_wait)

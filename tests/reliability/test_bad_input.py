@@ -31,6 +31,7 @@ from s3commit import (
 )
 from s3commit.config.options import MIB, MIN_PART_SIZE, CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.model.task_message import TaskCommitMessage
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
 from s3commit.transfer.writer import TooManyPartsError
 from tests.conftest import MAGIC_IN_DEFAULT_TIER
@@ -143,12 +144,18 @@ def test_access_denied_on_the_first_upload_fails_the_write_and_leaves_no_upload(
     assert_nothing_lost(raw, bucket)
 
 
-class NoUploadListingStore(S3Store):
+class NoUploadListing(UploadRequests):
     """A role without s3:ListBucketMultipartUploads (moto does not enforce IAM, so the store refuses)."""
 
     def list_multipart_uploads(self, bucket, prefix):
         raise AccessDeniedError("Access Denied", operation="ListMultipartUploads", bucket=bucket, key=prefix,
                                 code="AccessDenied")
+
+
+class NoUploadListingStore(S3Store):
+    """A store whose role may not list multipart uploads (:class:`NoUploadListing`)."""
+
+    uploads_class = NoUploadListing
 
 
 def test_a_role_that_may_not_list_uploads_still_commits_and_says_why_it_skipped_the_sweep(

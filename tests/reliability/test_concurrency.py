@@ -21,6 +21,7 @@ import pytest
 from s3commit import JobCommitError, create_committer
 from s3commit.errors import CommitStateError, TransientError
 from s3commit.store.s3store import S3Store
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import list_keys
 from tests.reliability.crash_child import file_body, file_name
 from tests.reliability.helpers import (
@@ -134,11 +135,11 @@ def test_a_job_aborting_beside_committing_jobs_touches_only_its_own_uploads(s3_s
     assert_clean(raw, s3_bucket)
 
 
-class FailingCompleteStore(S3Store):
+class FailingCompletes(UploadRequests):
     """Fails its 4th CompleteMultipartUpload, so its job commit rolls back."""
 
-    def __init__(self, options):
-        super().__init__(options)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         self.completes = 0
         self.lock = threading.Lock()
 
@@ -150,6 +151,12 @@ class FailingCompleteStore(S3Store):
             raise TransientError("injected failure", operation="CompleteMultipartUpload", bucket=bucket, key=key,
                                  upload_id=upload_id)
         return super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
+
+
+class FailingCompleteStore(S3Store):
+    """A store that fails its 4th CompleteMultipartUpload (:class:`FailingCompletes`)."""
+
+    uploads_class = FailingCompletes
 
 
 def test_a_job_commit_rolling_back_beside_committing_jobs_leaves_theirs_intact(s3_sim, s3_bucket, tmp_path):

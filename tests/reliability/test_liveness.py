@@ -26,6 +26,7 @@ from s3commit.commit.sweep import job_directories, job_statuses
 from s3commit.errors import CommitStateError, EndpointUnreachableError, JobSweptError
 from s3commit.model.markers import OwnerRecord
 from s3commit.model.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX
+from s3commit.store.conditional import ConditionalRequests
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.clocks import ManualClock, keeper_on, let_store_time_pass
@@ -202,7 +203,7 @@ def test_a_live_job_paused_longer_than_the_window_is_never_swept(s3_server, tmp_
     assert_no_pending_uploads(client, bucket)
 
 
-class Unreachable(S3Store):
+class UnreachableRenewals(ConditionalRequests):
     """A store the job cannot reach for its renewals while ``down`` (its other requests go through)."""
 
     down = False
@@ -212,6 +213,13 @@ class Unreachable(S3Store):
             raise EndpointUnreachableError("the store is unreachable (test)", operation="PutObject", bucket=bucket,
                                            key=key)
         return super().put_if_match(bucket, key, body, etag, **kwargs)
+
+
+class Unreachable(S3Store):
+    """A store whose owner-record renewals fail while ``store.conditional.down`` (:class:`UnreachableRenewals`)."""
+
+    conditional_class = UnreachableRenewals
+    conditional: UnreachableRenewals
 
 
 @pytest.mark.parametrize("name", COMMITTERS)
@@ -226,14 +234,14 @@ def test_a_job_whose_renewals_fail_learns_at_commit_that_it_was_swept_and_loses_
     cut_message = write(cut_off, ["cut.txt"])
     clock = ManualClock()
     keeper_on(clock, cut_off)
-    cut_off.store.down = True
+    cut_off.store.conditional.down = True
     let_store_time_pass(s3_server, bucket, PAST_WINDOW)
     clock.advance(PAST_WINDOW)  # its renewals fail meanwhile
     sweeper = job(s3_server, dest, name, tmp_path / "sweeper")
     sweeper.setup_job()
     success = sweeper.commit_job([write(sweeper, ["kept.txt"])])
     assert success.metrics["committer_dead_jobs_swept"] == 1
-    cut_off.store.down = False
+    cut_off.store.conditional.down = False
     with pytest.raises(JobSweptError, match=r"was judged dead and swept.*s3commit.job.liveness"):
         cut_off.commit_job([cut_message])
     assert user_keys(client, bucket) == ["t/kept.txt"]  # nothing of the swept job, everything of the other

@@ -16,6 +16,7 @@ from s3commit import S3Store, create_committer
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.errors import CommitConflictError, ConfigError, JobCommitError
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing.assertions import (
     assert_no_pending_uploads,
     held_leases,
@@ -31,7 +32,7 @@ from tests.reliability.test_resume import crash
 pytestmark = pytest.mark.integration
 
 
-class HeldCompletes(S3Store):
+class HeldCompletes(UploadRequests):
     """The commit's Completes wait until the test lets them go: it stays live (holding its lease, completing) until
     another operation has met it."""
 
@@ -46,19 +47,26 @@ class HeldCompletes(S3Store):
         return super().complete_multipart_upload(*args, **kwargs)
 
 
+class HeldCompletesStore(S3Store):
+    """A store whose Completes are held (:class:`HeldCompletes`, ``store.uploads``)."""
+
+    uploads_class = HeldCompletes
+    uploads: HeldCompletes
+
+
 class WhenWaiting(logging.Handler):
     """Lets the held commit go once another operation of its job in this process says that it waits for it
     (:func:`s3commit.commit.ownership.one_operation`): the order is forced, not timed."""
 
     logger = logging.getLogger("s3commit.commit.ownership")
 
-    def __init__(self, store: HeldCompletes) -> None:
+    def __init__(self, held: HeldCompletes) -> None:
         super().__init__()
-        self.store = store
+        self.held = held
 
     def emit(self, record: logging.LogRecord) -> None:
         if "waits for another operation of this job" in record.getMessage():
-            self.store.go.set()
+            self.held.go.set()
 
     def __enter__(self) -> WhenWaiting:
         self.logger.addHandler(self)
@@ -66,7 +74,7 @@ class WhenWaiting(logging.Handler):
 
     def __exit__(self, *exc_info: object) -> None:
         self.logger.removeHandler(self)
-        self.store.go.set()  # never leave the commit held
+        self.held.go.set()  # never leave the commit held
 
 
 def job_with_files(store, dest, n=3, *, name="magic", job_id=None, staging_dir=None, **options):
@@ -86,15 +94,15 @@ def job_with_files(store, dest, n=3, *, name="magic", job_id=None, staging_dir=N
 def test_an_abort_that_meets_a_live_commit_in_its_process_waits_and_never_deletes_what_it_completes(
         s3_server, s3_bucket, s3_client):
     dest = f"s3://{s3_bucket}/out"
-    store = HeldCompletes(store_options_for(s3_server))
+    store = HeldCompletesStore(store_options_for(s3_server))
     committer, messages = job_with_files(store, dest, n=4)
     committing = threading.Thread(target=committer.commit_job, args=(messages,))
     committing.start()
-    assert store.completing.wait(60)  # the commit holds its lease and is completing
+    assert store.uploads.completing.wait(60)  # the commit holds its lease and is completing
     # The sidecar serves Spark's job.abort (after an interrupted commitJob) on another thread, with a committer of
     # its own for the same job.
     other = create_committer("magic", dest, job_id=committer.job_id, store=S3Store(store_options_for(s3_server)))
-    with WhenWaiting(store), pytest.raises(AlreadyCommittedError, match="has committed"):
+    with WhenWaiting(store.uploads), pytest.raises(AlreadyCommittedError, match="has committed"):
         other.abort_job()
     committing.join()
     assert len([k for k in visible_keys(s3_client, s3_bucket, "out/") if k.endswith(".txt")]) == 4
@@ -105,13 +113,13 @@ def test_an_abort_that_meets_a_live_commit_in_its_process_waits_and_never_delete
 def test_a_recover_abort_that_meets_a_live_commit_in_another_process_waits_for_its_lease(
         s3_server, s3_bucket, s3_client, tmp_path):
     dest = f"s3://{s3_bucket}/out"
-    store = HeldCompletes(store_options_for(s3_server))
+    store = HeldCompletesStore(store_options_for(s3_server))
     committer, messages = job_with_files(store, dest, n=4)
     committing = threading.Thread(target=committer.commit_job, args=(messages,))
     committing.start()
-    assert store.completing.wait(60)
+    assert store.uploads.completing.wait(60)
     # `s3commit recover --abort` run by an operator elsewhere: its own store, its own process's view (the lease).
-    with WhenWaiting(store):
+    with WhenWaiting(store.uploads):
         report = recover(S3Store(store_options_for(s3_server)), dest, committer.job_id, abort=True)
     committing.join()
     assert report.action.value == "nothing" and "has committed" in report.message

@@ -14,7 +14,9 @@ from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
 from s3commit.errors import AccessDeniedError
+from s3commit.store.objects import ObjectRequests
 from s3commit.store.s3store import S3Store
+from s3commit.store.uploads import UploadRequests
 from s3commit.testing import FaultSpec
 from s3commit.testing.assertions import list_pending_uploads
 from tests.reliability.helpers import (
@@ -75,16 +77,29 @@ def test_forward_recovery_of_a_commit_whose_roll_back_was_interrupted_rolls_it_b
     assert recover(store, committer.dest, committer.job_id).action is RecoveryAction.NOTHING
 
 
-class RefusingAbortStore(S3Store):
-    """Refuses to abort one upload, as S3 would for a role missing s3:AbortMultipartUpload on one prefix."""
+def denied(operation, bucket, key="", upload_id=None) -> AccessDeniedError:
+    """What S3 answers a role not allowed ``operation``."""
+    return AccessDeniedError("Access Denied", operation=operation, bucket=bucket, key=key, upload_id=upload_id,
+                             code="AccessDenied")
+
+
+class RefusingAbort(UploadRequests):
+    """Refuses to abort one upload (``refuse``), as S3 would for a role missing s3:AbortMultipartUpload on one
+    prefix."""
 
     refuse: str | None = None
 
     def abort_multipart_upload(self, bucket, key, upload_id):
         if upload_id == self.refuse:
-            raise AccessDeniedError("Access Denied", operation="AbortMultipartUpload", bucket=bucket, key=key,
-                                    upload_id=upload_id, code="AccessDenied")
+            raise denied("AbortMultipartUpload", bucket, key, upload_id)
         super().abort_multipart_upload(bucket, key, upload_id)
+
+
+class RefusingAbortStore(S3Store):
+    """A store that refuses to abort the upload ``store.uploads.refuse`` (:class:`RefusingAbort`)."""
+
+    uploads_class = RefusingAbort
+    uploads: RefusingAbort
 
 
 def test_a_roll_back_s3_refuses_in_part_keeps_the_journal_and_can_be_run_again(s3_sim, s3_bucket):
@@ -92,13 +107,13 @@ def test_a_roll_back_s3_refuses_in_part_keeps_the_journal_and_can_be_run_again(s
     raw = s3_sim.client(raw=True)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     uploads = interrupted_commit(store, committer, run_tasks(committer, JobSpec(tasks=2, files=2)), completed=1)
-    store.refuse = uploads[-1].upload_id
+    store.uploads.refuse = uploads[-1].upload_id
     # When: the roll-back cannot abort one upload.
     with pytest.raises(RecoveryError, match=r"roll back of job .* is incomplete: 1 uploads could not be aborted"):
         recover(store, committer.dest, committer.job_id, abort=True)
     # Then: the journal is kept, so the same command finishes the job once S3 allows it.
     assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
-    store.refuse = None
+    store.uploads.refuse = None
     report = recover(store, committer.dest, committer.job_id, abort=True)
     assert report.action is RecoveryAction.ROLLED_BACK
     assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
@@ -144,31 +159,42 @@ def test_roll_back_leaves_the_uploads_of_other_jobs_alone(s3_sim, s3_bucket):
     assert_clean(raw, s3_bucket)
 
 
-class FlakyCleanupStore(RefusingAbortStore):
-    """Denies deletes (as a role without s3:DeleteObject on the job directory would) and, optionally, the
-    completion of one upload."""
+class DenyingDeletes(ObjectRequests):
+    """Denies deletes while ``deny_deletes`` (as a role without s3:DeleteObject on the job directory would)."""
 
     deny_deletes = False
-    refuse_complete: str | None = None
-
-    def _deny(self, operation, bucket, key="", upload_id=None):
-        raise AccessDeniedError("Access Denied", operation=operation, bucket=bucket, key=key, upload_id=upload_id,
-                                code="AccessDenied")
 
     def delete_objects(self, bucket, keys):
         if self.deny_deletes:
-            self._deny("DeleteObjects", bucket)
+            raise denied("DeleteObjects", bucket)
         return super().delete_objects(bucket, keys)
 
     def delete_object(self, bucket, key):
         if self.deny_deletes:
-            self._deny("DeleteObject", bucket, key)
+            raise denied("DeleteObject", bucket, key)
         super().delete_object(bucket, key)
+
+
+class RefusingCompleteAndAbort(RefusingAbort):
+    """Refuses, as well as the abort of ``refuse``, the completion of one upload (``refuse_complete``)."""
+
+    refuse_complete: str | None = None
 
     def complete_multipart_upload(self, bucket, key, upload_id, *args, **kwargs):
         if upload_id == self.refuse_complete:
-            self._deny("CompleteMultipartUpload", bucket, key, upload_id)
+            raise denied("CompleteMultipartUpload", bucket, key, upload_id)
         return super().complete_multipart_upload(bucket, key, upload_id, *args, **kwargs)
+
+
+class FlakyCleanupStore(RefusingAbortStore):
+    """Denies deletes (as a role without s3:DeleteObject on the job directory would) and, optionally, the
+    completion of one upload: ``store.objects.deny_deletes`` (:class:`DenyingDeletes`),
+    ``store.uploads.refuse_complete`` and ``store.uploads.refuse`` (:class:`RefusingCompleteAndAbort`)."""
+
+    objects_class = DenyingDeletes
+    uploads_class = RefusingCompleteAndAbort
+    objects: DenyingDeletes
+    uploads: RefusingCompleteAndAbort
 
 
 def test_a_job_committed_whose_clean_up_fails_reports_success_and_recover_finishes_the_clean_up(s3_sim, s3_bucket):
@@ -177,7 +203,7 @@ def test_a_job_committed_whose_clean_up_fails_reports_success_and_recover_finish
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     spec = JobSpec(tasks=2, files=2)
     messages = run_tasks(committer, spec)
-    store.deny_deletes = True
+    store.objects.deny_deletes = True
     # When: the clean-up after _SUCCESS is refused, the job still succeeds: its output is committed.
     success = committer.commit_job(messages)
     assert success.job_id == committer.job_id
@@ -185,7 +211,7 @@ def test_a_job_committed_whose_clean_up_fails_reports_success_and_recover_finish
     assert success_json(raw, s3_bucket)["jobId"] == committer.job_id
     assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
     # Then: once deletes are allowed, recover finishes the clean-up and changes no output.
-    store.deny_deletes = False
+    store.objects.deny_deletes = False
     report = recover(store, committer.dest, committer.job_id)
     assert report.action in (RecoveryAction.FINISHED, RecoveryAction.CLEANED_UP)
     assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "all"
@@ -198,14 +224,14 @@ def test_a_failed_job_commit_whose_roll_back_is_refused_in_part_keeps_its_journa
     committer = create_committer("directory", f"s3://{s3_bucket}/out", store=store, threads=2)
     messages = run_tasks(committer, JobSpec(tasks=2, files=2))
     victim = load_pendingset(store, s3_bucket, messages[-1].pendingset_key).commits[-1].upload_id
-    store.refuse_complete = store.refuse = victim
+    store.uploads.refuse_complete = store.uploads.refuse = victim
     # When: one upload can be neither completed nor aborted.
     with pytest.raises(JobCommitError, match=r"1 uploads or pendingsets could not be rolled back.*recover .*--abort"):
         committer.commit_job(messages)
     # Then: nothing is visible, and the journal is kept so recover --abort can finish the roll back.
     assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
     assert any(o.key.endswith("_commit-journal.json") for o in store.objects.list_objects(s3_bucket, "out/"))
-    store.refuse = None
+    store.uploads.refuse = None
     report = recover(store, committer.dest, committer.job_id, abort=True)
     assert report.action is RecoveryAction.ROLLED_BACK
     assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"

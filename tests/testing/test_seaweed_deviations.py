@@ -86,7 +86,7 @@ def test_object_listing_sorts_slash_before_dash(weed, bucket):
     # s3commit's listings go through the store, which keeps the server's order; its users sort what they show.
     from s3commit.store.s3store import S3Store
 
-    assert sorted(o.key for o in S3Store(client=client).list_objects(bucket, "d/")) == sorted(listed)
+    assert sorted(o.key for o in S3Store(client=client).objects.list_objects(bucket, "d/")) == sorted(listed)
 
 
 def test_if_match_on_a_missing_key_answers_412_not_404(weed, bucket):

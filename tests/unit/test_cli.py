@@ -189,11 +189,11 @@ def test_show_of_a_missing_file_is_not_found(capsys, tmp_path):
 NOW = datetime.now(timezone.utc)
 
 
-class FakeStore:
+class FakeUploads:
     """Lists a fixed set of uploads -- including one outside the prefix, as a store ignoring Prefix would."""
 
     def __init__(self):
-        self.uploads = [
+        self.listed = [
             UploadInfo("out/a.txt", "u-old", NOW - timedelta(days=3)),
             UploadInfo("out/b.txt", "u-new", NOW - timedelta(hours=1)),
             UploadInfo("out/c-job42.txt", "u-job", NOW - timedelta(days=5)),
@@ -202,24 +202,34 @@ class FakeStore:
         ]
         self.aborted = []
 
-    def head_bucket(self, bucket):
-        pass
-
     def list_multipart_uploads(self, bucket, prefix):
-        return iter(self.uploads)
-
-    def list_objects(self, bucket, prefix, *, delimiter=None):
-        return iter(())
+        return iter(self.listed)
 
     def abort_multipart_upload(self, bucket, key, upload_id):
         self.aborted.append(upload_id)
+
+
+class NoObjects:
+    def list_objects(self, bucket, prefix, *, delimiter=None):
+        return iter(())
+
+
+class FakeStore:
+    """The store as the uploads commands use it: its bucket, its uploads, and no objects."""
+
+    def __init__(self):
+        self.uploads = FakeUploads()
+        self.objects = NoObjects()
+
+    def head_bucket(self, bucket):
+        pass
 
 
 @pytest.fixture
 def fake(monkeypatch):
     store = FakeStore()
     monkeypatch.setattr(cli_args, "store_from_args", lambda args: store)
-    return store
+    return store.uploads
 
 
 def test_uploads_list_never_shows_uploads_outside_the_prefix(fake, capsys):
@@ -243,7 +253,7 @@ def test_uploads_list_by_job_matches_the_job_id_in_the_key(fake, capsys):
 
 
 def test_uploads_list_says_when_there_is_nothing(fake, capsys):
-    fake.uploads = []
+    fake.listed = []
     code, out, _ = run(capsys, "uploads", "list", "s3://b/out")
     assert code == 0
     assert out.strip() == "no pending uploads under s3://b/out"

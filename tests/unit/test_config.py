@@ -168,13 +168,13 @@ def test_the_etag_check_follows_what_the_store_was_seen_to_validate_unless_chose
     assert not store.bodies.verifies_etags("b")  # its ETags are no MD5s: nothing to compare
     crc32c = S3Store(StoreOptions(checksum_algorithm="CRC32C"))
     crc32c.capabilities["b"] = seen(Outcome.HONOURED)  # nor of CRC32C: each algorithm is probed on its own
-    assert crc32c.verifies_etags("b")
-    assert S3Store(StoreOptions(verify_etag=True)).verifies_etags("b")
-    assert not S3Store(StoreOptions(verify_etag=False)).verifies_etags("b")
-    assert not S3Store(StoreOptions(verify_etag=True, sse_algorithm="aws:kms")).verifies_etags("b")
+    assert crc32c.bodies.verifies_etags("b")
+    assert S3Store(StoreOptions(verify_etag=True)).bodies.verifies_etags("b")
+    assert not S3Store(StoreOptions(verify_etag=False)).bodies.verifies_etags("b")
+    assert not S3Store(StoreOptions(verify_etag=True, sse_algorithm="aws:kms")).bodies.verifies_etags("b")
     sha = S3Store(StoreOptions(checksum_algorithm="SHA256"))
     sha.capabilities["b"] = seen(Outcome.HONOURED)  # CRC32 validated says nothing of SHA256
-    assert sha.verifies_etags("b")
+    assert sha.bodies.verifies_etags("b")
     conf = {"fs.s3a.endpoint": "http://127.0.0.1:9000"}
     assert StoreOptions.from_hadoop_conf(conf).verify_etag is None
     assert StoreOptions.from_hadoop_conf({**conf, "s3commit.checksum.verify-etag": "false"}).verify_etag is False

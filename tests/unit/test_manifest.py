@@ -192,15 +192,20 @@ def test_a_pendingset_writes_every_commits_part_etags_in_the_form_asked_and_obje
         pendingset.to_json())
 
 
+class _RecordedPuts:
+    def __init__(self):
+        self.puts = {}
+
+    def put_object(self, bucket, key, body, **_):
+        self.puts[key] = body
+
+
 class _Recording:
     """What the manifest store needs of a store: its options and the PUTs it is asked for (recorded)."""
 
     def __init__(self, options):
         self.options = options
-        self.puts = {}
-
-    def put_object(self, bucket, key, body, **_):
-        self.puts[key] = body
+        self.objects = _RecordedPuts()
 
 
 @pytest.mark.parametrize("form", ["objects", "strings", None])
@@ -219,7 +224,7 @@ def test_manifests_are_saved_in_the_etag_form_the_stores_options_name(form):
     save_pending_upload(store, "bkt", "a.pending", pending())
     save_pendingset(store, "bkt", "a.pendingset", pendingset)
     save_task_pendingset(store, "bkt", "t.pendingset", pendingset, first_attempt=True)
-    assert store.puts == {"a.pending": pending().to_json(etag_form=expected),
+    assert store.objects.puts == {"a.pending": pending().to_json(etag_form=expected),
                           "a.pendingset": pendingset.to_json(etag_form=expected),
                           "t.pendingset": pendingset.to_json(etag_form=expected)}
 

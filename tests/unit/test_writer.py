@@ -15,11 +15,12 @@ PART = 5 * MIB
 
 
 class FakeStore:
-    """Records uploads; optionally blocks or fails part uploads."""
+    """Records uploads; optionally blocks or fails part uploads. The store's uploads and objects (a small file's
+    PUT) are both this one recorder."""
 
     def __init__(self, *, fail_part=None, gate=None, open_at=None):
         self.options = StoreOptions(checksum_algorithm=None)
-        self.uploads = {}
+        self.open_uploads = {}
         self.completed = {}
         self.aborted = []
         self.puts = {}
@@ -29,10 +30,11 @@ class FakeStore:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self.uploads = self.objects = self
 
     def create_multipart_upload(self, bucket, key, *, content_type=None, on_possible_orphan=None):
-        upload_id = f"u{len(self.uploads) + 1}"
-        self.uploads[upload_id] = {}
+        upload_id = f"u{len(self.open_uploads) + 1}"
+        self.open_uploads[upload_id] = {}
         return upload_id
 
     def upload_part(self, bucket, key, upload_id, part_number, body):
@@ -46,7 +48,7 @@ class FakeStore:
                 self.gate.wait(5)
             if self.fail_part == part_number:
                 raise TransientError("boom", operation="UploadPart", bucket=bucket, key=key, upload_id=upload_id)
-            self.uploads[upload_id][part_number] = bytes(body)
+            self.open_uploads[upload_id][part_number] = bytes(body)
             return SentPart(f'"etag-{part_number}"', None)
         finally:
             with self._lock:
@@ -54,13 +56,13 @@ class FakeStore:
 
     def complete_multipart_upload(self, bucket, key, upload_id, etags, *, expected_length=None, created_ms=0,
                                   checksum_algorithm=None, part_checksums=(), if_none_match=False):
-        parts = self.uploads.pop(upload_id)
+        parts = self.open_uploads.pop(upload_id)
         assert [f'"etag-{n}"' for n in sorted(parts)] == list(etags)
         self.completed[key] = b"".join(parts[n] for n in sorted(parts))
         return '"final"'
 
     def abort_multipart_upload(self, bucket, key, upload_id):
-        self.uploads.pop(upload_id, None)
+        self.open_uploads.pop(upload_id, None)
         self.aborted.append(upload_id)
 
     def put_object(self, bucket, key, body, *, if_none_match=False, content_type=None):
@@ -85,7 +87,7 @@ def test_small_plain_write_is_a_single_put():
     store = FakeStore()
     with MultipartWriter(store, "b", "k", part_size=PART) as f:
         f.write(b"hello")
-    assert store.puts == {"k": b"hello"} and store.uploads == {} and store.completed == {}
+    assert store.puts == {"k": b"hello"} and store.open_uploads == {} and store.completed == {}
 
 
 def test_large_write_is_split_into_parts_and_completed_in_order():
@@ -122,7 +124,7 @@ def test_exception_inside_with_aborts_and_publishes_nothing():
     with pytest.raises(RuntimeError), MultipartWriter(store, "b", "k", part_size=PART) as f:
         f.write(b"x" * (PART + 1))
         raise RuntimeError("task failed")
-    assert store.completed == {} and store.puts == {} and store.aborted == ["u1"] and store.uploads == {}
+    assert store.completed == {} and store.puts == {} and store.aborted == ["u1"] and store.open_uploads == {}
 
 
 def test_failed_part_surfaces_on_close_and_aborts_the_upload():
@@ -202,10 +204,10 @@ def test_a_large_last_part_goes_up_in_pieces_side_by_side_and_the_file_is_exact(
     writer.write(data)
     writer.close()
     pending = policy.ready[0]
-    sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
+    sizes = [len(store.open_uploads[pending.upload_id][n]) for n in sorted(store.open_uploads[pending.upload_id])]
     # the whole part in its 4 pieces of 8 MiB, the last one in 3
     assert sizes[:4] == [PIECE_MIN] * 4 and len(sizes) == 4 + 3 and all(s >= PIECE_MIN for s in sizes[4:-1])
-    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 8)) == data
+    assert b"".join(store.open_uploads[pending.upload_id][n] for n in range(1, 8)) == data
     assert pending.length == len(data) and pending.part_count == 7
 
 
@@ -223,10 +225,10 @@ def test_full_parts_go_as_pieces_within_the_same_bytes_in_flight_then_whole_past
     writer.write(data)
     writer.close()
     pending = policy.ready[0]
-    sizes = [len(store.uploads[pending.upload_id][n]) for n in sorted(store.uploads[pending.upload_id])]
+    sizes = [len(store.open_uploads[pending.upload_id][n]) for n in sorted(store.open_uploads[pending.upload_id])]
     # parts 1-2 in pieces (part numbers 1-4: the limit), parts 3-4 whole, then the last byte
     assert sizes == [PIECE_MIN] * 4 + [part, part, 1], sizes
-    assert b"".join(store.uploads[pending.upload_id][n] for n in range(1, 8)) == data
+    assert b"".join(store.open_uploads[pending.upload_id][n] for n in range(1, 8)) == data
     # never more than max_in_flight parts' worth of bytes in flight: 4 pieces, or 2 whole parts
     assert store.max_in_flight == 4
 
