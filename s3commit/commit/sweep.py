@@ -201,7 +201,7 @@ def _newest_activity(store: S3Store, dest: S3Uri, status: JobStatus) -> float | 
                           if i.last_modified is not None), default=None)
     if newest is None:
         return None
-    return (store.store_time(dest.bucket) - newest).total_seconds()
+    return (store.head_bucket(dest.bucket) - newest).total_seconds()
 
 
 def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: str, conditional: bool,

@@ -20,7 +20,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 from s3commit.errors import AccessDeniedError, PreconditionFailedError, S3CommitError, StoreError
 from s3commit.model import checksums
@@ -111,9 +111,10 @@ class Scratch:
             listed = {info.key for info in self.store.objects.list_objects(self.bucket, self.prefix)}
             self.store.objects.delete_objects(self.bucket, sorted(self.keys | listed))
 
-    def sweep_stale(self, parent: str) -> None:
-        """Remove what probes killed outright left in ``parent`` (older than :data:`STALE_AFTER`)."""
-        cutoff = datetime.now(timezone.utc) - STALE_AFTER
+    def sweep_stale(self, parent: str, now: datetime) -> None:
+        """Remove what probes killed outright left in ``parent``: older than :data:`STALE_AFTER` at ``now``, the
+        store's clock (never this host's)."""
+        cutoff = now - STALE_AFTER
         stem = f"{parent}{PROBE_PATH_PREFIX}"
         with contextlib.suppress(S3CommitError):
             old = [info.key for info in self.store.objects.list_objects(self.bucket, stem)
@@ -402,14 +403,14 @@ def probe(store: S3Store, bucket: str, prefix: str = "") -> Capabilities:
     """
     parent = prefix.strip("/")
     parent = f"{parent}/" if parent else ""
-    store.head_bucket(bucket)
+    now = store.head_bucket(bucket)
     scratch = Scratch(store, bucket, f"{parent}{PROBE_PATH_PREFIX}{uuid.uuid4().hex}/")
     started = time.monotonic()
     checks = {**CHECKERS, **_crt_checks()}
     try:
         # The checks are independent (a key or an upload each): asked side by side, read in order.
         with ThreadPoolExecutor(PARALLEL_CHECKS, thread_name_prefix="s3commit-probe") as pool:
-            stale = pool.submit(scratch.sweep_stale, parent)
+            stale = pool.submit(scratch.sweep_stale, parent, now)
             running = {name: pool.submit(_checked, check, scratch) for name, check in checks.items()}
             findings = {name: future.result() for name, future in running.items()}
             stale.result()

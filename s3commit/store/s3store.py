@@ -9,7 +9,7 @@
 ``store.bodies``               :class:`~s3commit.store.body_policy.PayloadPolicy`: what is checked of a body sent
 =============================  =========================================================================================
 
-The store itself answers for its bucket (:meth:`S3Store.head_bucket`) and its clock (:meth:`S3Store.store_time`).
+The store itself answers for its bucket and its clock (:meth:`S3Store.head_bucket`).
 
 Every request owns, through :class:`~s3commit.store.requests.Requests`: retries (tenacity,
 :mod:`s3commit.store.retry`; botocore's own retries are off), error translation
@@ -104,20 +104,16 @@ class S3Store:
 
     # --- the bucket and its clock -------------------------------------------------------------------
 
-    def head_bucket(self, bucket: str) -> None:
-        """Check the bucket exists and is reachable. Raises :class:`NoSuchBucketError`. ``Retry.IDEMPOTENT``."""
+    def head_bucket(self, bucket: str) -> datetime:
+        """Check the bucket exists and is reachable, and return the store's clock when it answered (the ``Date``
+        of the HEAD): ages judged without this host's clock. Raises :class:`NoSuchBucketError`.
+        ``Retry.IDEMPOTENT``."""
         try:
-            self.requests.call("HeadBucket", lambda: self.requests.client.head_bucket(Bucket=bucket),
-                               retry=Retry.IDEMPOTENT, bucket=bucket)
+            response = self.requests.call("HeadBucket", lambda: self.requests.client.head_bucket(Bucket=bucket),
+                                          retry=Retry.IDEMPOTENT, bucket=bucket)
         except NotFoundError as err:
             raise NoSuchBucketError(
                 f"bucket {bucket!r} does not exist", operation="HeadBucket", bucket=bucket,
                 code="NoSuchBucket", attempts=err.attempts,
             ) from err
-
-    def store_time(self, bucket: str) -> datetime:
-        """The store's clock now (the ``Date`` of a HEAD of the bucket): ages judged without this host's clock.
-        ``Retry.IDEMPOTENT``."""
-        response = self.requests.call("HeadBucket", lambda: self.requests.client.head_bucket(Bucket=bucket),
-                                      retry=Retry.IDEMPOTENT, bucket=bucket)
         return answered_at(response)

@@ -29,6 +29,7 @@ from s3commit.testing._sim.profiles import get_profile
 from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
+from tests.clocks import let_store_time_pass
 from tests.conftest import store_options_for
 
 s3_server = every_server_fixture(ALL_SERVERS)
@@ -136,7 +137,7 @@ def test_a_probe_sweeps_the_scratch_of_a_probe_killed_outright(s3_server, store,
     client.put_object(Bucket=s3_bucket, Key=stale, Body=b"x")
     upload = client.create_multipart_upload(Bucket=s3_bucket, Key=stale)["UploadId"]
     monkeypatch.setattr("s3commit.store.probe.STALE_AFTER", timedelta(0))  # an hour, made a moment for the test
-    time.sleep(1.1)  # older than "now" (Last-Modified has whole seconds)
+    let_store_time_pass(s3_server, s3_bucket, 1.1)  # older than the store's "now" (Last-Modified has whole seconds)
     probe(store, s3_bucket, "t")
     assert left_under(s3_server, s3_bucket, "t/") == ([], [])
     assert upload not in {u["UploadId"] for u in client.list_multipart_uploads(Bucket=s3_bucket).get("Uploads", [])}
@@ -150,7 +151,7 @@ def test_a_permission_the_credentials_lack_is_reported_as_denied(s3_server, stor
             raise AccessDeniedError("not allowed", operation=operation, bucket=bucket, key=key, code="AccessDenied")
         return send(operation, bucket, key, **params)
 
-    monkeypatch.setattr(store, "send_once", no_conditional_deletes)
+    monkeypatch.setattr(store.requests, "send_once", no_conditional_deletes)
     found = probe(store, s3_bucket)
     assert str(found.findings["delete-if-match"]) == "denied (AccessDenied)"
     assert not found.conditional_writes  # unknown counts as missing, never as honoured
