@@ -45,6 +45,18 @@ class ManualClock:
     def sleep(self, seconds: float) -> None:
         self.wait(threading.Event(), seconds)
 
+    def until_waiting(self, thread: threading.Thread) -> bool:
+        """Return once ``thread`` waits on this clock (True), or has ended (False)."""
+        limit = time.monotonic() + SETTLE
+        with self._changed:
+            while thread not in self._deadlines:
+                if not thread.is_alive():
+                    return False
+                if time.monotonic() > limit:
+                    raise AssertionError(f"{thread.name} neither waited on the clock nor ended within {SETTLE:g} s")
+                self._changed.wait(0.01)  # a wait's start notifies nothing: look again soon
+        return True
+
     def advance(self, seconds: float) -> None:
         """Move time on by ``seconds``, and return once every timer it woke has done its work: it waits again, or
         its thread ended."""

@@ -357,7 +357,7 @@ class NoLease:
 
 def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions, *, operation: str = "commit",
               journal: str = "", settle: Callable[[Holder], Any] | None = None,
-              warn: bool = True) -> CommitLease | NoLease:
+              warn: bool = True, clock: Clock = SYSTEM_CLOCK) -> CommitLease | NoLease:
     """The lease a job's ``operation`` on ``dest`` takes, as ``options.lease`` and the store's capabilities say.
 
     Raises:
@@ -380,4 +380,4 @@ def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOption
                         "protected", job_id, dest, why)
         return NoLease()
     return CommitLease(store, dest, job_id, operation=operation, journal=journal, duration=options.lease_duration,
-                       wait=options.lease_wait, settle=settle)
+                       wait=options.lease_wait, settle=settle, clock=clock)

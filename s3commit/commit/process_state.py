@@ -4,7 +4,10 @@
   (:class:`~s3commit.commit.task_registry.MagicTaskRegistry`);
 - ``keepers``: the liveness records this process keeps fresh, each ending with its job
   (:class:`~s3commit.commit.liveness.Keepers`);
-- ``said``: the warnings said once in this process (``say_once``).
+- ``said``: the warnings said once in this process (``say_once``);
+- ``clock``: what its waits and timers run on (a lease's wait, a liveness record's renewals); a test passes one
+  it moves (:class:`~s3commit.commit.clock.Clock`). Whether a lease or a record is old is never this clock's to
+  say: the store's clock says it.
 
 The rest is not kept past its use: a job's lock in this process lives while operations of the job run
 (:func:`s3commit.commit.ownership.one_operation`); what a store honours is a cache of facts about the store, by
@@ -22,6 +25,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.commit.liveness import Keepers
 from s3commit.commit.task_registry import MagicTaskRegistry
 
@@ -33,6 +37,7 @@ class ProcessState:
     tasks: MagicTaskRegistry = field(default_factory=MagicTaskRegistry)
     keepers: Keepers = field(default_factory=Keepers)
     said: set[tuple[str, ...]] = field(default_factory=set)
+    clock: Clock = SYSTEM_CLOCK
     _said_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def end(self) -> None:

@@ -69,14 +69,15 @@ class JobIdentity:
     job_id_source: str
     options: CommitterOptions = field(default_factory=CommitterOptions)
     process: ProcessState = THIS_PROCESS
-    """What the job's process keeps across jobs (the warnings it said once)."""
+    """What the job's process keeps across jobs (the warnings it said once, the clock its waits run on)."""
 
     def lease(self, operation: str) -> CommitLease | NoLease:
         """The destination's commit lease for one of this job's operations (not taken yet); a dead holder of
         another job that it takes over is settled first."""
         return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation,
                          journal=f"s3://{self.dest.bucket}/{self.layout.journal_key}",
-                         settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options))
+                         settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options),
+                         clock=self.process.clock)
 
     def report(self, summary: SuccessData) -> None:
         if self.options.summary_report_dir:

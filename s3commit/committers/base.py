@@ -147,7 +147,8 @@ class Committer(ABC):
         record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
                              conditional=conditional, liveness=self.options.job_liveness)
         # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
-        keeper = JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional)
+        keeper = JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional,
+                             clock=self.process.clock)
         self.process.keepers.keep(keeper, owner=self if self.liveness_with_object else None)
         self._state = "setup"
 

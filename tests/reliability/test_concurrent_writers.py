@@ -22,13 +22,15 @@ import pytest
 
 from s3commit import S3Store, create_committer
 from s3commit.commit.lease import CommitLease, lease_key
+from s3commit.commit.process_state import ProcessState
 from s3commit.errors import ConfigError, LeaseTimeoutError
 from s3commit.model.lease_record import Holder, LeaseState
 from s3commit.model.paths import is_scratch_key, partition_of
 from s3commit.model.uri import S3Uri
+from s3commit.store.conditional import ConditionalRequests
 from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
-from tests.clocks import ManualClock
+from tests.clocks import ManualClock, let_store_time_pass
 from tests.conftest import store_options_for
 
 pytestmark = pytest.mark.integration
@@ -221,9 +223,12 @@ def test_a_waiter_gives_up_cleanly_naming_the_holder(s3_server, tmp_path):
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
     seed_old_data(client, bucket)
     fake_lease(client, bucket, host="another-host", duration=3600)
-    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=1.5)
+    clock = ManualClock()
+    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=1.5, process=ProcessState(clock=clock))
+    failed = run_on_the_clock(clock, lambda: committer.commit_job([message], delete_paths=[""]))
+    assert [type(e) for e in failed] == [LeaseTimeoutError]
     with pytest.raises(LeaseTimeoutError, match=r"held by job job-elsewhere .*on host another-host"):
-        committer.commit_job([message], delete_paths=[""])
+        raise failed[0]
     assert sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k)) == OLD  # as it was
     assert_no_pending_uploads(client, bucket)
 
@@ -233,10 +238,16 @@ def test_an_expired_lease_of_another_host_is_taken_over_by_the_store_clock(s3_se
         pytest.skip("no lease on rclone")
     client = s3_server.client()
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
-    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=30)
-    fake_lease(client, bucket, host="another-host", duration=2)  # written just before the commit: 2 s to go
-    success = committer.commit_job([message])
-    assert success.metrics["committer_lease_wait_ms"] >= 1500  # it waited for the expiry, then took it over
+    clock = ManualClock()
+    committer, message = one_file_job(s3_server, bucket, tmp_path, lease_wait=30, process=ProcessState(clock=clock))
+    # Written just before the commit: 4 s to go by the store's clock, which says expiry in whole seconds (its Date
+    # and the lease's Last-Modified), so at least 3.
+    fake_lease(client, bucket, host="another-host", duration=4)
+    done: list = []
+    failed = run_on_the_clock(clock, lambda: done.append(committer.commit_job([message])),
+                              store_time=lambda seconds: let_store_time_pass(s3_server, bucket, seconds))
+    assert failed == [] and len(done) == 1
+    assert done[0].metrics["committer_lease_wait_ms"] >= 1500  # it waited for the expiry, then took it over
     assert held_leases(client, bucket) == []
 
 
@@ -322,11 +333,13 @@ def test_fail_if_exists_never_replaces_an_object_that_appeared_after_the_check(s
     assert_no_pending_uploads(client, bucket)
 
 
-class ReplacingStore(S3Store):
+class Replacing(ConditionalRequests):
     """Another writer replaces the first object the overwrite is about to delete, between its listing and its
-    delete (the window conditional deletes close)."""
+    delete (the window conditional deletes close). ``replaced``: the key it replaced."""
 
-    replaced: list[str] = []
+    def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.replaced: list[str] = []
 
     def _replace_first(self, bucket: str, key: str) -> None:
         if not self.replaced:
@@ -343,6 +356,13 @@ class ReplacingStore(S3Store):
         return super().delete_objects_if_match(bucket, objects)
 
 
+class ReplacingStore(S3Store):
+    """A store whose conditional deletes meet an object replaced since the listing (:class:`Replacing`)."""
+
+    conditional_class = Replacing
+    conditional: Replacing
+
+
 def test_an_overwrite_keeps_an_object_replaced_since_its_listing(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("rclone ignores If-Match on DELETE")
@@ -350,14 +370,13 @@ def test_an_overwrite_keeps_an_object_replaced_since_its_listing(s3_server, tmp_
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
     seed_old_data(client, bucket)
     store = ReplacingStore(store_options_for(s3_server))
-    store.replaced = []
     committer = create_committer("magic", f"s3://{bucket}/t", store=store, staging_dir=str(tmp_path))
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     with attempt.open("p=9/new.txt") as out:
         out.write(b"new")
     success = committer.commit_job([committer.commit_task(attempt)], delete_paths=[""])
-    kept = store.replaced[0]
+    kept = store.conditional.replaced[0]
     assert success.metrics["committer_objects_kept_changed_since_listing"] == 1
     assert client.get_object(Bucket=bucket, Key=kept)["Body"].read() == b"rewritten by another writer"
     data = sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k) and not k.endswith("_SUCCESS"))
@@ -389,6 +408,23 @@ def test_a_holder_renews_its_lease_every_quarter_of_its_duration_and_a_waiter_gi
     finally:
         holder.release()
     assert held_leases(s3_server.client(), bucket) == []
+
+
+def run_on_the_clock(clock: ManualClock, call, *, store_time=None, step: float = 0.5) -> list[BaseException]:
+    """Run ``call`` on a thread whose waits are on ``clock``, moving the clock (and with ``store_time``, the
+    store's clock as much) a ``step`` each time the thread waits, until it ends; what it raised."""
+    failed: list[BaseException] = []
+    thread = threading.Thread(target=lambda: failed.extend(_raised(call)), name="committing")
+    thread.start()
+    for _ in range(200):
+        if not clock.until_waiting(thread):
+            break
+        if store_time is not None:
+            store_time(step)
+        clock.advance(step)
+    thread.join(60)
+    assert not thread.is_alive()
+    return failed
 
 
 def _raised(call) -> list[BaseException]:
