@@ -38,6 +38,7 @@ from typing import Any, Literal
 from s3commit.config.options import RetryPolicy, StoreOptions
 from s3commit.model.object_info import multipart_etag
 from s3commit.store.capabilities import CHECK_BY_NAME, Capabilities, Finding, Outcome
+from s3commit.store.concurrency import ConcurrencyLimits
 from s3commit.store.s3store import S3Store
 
 ENDPOINT = "memory://s3"
@@ -156,11 +157,13 @@ class MemoryS3:
               conditional: bool | None = None, buckets: tuple[str, ...] | None = None) -> S3Store:
         """A new :class:`S3Store` onto this S3: one process's view (see the module docstring). ``fail``: called with
         each request before it is applied; an exception it returns is raised instead (a botocore ``ClientError``
-        from :func:`s3_error` goes through the store's retries and translation as S3's own would). ``buckets``: those
-        whose capabilities the store knows (default: every bucket now)."""
+        from :func:`s3_error` goes through the store's retries and translation as S3's own would; a throttling one,
+        ``s3_error("SlowDown", 503)``, lowers the store's concurrency limit, which is this process's own:
+        ``store.requests.limits``). ``buckets``: those whose capabilities the store knows (default: every bucket
+        now)."""
         client = MemoryClient(self, stop_at=stop_at, stop=stop, fail=fail)
         store = S3Store(StoreOptions(region="us-east-1", retry=retry or RetryPolicy(initial_delay=0, max_delay=0)),
-                        client=client, sleep=lambda _seconds: None)
+                        client=client, sleep=lambda _seconds: None, limits=ConcurrencyLimits())
         honours = self.conditional if conditional is None else conditional
         with self._lock:
             names = tuple(self._buckets) if buckets is None else buckets
