@@ -312,7 +312,7 @@ class CommitEngine:
         """Start recording what the store's concurrency limit of the destination's prefix does
         (:attr:`CommitStats.limit`, ended by :meth:`end_limit_watch`)."""
         if self._limit is None:
-            self._limit = self.store.requests.limit(self.dest.bucket, self.dest.key)
+            self._limit = self.store.requests.limit(self.dest.bucket, f"{self.dest.key}/")
             self.stats.limit = self._limit.watch()
 
     def end_limit_watch(self) -> None:
