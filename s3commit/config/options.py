@@ -89,9 +89,9 @@ KEYS: dict[str, Key] = {
             "Which committer: magic (stream to S3, complete at job commit), directory or partitioned "
             "(stage on local disk, upload at task commit). Unknown names fail before any task runs."),
         Key("fs.s3a.committer.threads", "32",
-            "Threads completing uploads at job commit and uploading at task commit. Negative means "
-            "×cores. More threads finish sooner but raise the request rate (S3 throttles at ~3,500 "
-            "writes/s per prefix)."),
+            "Threads uploading at task commit and reading, rolling back and deleting at job commit; the job "
+            "commit's Completes too with s3commit.store.concurrency.adaptive=false (else as many are in flight as "
+            "the store's adaptive limit allows). Negative means ×cores."),
         Key("fs.s3a.committer.staging.conflict-mode", "append",
             "Staging committers: fail, append or replace when output exists. replace deletes the old "
             "objects after the new ones are complete; the new keys are kept."),
