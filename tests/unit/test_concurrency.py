@@ -5,6 +5,7 @@ attempt ends, one limit shared by the threads and stores of a process. Nothing s
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -104,9 +105,7 @@ def test_a_request_waits_for_a_slot_and_takes_the_one_freed_the_wait_timed_on_th
 
     waiter = threading.Thread(target=third)
     waiter.start()
-    deadline = threading.Event()
-    while limit.state().waits == 0 and not deadline.wait(0.001):
-        pass
+    until(lambda: limit.state().waits == 1)
     assert not got.is_set() and limit.in_flight == 2
     clock.advance(3.0)
     limit.release(held[0], throttled=True)  # a throttled attempt frees its slot too (the limit is now 1)
@@ -134,8 +133,7 @@ def test_the_limit_is_shared_between_threads():
     threads = [threading.Thread(target=request) for _ in range(8)]
     for thread in threads:
         thread.start()
-    while limit.state().attempts < 3:
-        release.wait(0.001)
+    until(lambda: limit.state().attempts == 3)
     assert limit.in_flight == 3  # the other five wait
     release.set()
     for thread in threads:
@@ -212,3 +210,11 @@ def test_a_failed_attempt_frees_its_slot():
                             retry=Retry.IDEMPOTENT, bucket="b", key="t/none")
     state = store.requests.limit("b", "t/none").state()
     assert (state.in_flight, state.attempts, state.throttles, state.limit) == (0, 1, 0, 256)
+
+
+def until(condition) -> None:
+    """Return once ``condition()`` holds (another thread makes it so), failing past SETTLE seconds."""
+    limit = time.monotonic() + SETTLE
+    while not condition():
+        assert time.monotonic() < limit, "the other threads never got there"
+        time.sleep(0.001)
