@@ -99,7 +99,8 @@ class AccessDeniedError(StoreError, PermissionError):
 
 
 class ThrottledError(StoreError):
-    """S3 asked us to slow down (503 SlowDown); retried with backoff before this is raised."""
+    """S3 asked us to slow down (503 SlowDown, RequestLimitExceeded, 429 Too Many Requests); retried with backoff
+    before this is raised, and each one lowers the store's concurrency limit (:mod:`s3commit.store.concurrency`)."""
 
 
 class TransientError(StoreError):
@@ -225,6 +226,8 @@ _CODE_TO_ERROR: dict[str, type[StoreError]] = {
     "Throttling": ThrottledError,
     "ThrottlingException": ThrottledError,
     "RequestLimitExceeded": ThrottledError,
+    "TooManyRequests": ThrottledError,
+    "429": ThrottledError,
     "503": ThrottledError,
     "ServiceUnavailable": TransientError,
     "InternalError": TransientError,
@@ -280,7 +283,9 @@ def translate_client_error(
         cls = error_class_for_code(code)
         if cls is StoreError:
             status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            if isinstance(status, int) and status >= 500:
+            if status == 429:  # Too Many Requests, whatever the code: throttling
+                cls = ThrottledError
+            elif isinstance(status, int) and status >= 500:
                 cls = TransientError
         return cls(message, operation=operation, bucket=bucket, key=key, upload_id=upload_id, code=code,
                    attempts=attempts)

@@ -18,9 +18,10 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    by its sink's log instead.
 3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
    rolled back, never guessed at.
-4. **Complete** every upload on a bounded pool (optionally rate-limited). On the first failure before the commit
-   point: stop, abort every upload not completed, delete (revert) the completed ones, raise one
-   :class:`JobCommitError`.
+4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
+   concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). On the first
+   failure before the commit point: stop, abort every upload not completed, delete (revert) the completed ones,
+   raise one :class:`JobCommitError`.
 5. **Overwrite**: the plan applied *after* completion: old objects under the given prefixes (or the partitions just
    written) deleted, never the keys just committed, never a scratch key.
 6. **The commit point** (:class:`CommitPoint`): ``_SUCCESS`` for a job; for a streaming batch, its entry in the
@@ -83,8 +84,9 @@ from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, Pend
 from s3commit.model.object_info import CREATE_WINDOW_KEY
 from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
 from s3commit.model.uri import S3Uri
+from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
-from s3commit.transfer.parallel import RateLimiter, map_ordered, run_each, window_for
+from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, run_each, window_for
 
 log = logging.getLogger(__name__)
 
@@ -126,6 +128,9 @@ class CommitStats:
     dead_jobs_swept: int = 0
     dead_job_uploads_aborted: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
+    limit: LimitWatch | None = None
+    """What the store's concurrency limit of the destination's prefix did from the first Complete to ``_SUCCESS``
+    (its low, high and final limit, the throttling answers it met): :mod:`s3commit.store.concurrency`."""
 
 
 class CommitEngine:
@@ -170,6 +175,7 @@ class CommitEngine:
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
         self._create_windows = JobRecords()
         self._lock = threading.Lock()
+        self._limit: ConcurrencyLimit | None = None  # the store's limit of the destination's prefix, once watched
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -295,17 +301,47 @@ class CommitEngine:
                 self.stats.validated += 1
                 self.stats.checksums_verified += verified
 
+    def completes_in_flight(self) -> int:
+        """How many Completes the commit keeps in flight: with the store's adaptive concurrency on, as many as its
+        limit of the destination's prefix may allow (its ceiling, ``s3commit.store.concurrency.max``): the limit decides
+        how many are sent at once, and a thread waiting for a slot costs little; else ``fs.s3a.committer.threads``."""
+        store = self.store.options
+        return store.concurrency_max if store.concurrency_adaptive else self.options.pool_size
+
+    def watch_limit(self) -> None:
+        """Start recording what the store's concurrency limit of the destination's prefix does
+        (:attr:`CommitStats.limit`, ended by :meth:`end_limit_watch`)."""
+        if self._limit is None:
+            self._limit = self.store.requests.limit(self.dest.bucket, f"{self.dest.key}/")
+            self.stats.limit = self._limit.watch()
+
+    def end_limit_watch(self) -> None:
+        """Stop recording the limit (idempotent); :attr:`CommitStats.limit` keeps what it did."""
+        if self._limit is not None and self.stats.limit is not None:
+            self._limit.unwatch(self.stats.limit)
+
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
-        """Complete every upload (at most ``threads x 4`` queued, no per-upload state kept); stop at the first
-        failure and re-raise it."""
+        """Complete every upload (at most :meth:`completes_in_flight` running, four times that queued, no per-upload
+        state kept): on ``pool`` where it has threads enough, else on a pool of that many for the Completes alone;
+        stop at the first failure and re-raise it."""
+        self.watch_limit()
         limiter = RateLimiter(self.options.rate_limit)
         known = self.store.capabilities.get(self.dest.bucket)
         if_none_match = self.create_only and known is not None and known.conditional_complete
         if self.create_only and not if_none_match:
             log.warning("job %s: the store of %s does not honour If-None-Match on Complete: an object that appears "
                         "there during this commit would be replaced", self.job_id, self.dest)
-        failures = run_each(pool, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
-                            window=window_for(self.options.pool_size), stop_on_failure=True)
+        in_flight = self.completes_in_flight()
+
+        def complete_on(executor: ThreadPoolExecutor) -> list[Failure[PendingUpload]]:
+            return run_each(executor, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
+                            window=window_for(in_flight), stop_on_failure=True)
+
+        if in_flight <= self.options.pool_size:
+            failures = complete_on(pool)
+        else:  # threads are started as Completes are queued: a small job starts no more than it has files
+            with ThreadPoolExecutor(in_flight, thread_name_prefix=f"s3commit-complete-{self.job_id[:8]}") as wide:
+                failures = complete_on(wide)
         if failures:
             raise failures[0].error
 
@@ -388,7 +424,10 @@ class CommitEngine:
 
     def success_data(self) -> SuccessData:
         names = tuple(f"/{k}" for k in sorted(self._committed)[:SUCCESS_FILENAME_LIMIT])
-        requests = self.store.counters.snapshot()["requests"]
+        self.end_limit_watch()
+        counted = self.store.counters.snapshot()
+        requests = counted["requests"]
+        limit = self.stats.limit
         metrics = {
             "committer_commits_completed": self.stats.completed,
             "committer_bytes_committed": self.stats.bytes,
@@ -405,7 +444,11 @@ class CommitEngine:
             **({"committer_objects_validated": self.stats.validated,
                 "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
                else {}),
+            **({"committer_throttles": limit.throttles, "committer_concurrency_decreases": limit.decreases,
+                "committer_concurrency_low": limit.low, "committer_concurrency_high": limit.high,
+                "committer_concurrency_final": limit.final} if limit is not None else {}),
             **{f"op_{op}": n for op, n in sorted(requests.items())},
+            **{f"throttled_{op}": n for op, n in sorted(counted["throttles"].items())},
             **{f"duration_{k}_ms": v for k, v in self.stats.timings_ms.items()},
         }
         finished_by = {RECOVERED_DIAGNOSTIC: "true"} if self.finisher else {}
@@ -416,6 +459,8 @@ class CommitEngine:
             diagnostics={**finished_by, "fs.s3a.committer.threads": str(self.options.threads),
                          "fs.s3a.multipart.size": str(self.options.part_size),
                          "s3commit.commit.rate-limit": str(self.options.rate_limit),
+                         "s3commit.store.concurrency.adaptive": str(self.store.options.concurrency_adaptive).lower(),
+                         "s3commit.store.concurrency.max": str(self.store.options.concurrency_max),
                          "fs.s3a.create.checksum.algorithm": str(self.store.options.checksum_algorithm or "none"),
                          "s3commit.committer.validate.output": str(self.options.validate_output).lower(),
                          **self._store_diagnostics()},
@@ -491,7 +536,10 @@ class CommitEngine:
         # The clean-up's side: its records (task attempts' files, which a commit does not change) are read while
         # the job commits; its sweep of orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion.
         with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
-            return self._run(keys, plan, accepted_attempts, side)
+            try:
+                return self._run(keys, plan, accepted_attempts, side)
+            finally:
+                self.end_limit_watch()
 
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
              side: ThreadPoolExecutor) -> SuccessData:
@@ -794,7 +842,9 @@ class CommitEngine:
             with self._pool() as pool:
                 try:
                     self.complete_all(pool, keys)
+                    self.end_limit_watch()
                 except Exception as err:
+                    self.end_limit_watch()
                     raise SinkRecoveryError(
                         f"batch {_batch_of(self.job_id)} of the sink {self.dest} is committed in its log, but "
                         f"completing its files failed ({err}); the journal of job {self.job_id} is kept and "

@@ -89,9 +89,9 @@ KEYS: dict[str, Key] = {
             "Which committer: magic (stream to S3, complete at job commit), directory or partitioned "
             "(stage on local disk, upload at task commit). Unknown names fail before any task runs."),
         Key("fs.s3a.committer.threads", "32",
-            "Threads completing uploads at job commit and uploading at task commit. Negative means "
-            "×cores. More threads finish sooner but raise the request rate (S3 throttles at ~3,500 "
-            "writes/s per prefix)."),
+            "Threads uploading at task commit and reading, rolling back and deleting at job commit; the job "
+            "commit's Completes too with s3commit.store.concurrency.adaptive=false (else as many are in flight as "
+            "the store's adaptive limit allows). Negative means ×cores."),
         Key("fs.s3a.committer.staging.conflict-mode", "append",
             "Staging committers: fail, append or replace when output exists. replace deletes the old "
             "objects after the new ones are complete; the new keys are kept."),
@@ -162,6 +162,17 @@ KEYS: dict[str, Key] = {
             "per endpoint and bucket) is kept on local disk for later processes; 0: probe once per process. "
             "`s3commit doctor` always probes afresh."),
         Key("fs.s3a.attempts.maximum", "7", "Attempts per S3 request (tenacity owns retries)."),
+        Key("s3commit.store.concurrency.adaptive", "true",
+            "Adapt how many requests a process has in flight to each prefix (its first path element) to the "
+            "store's throttling: 0.7 times as many after a 503 SlowDown (once per round of requests), one more per "
+            "round answered without one, up to s3commit.store.concurrency.max; shared by every request of the "
+            "process to that prefix (Completes, deletes, _SUCCESS, parts). Job commits then have up to that many "
+            "Completes in flight, not fs.s3a.committer.threads. false: fs.s3a.committer.threads bound the Completes "
+            "again, and the limit stays at its maximum."),
+        Key("s3commit.store.concurrency.max", "256",
+            "Most requests a process has in flight to one prefix, and where the adaptive limit starts: S3 takes about "
+            "3,500 writes/s per prefix, 175 in flight at 50 ms each. The S3 client's connection pool holds at least "
+            "this many connections (fs.s3a.connection.maximum if larger)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
         Key("fs.s3a.committer.magic.track.commits.in.memory.enabled", "true",
@@ -354,6 +365,10 @@ class StoreOptions:
     (:mod:`s3commit.store.body_policy`)."""
     capabilities_max_age: float = setting("s3commit.capabilities.cache", parse_seconds)
     """Seconds a probe's findings are kept on local disk (:mod:`s3commit.store.capability_cache`); 0: not kept."""
+    concurrency_adaptive: bool = setting("s3commit.store.concurrency.adaptive", parse_bool)
+    """Adapt the requests in flight per prefix to the store's throttling (:mod:`s3commit.store.concurrency`)."""
+    concurrency_max: int = setting("s3commit.store.concurrency.max", parse_int)
+    """The most requests in flight per prefix, and where the adaptive limit starts."""
     etag_form: EtagForm = EtagForm.OBJECTS
     """How the ``.pending`` and ``.pendingset`` files saved through this store write their part ETags
     (:class:`~s3commit.model.manifests.EtagForm`): objects (hadoop-aws 3.4.2 and later) or strings (older S3A). A
@@ -375,6 +390,8 @@ class StoreOptions:
             raise ConfigError(f"s3commit.signing.payload {self.payload_signing!r} is not valid. Valid values are: "
                               "auto, signed")
         object.__setattr__(self, "payload_signing", signing)
+        if self.concurrency_max < 1:
+            raise ConfigError(f"s3commit.store.concurrency.max must be >= 1, got {self.concurrency_max}")
         if self.sse_kms_key_id and self.sse_algorithm != "aws:kms":
             raise ConfigError("sse_kms_key_id is set but sse_algorithm is not aws:kms")
 

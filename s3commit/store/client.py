@@ -77,9 +77,18 @@ def client_config(options: StoreOptions, **extra: Any) -> Any:
 
     proxy = options.proxy.url() if options.proxy else None
     return Config(retries={"total_max_attempts": 1, "mode": "standard"},  # tenacity is the one retry owner
-                  max_pool_connections=options.max_pool_connections, connect_timeout=options.connect_timeout,
+                  max_pool_connections=connections(options), connect_timeout=options.connect_timeout,
                   read_timeout=options.read_timeout, proxies={"http": proxy, "https": proxy} if proxy else None,
                   **extra)
+
+
+def connections(options: StoreOptions) -> int:
+    """The client's connection pool: ``fs.s3a.connection.maximum``, or as many connections as the adaptive limit lets
+    requests be in flight to a prefix (:mod:`s3commit.store.concurrency`) if that is more, so that a job commit's
+    Completes in flight each keep a connection (urllib3 would open and discard the ones past the pool)."""
+    if options.concurrency_adaptive:
+        return max(options.max_pool_connections, options.concurrency_max)
+    return options.max_pool_connections
 
 
 class _Resolved:

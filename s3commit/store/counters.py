@@ -1,4 +1,5 @@
-"""Counters of the requests a store makes, by S3 operation: requests, retries, failures, bytes uploaded and
+"""Counters of the requests a store makes, by S3 operation: requests, retries, failures, throttling answers
+(attempts answered 503 SlowDown or the like, each retried or counted a failure too), bytes uploaded and
 bytes copied server-side. Thread-safe; ``snapshot()`` gives a plain dict (what ``_SUCCESS`` metrics, benchmark
 reports and tests read)."""
 
@@ -17,6 +18,7 @@ class StoreCounters:
         self.requests: Counter[str] = Counter()
         self.retries: Counter[str] = Counter()
         self.failures: Counter[str] = Counter()
+        self.throttles: Counter[str] = Counter()
         self.bytes_uploaded = 0
         self.bytes_copied = 0
 
@@ -35,6 +37,7 @@ class StoreCounters:
                 "requests": dict(self.requests),
                 "retries": dict(self.retries),
                 "failures": dict(self.failures),
+                "throttles": dict(self.throttles),
                 "total_requests": sum(self.requests.values()),
                 "bytes_uploaded": self.bytes_uploaded,
                 "bytes_copied": self.bytes_copied,
@@ -45,5 +48,6 @@ class StoreCounters:
             self.requests.clear()
             self.retries.clear()
             self.failures.clear()
+            self.throttles.clear()
             self.bytes_uploaded = 0
             self.bytes_copied = 0

@@ -1,7 +1,9 @@
 """The store's one choke point: every S3 request runs here, under the retry policy its method declares
 (:class:`~s3commit.store.retry.Retry`; tenacity, the one retry owner: botocore's own retries are off), with its
 errors translated once (:func:`s3commit.errors.translate_client_error`, keeping the cause) and counted by
-operation. It also holds the boto3 client, built lazily in each process (:mod:`s3commit.store.client`).
+operation. Each attempt first takes a slot of its prefix's adaptive concurrency limit
+(:mod:`s3commit.store.concurrency`, shared by the process) and frees it when it ends, telling the limit whether it
+was throttled. It also holds the boto3 client, built lazily in each process (:mod:`s3commit.store.client`).
 
 :class:`~s3commit.store.s3store.S3Store`'s collaborators (:mod:`~s3commit.store.objects`,
 :mod:`~s3commit.store.uploads`, :mod:`~s3commit.store.conditional`, each a :class:`RequestGroup`) send through one
@@ -12,14 +14,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from tenacity import Retrying
 
 from s3commit.config.options import StoreOptions
-from s3commit.errors import ChecksumMismatchError, StoreError, translate_client_error
+from s3commit.errors import ChecksumMismatchError, StoreError, ThrottledError, translate_client_error
 from s3commit.store import body_policy, moto_inprocess
+from s3commit.store.concurrency import PROCESS_LIMITS, ConcurrencyLimit, ConcurrencyLimits
 from s3commit.store.counters import StoreCounters
 from s3commit.store.retry import Attempts, Retry, build_retrying, is_ambiguous, is_retryable
 
@@ -33,15 +37,20 @@ class Requests:
         options: the store's options (endpoint, credentials, the retry policy).
         client: an existing boto3 S3 client to use instead of building one (:func:`moto_inprocess.adapt`).
         sleep: injectable backoff sleep, for tests.
+        limits: the concurrency limits the attempts take slots of; default the process's
+            (:data:`~s3commit.store.concurrency.PROCESS_LIMITS`).
     """
 
     def __init__(self, options: StoreOptions, *, client: Any = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, limits: ConcurrencyLimits | None = None) -> None:
         self.options = options
         self._client = body_policy.install_bodies(moto_inprocess.adapt(client))
         self.sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
+        #: The adaptive limits of requests in flight per prefix (:mod:`s3commit.store.concurrency`).
+        self.limits = limits if limits is not None else PROCESS_LIMITS
+        self._endpoint = options.endpoint_url or f"aws:{options.region or ''}"
 
     @property
     def client(self) -> Any:
@@ -85,6 +94,28 @@ class Requests:
             self.gave_up(operation, err, seen)
             raise
 
+    def limit(self, bucket: str, key: str | None = None) -> ConcurrencyLimit:
+        """The concurrency limit requests to ``key`` in ``bucket`` take their slots of (what a commit reads to
+        learn how many requests the prefix takes, and reports)."""
+        return self.limits.get(self._endpoint, bucket, key, ceiling=self.options.concurrency_max,
+                               adaptive=self.options.concurrency_adaptive)
+
+    @contextmanager
+    def slot(self, operation: str, bucket: str, key: str | None) -> Iterator[None]:
+        """Hold a slot of the limit of ``key``'s prefix for one attempt; a throttling answer is counted and lowers
+        the limit (:mod:`s3commit.store.concurrency`)."""
+        limit = self.limit(bucket, key)
+        generation = limit.acquire()
+        throttled = False
+        try:
+            yield
+        except ThrottledError:
+            throttled = True
+            self.counters.add("throttles", operation)
+            raise
+        finally:
+            limit.release(generation, throttled=throttled)
+
     def retrying(self, operation: str, retry: Retry, *, recorded: bool = False) -> Retrying:
         """The one retry loop of one request: the store's policy, as ``retry`` allows, each retry counted.
 
@@ -106,17 +137,18 @@ class Requests:
             seen.first_sent = time.monotonic()
         seen.made += 1
         self.counters.add("requests", operation)
-        try:
-            return fn()
-        except Exception as err:  # botocore raises many unrelated types; translate all once
-            if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
-                err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
-            error = err if isinstance(err, StoreError) else translate_client_error(
-                err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
-            seen.failed(error)
-            if error is err:
-                raise
-            raise error from err
+        with self.slot(operation, bucket, key):
+            try:
+                return fn()
+            except Exception as err:  # botocore raises many unrelated types; translate all once
+                if isinstance(err, StoreError) and not err.operation:  # raised by a check of the answer
+                    err.operation, err.bucket, err.key, err.upload_id = operation, bucket, key, upload_id
+                error = err if isinstance(err, StoreError) else translate_client_error(
+                    err, operation=operation, bucket=bucket, key=key, upload_id=upload_id)
+                seen.failed(error)
+                if error is err:
+                    raise
+                raise error from err
 
     def gave_up(self, operation: str, error: StoreError, seen: Attempts) -> None:
         """A request failed for good (retries exhausted or not allowed): ``error`` names its attempts, and
@@ -134,11 +166,12 @@ class Requests:
 
         def attempt() -> Any:
             self.counters.add("requests", operation)
-            try:
-                return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **params)
-            except Exception as err:
-                raise translate_client_error(err, operation=operation, bucket=bucket, key=key,
-                                             upload_id=params.get("UploadId")) from err
+            with self.slot(operation, bucket, key):
+                try:
+                    return method(Bucket=bucket, **({"Key": key} if key is not None else {}), **params)
+                except Exception as err:
+                    raise translate_client_error(err, operation=operation, bucket=bucket, key=key,
+                                                 upload_id=params.get("UploadId")) from err
 
         def unapplied(exc: BaseException) -> bool:
             return is_retryable(exc) and not is_ambiguous(exc) and not isinstance(exc, ChecksumMismatchError)

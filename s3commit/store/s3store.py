@@ -5,7 +5,9 @@
                                streamed ranged GET, HEAD, List, Delete, DeleteObjects, Copy
 ``store.uploads``              :class:`~s3commit.store.uploads.UploadRequests`: the multipart upload's requests
 ``store.conditional``          :class:`~s3commit.store.conditional.ConditionalRequests`: ``If-Match`` writes and deletes
-``store.requests``             :class:`~s3commit.store.requests.Requests`: the choke point every request goes through
+``store.requests``             :class:`~s3commit.store.requests.Requests`: the choke point every request goes through;
+                               its ``limits``: the adaptive concurrency limit per prefix
+                               (:mod:`~s3commit.store.concurrency`)
 ``store.bodies``               :class:`~s3commit.store.body_policy.PayloadPolicy`: what is checked of a body sent
 =============================  =========================================================================================
 
@@ -47,6 +49,7 @@ from s3commit.config.options import StoreOptions
 from s3commit.errors import NoSuchBucketError, NotFoundError
 from s3commit.store.body_policy import PayloadPolicy
 from s3commit.store.capabilities import Capabilities
+from s3commit.store.concurrency import ConcurrencyLimits
 from s3commit.store.conditional import ConditionalRequests
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import Requests
@@ -65,6 +68,8 @@ class S3Store:
         client: an existing boto3 S3 client to use instead of building one (not pickled;
             :func:`~s3commit.store.moto_inprocess.adapt`).
         sleep: injectable backoff sleep, for tests.
+        limits: the adaptive concurrency limits its requests share (:mod:`s3commit.store.concurrency`); default the
+            process's, shared with every other store of the process (a simulated process brings its own).
     """
 
     objects_class: type[ObjectRequests] = ObjectRequests
@@ -77,10 +82,12 @@ class S3Store:
         *,
         client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
+        limits: ConcurrencyLimits | None = None,
     ) -> None:
         self.options = options or StoreOptions()
-        #: The one choke point: the client, retries, error translation, counters (:mod:`s3commit.store.requests`).
-        self.requests = Requests(self.options, client=client, sleep=sleep)
+        #: The one choke point: the client, retries, error translation, counters, the adaptive concurrency limits
+        #: (:mod:`s3commit.store.requests`).
+        self.requests = Requests(self.options, client=client, sleep=sleep, limits=limits)
         self.counters = self.requests.counters
         #: What each bucket's store was seen to honour (:mod:`s3commit.store.capability_cache` fills it).
         self.capabilities: dict[str, Capabilities] = {}

@@ -30,7 +30,7 @@ import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import format_datetime
 from typing import Any, Literal
@@ -38,6 +38,7 @@ from typing import Any, Literal
 from s3commit.config.options import RetryPolicy, StoreOptions
 from s3commit.model.object_info import multipart_etag
 from s3commit.store.capabilities import CHECK_BY_NAME, Capabilities, Finding, Outcome
+from s3commit.store.concurrency import ConcurrencyLimits
 from s3commit.store.s3store import S3Store
 
 ENDPOINT = "memory://s3"
@@ -153,14 +154,19 @@ class MemoryS3:
 
     def store(self, *, stop_at: int | None = None, stop: Stop = "before",
               fail: Callable[[Request], Exception | None] | None = None, retry: RetryPolicy | None = None,
-              conditional: bool | None = None, buckets: tuple[str, ...] | None = None) -> S3Store:
+              conditional: bool | None = None, buckets: tuple[str, ...] | None = None,
+              options: StoreOptions | None = None, store_class: type[S3Store] = S3Store) -> S3Store:
         """A new :class:`S3Store` onto this S3: one process's view (see the module docstring). ``fail``: called with
         each request before it is applied; an exception it returns is raised instead (a botocore ``ClientError``
-        from :func:`s3_error` goes through the store's retries and translation as S3's own would). ``buckets``: those
-        whose capabilities the store knows (default: every bucket now)."""
+        from :func:`s3_error` goes through the store's retries and translation as S3's own would; a throttling one,
+        ``s3_error("SlowDown", 503)``, lowers the store's concurrency limit, which is this process's own:
+        ``store.requests.limits``). ``buckets``: those whose capabilities the store knows (default: every bucket
+        now). ``options``: the store's (its region and retry policy replaced by this S3's and ``retry``'s);
+        ``store_class``: a test double's subclass of :class:`S3Store` (naming the collaborator it replaces)."""
         client = MemoryClient(self, stop_at=stop_at, stop=stop, fail=fail)
-        store = S3Store(StoreOptions(region="us-east-1", retry=retry or RetryPolicy(initial_delay=0, max_delay=0)),
-                        client=client, sleep=lambda _seconds: None)
+        options = replace(options or StoreOptions(), region="us-east-1",
+                          retry=retry or RetryPolicy(initial_delay=0, max_delay=0))
+        store = store_class(options, client=client, sleep=lambda _seconds: None, limits=ConcurrencyLimits())
         honours = self.conditional if conditional is None else conditional
         with self._lock:
             names = tuple(self._buckets) if buckets is None else buckets

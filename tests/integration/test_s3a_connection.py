@@ -272,10 +272,10 @@ def test_the_proxy_password_stays_out_of_errors_and_logs(aws_env, s3_server, s3_
 
 
 def test_pool_and_timeouts_are_botocores(aws_env, s3_server):
-    config = store_for(s3_server, **{"fs.s3a.connection.maximum": "200", "fs.s3a.connection.establish.timeout": "5000",
+    config = store_for(s3_server, **{"fs.s3a.connection.maximum": "300", "fs.s3a.connection.establish.timeout": "5000",
                                      "fs.s3a.connection.timeout": "2m",
                                      "fs.s3a.connection.request.timeout": "90s"}).requests.client.meta.config
-    assert (config.max_pool_connections, config.connect_timeout, config.read_timeout) == (200, 5.0, 90.0)
+    assert (config.max_pool_connections, config.connect_timeout, config.read_timeout) == (300, 5.0, 90.0)
 
 
 def test_s3as_older_encryption_key_names_encrypt_every_object(aws_env, s3_server, s3_bucket, s3_client):
