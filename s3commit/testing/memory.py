@@ -212,7 +212,7 @@ class MemoryS3:
     def put_object(self, p: dict[str, Any]) -> dict[str, Any]:
         objects = self._bucket(p["Bucket"])
         self._check_if_match(objects.get(p["Key"]), p)
-        body = _bytes(p.get("Body", b""))
+        body = body_bytes(p.get("Body", b""))
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         self._put(p["Bucket"], p["Key"], body, etag, p.get("ContentType"))
         return self._answer(ETag=etag)
@@ -302,7 +302,7 @@ class MemoryS3:
 
     def upload_part(self, p: dict[str, Any]) -> dict[str, Any]:
         upload = self._upload(p)
-        body = _bytes(p.get("Body", b""))
+        body = body_bytes(p.get("Body", b""))
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         upload.parts[int(p["PartNumber"])] = (body, etag)
         return self._answer(ETag=etag)
@@ -421,11 +421,17 @@ def s3_error(code: str, status: int, message: str = "") -> Exception:
                         "ResponseMetadata": {"HTTPStatusCode": status}}, "memory")
 
 
-def _bytes(body: Any) -> bytes:
+def body_bytes(body: Any) -> bytes:
+    """A request's body as bytes: a store :class:`~s3commit.store.body_policy.Payload`'s buffer, a file object's
+    contents (from its start), any buffer, or ``None`` (no body)."""
     data = getattr(body, "data", body)  # a store Payload carries its buffer
+    if data is None:
+        return b""
     if hasattr(data, "read"):
+        if hasattr(data, "seek"):
+            data.seek(0)
         return bytes(data.read())
-    return bytes(memoryview(data).cast("B"))
+    return data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))
 
 
 def _date(seconds: float) -> datetime:

@@ -45,25 +45,25 @@ from s3commit.config.options import RetryPolicy, StoreOptions
 from s3commit.store.s3store import S3Store
 from s3commit.testing._sim import wire
 from s3commit.testing._sim.classify import COPY_OPERATIONS, S3Operation, classify_request
+from s3commit.testing._sim.classify import S3Operation as Op
 from s3commit.testing._sim.profiles import LatencyProfile, Throttle, ThrottleSpec, get_profile
-from s3commit.testing.memory import MemoryClient, MemoryS3, Request, Stop, aws_capabilities
+from s3commit.testing.memory import MemoryClient, MemoryS3, Request, Stop, aws_capabilities, body_bytes
 
 ENDPOINT_URL = "http://memory-s3.invalid"
 """The endpoint an :class:`S3Wire`'s clients name (``.invalid``: nothing on the network answers it)."""
 WIRE_HANDLER_ID = "s3commit-memory-wire"
 """The unique id of the ``before-send`` handler :meth:`S3Wire.client` registers."""
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
-_Op = S3Operation
 _Answer = tuple[int, dict[str, str], bytes]
 """An HTTP answer: status, headers (lower-case names), body."""
 
 _METHODS: dict[S3Operation, str] = {
-    _Op.HEAD_BUCKET: "head_bucket", _Op.PUT_OBJECT: "put_object", _Op.GET_OBJECT: "get_object",
-    _Op.HEAD_OBJECT: "head_object", _Op.DELETE_OBJECT: "delete_object", _Op.DELETE_OBJECTS: "delete_objects",
-    _Op.COPY_OBJECT: "copy_object", _Op.LIST_OBJECTS_V2: "list_objects_v2",
-    _Op.CREATE_MULTIPART_UPLOAD: "create_multipart_upload", _Op.UPLOAD_PART: "upload_part",
-    _Op.COMPLETE_MULTIPART_UPLOAD: "complete_multipart_upload", _Op.ABORT_MULTIPART_UPLOAD: "abort_multipart_upload",
-    _Op.LIST_MULTIPART_UPLOADS: "list_multipart_uploads",
+    Op.HEAD_BUCKET: "head_bucket", Op.PUT_OBJECT: "put_object", Op.GET_OBJECT: "get_object",
+    Op.HEAD_OBJECT: "head_object", Op.DELETE_OBJECT: "delete_object", Op.DELETE_OBJECTS: "delete_objects",
+    Op.COPY_OBJECT: "copy_object", Op.LIST_OBJECTS_V2: "list_objects_v2",
+    Op.CREATE_MULTIPART_UPLOAD: "create_multipart_upload", Op.UPLOAD_PART: "upload_part",
+    Op.COMPLETE_MULTIPART_UPLOAD: "complete_multipart_upload", Op.ABORT_MULTIPART_UPLOAD: "abort_multipart_upload",
+    Op.LIST_MULTIPART_UPLOADS: "list_multipart_uploads",
 }  # fmt: skip
 """The operations answered: S3's name -> the model's (boto3's method name)."""
 
@@ -157,7 +157,7 @@ class S3Wire:
                 self._wait(profile.first_byte(operation))
             status, message = wire.S3_ERRORS["SlowDown"]
             return self._error("SlowDown", status, message, resource, method)
-        data = _bytes(body)
+        data = body_bytes(body)
         params = _PARAMS[operation](target.bucket, target.key, query, heads, data)
         if profile is not None:
             copied = (self.s3.size(*_copy_source(heads)) or 0) if operation in COPY_OPERATIONS else 0
@@ -258,7 +258,7 @@ def _put(bucket: str, key: str, query: Any, heads: dict[str, str], body: bytes) 
     return params
 
 
-def _get(bucket: str, key: str, query: Any, heads: dict[str, str], body: bytes) -> dict[str, Any]:
+def _ranged_get(bucket: str, key: str, query: Any, heads: dict[str, str], body: bytes) -> dict[str, Any]:
     params = {"Bucket": bucket, "Key": key}
     if "range" in heads:
         params["Range"] = heads["range"]
@@ -344,11 +344,11 @@ def _list_uploads(bucket: str, key: str, query: dict[str, list[str]], heads: Any
 
 
 _PARAMS: dict[S3Operation, _Params] = {
-    _Op.HEAD_BUCKET: lambda bucket, *_: {"Bucket": bucket}, _Op.PUT_OBJECT: _put, _Op.GET_OBJECT: _get,
-    _Op.HEAD_OBJECT: _object, _Op.DELETE_OBJECT: _delete, _Op.DELETE_OBJECTS: _delete_objects, _Op.COPY_OBJECT: _copy,
-    _Op.LIST_OBJECTS_V2: _list_objects, _Op.CREATE_MULTIPART_UPLOAD: _create, _Op.UPLOAD_PART: _upload_part,
-    _Op.COMPLETE_MULTIPART_UPLOAD: _complete, _Op.ABORT_MULTIPART_UPLOAD: _upload,
-    _Op.LIST_MULTIPART_UPLOADS: _list_uploads,
+    Op.HEAD_BUCKET: lambda bucket, *_: {"Bucket": bucket}, Op.PUT_OBJECT: _put, Op.GET_OBJECT: _ranged_get,
+    Op.HEAD_OBJECT: _object, Op.DELETE_OBJECT: _delete, Op.DELETE_OBJECTS: _delete_objects, Op.COPY_OBJECT: _copy,
+    Op.LIST_OBJECTS_V2: _list_objects, Op.CREATE_MULTIPART_UPLOAD: _create, Op.UPLOAD_PART: _upload_part,
+    Op.COMPLETE_MULTIPART_UPLOAD: _complete, Op.ABORT_MULTIPART_UPLOAD: _upload,
+    Op.LIST_MULTIPART_UPLOADS: _list_uploads,
 }  # fmt: skip
 
 
@@ -374,7 +374,7 @@ def _etag(answer: dict[str, Any], params: dict[str, Any]) -> _Answer:
     return 200, {"etag": answer["ETag"]}, b""
 
 
-def _empty(status: int) -> Callable[[dict[str, Any], dict[str, Any]], _Answer]:
+def _no_content(status: int) -> Callable[[dict[str, Any], dict[str, Any]], _Answer]:
     return lambda answer, params: (status, {}, b"")
 
 
@@ -469,24 +469,13 @@ def _uploads_listed(answer: dict[str, Any], params: dict[str, Any]) -> _Answer:
 
 
 _RENDER: dict[S3Operation, Callable[[dict[str, Any], dict[str, Any]], _Answer]] = {
-    _Op.HEAD_BUCKET: lambda answer, params: (200, {"x-amz-bucket-region": "us-east-1"}, b""),
-    _Op.PUT_OBJECT: _etag, _Op.GET_OBJECT: _got, _Op.HEAD_OBJECT: _headed, _Op.DELETE_OBJECT: _empty(204),
-    _Op.DELETE_OBJECTS: _deleted, _Op.COPY_OBJECT: _copied, _Op.LIST_OBJECTS_V2: _listed,
-    _Op.CREATE_MULTIPART_UPLOAD: _created, _Op.UPLOAD_PART: _etag, _Op.COMPLETE_MULTIPART_UPLOAD: _completed,
-    _Op.ABORT_MULTIPART_UPLOAD: _empty(204), _Op.LIST_MULTIPART_UPLOADS: _uploads_listed,
+    Op.HEAD_BUCKET: lambda answer, params: (200, {"x-amz-bucket-region": "us-east-1"}, b""),
+    Op.PUT_OBJECT: _etag, Op.GET_OBJECT: _got, Op.HEAD_OBJECT: _headed, Op.DELETE_OBJECT: _no_content(204),
+    Op.DELETE_OBJECTS: _deleted, Op.COPY_OBJECT: _copied, Op.LIST_OBJECTS_V2: _listed,
+    Op.CREATE_MULTIPART_UPLOAD: _created, Op.UPLOAD_PART: _etag, Op.COMPLETE_MULTIPART_UPLOAD: _completed,
+    Op.ABORT_MULTIPART_UPLOAD: _no_content(204), Op.LIST_MULTIPART_UPLOADS: _uploads_listed,
 }  # fmt: skip
 
 
 def _text(value: Any) -> str:
     return value.decode("latin-1") if isinstance(value, bytes) else str(value)
-
-
-def _bytes(body: Any) -> bytes:
-    """A prepared request's body (bytes, a buffer, a file object, or None) as bytes."""
-    if body is None:
-        return b""
-    if hasattr(body, "read"):
-        if hasattr(body, "seek"):
-            body.seek(0)
-        return bytes(body.read())
-    return bytes(memoryview(body).cast("B")) if not isinstance(body, bytes) else body
