@@ -93,6 +93,7 @@ class S3Wire:
         #: Requests answered 503 SlowDown by the throttle, by operation (S3's name).
         self.throttled: Counter[str] = Counter()
         self._count_lock = threading.Lock()
+        self._client: Any = None
 
     # --- clients and stores ------------------------------------------------------------------------------------
 
@@ -102,11 +103,18 @@ class S3Wire:
                             secret_key="memory-secret", use_ssl=False,
                             retry=retry or RetryPolicy(initial_delay=0, max_delay=0))
 
-    def client(self, *, retry: RetryPolicy | None = None) -> Any:
-        """A botocore S3 client, built as the store builds its own, whose requests this wire answers."""
+    def client(self) -> Any:
+        """The wire's botocore S3 client, built (once: botocore clients are thread-safe, and building one loads the
+        service's model) as the store builds its own; this wire answers its requests."""
+        with self._count_lock:
+            if self._client is None:
+                self._client = self._build_client()
+            return self._client
+
+    def _build_client(self) -> Any:
         from s3commit.store.client import build_s3_client
 
-        client = build_s3_client(self.options(retry=retry))
+        client = build_s3_client(self.options())  # (a store's retry policy is its own: the client makes one attempt)
         client.meta.events.register("before-send.s3", self._before_send, unique_id=WIRE_HANDLER_ID)
         endpoint = getattr(client, "_endpoint", None)
         if endpoint is not None and hasattr(endpoint, "http_session"):  # what RangedGets sends its GETs through
@@ -116,11 +124,12 @@ class S3Wire:
 
     def store(self, *, retry: RetryPolicy | None = None, sleep: Callable[[float], None] | None = None,
               conditional: bool | None = None, buckets: tuple[str, ...] | None = None) -> S3Store:
-        """A real :class:`S3Store` over a :meth:`client` of this wire. ``sleep``: its retries' backoff (default: the
-        wire's ``sleep``); ``retry`` default: retries without backoff. The capabilities it knows are AWS's
-        (:func:`aws_capabilities`) for ``buckets`` (default: every bucket now), so no probe runs."""
+        """A real :class:`S3Store` over this wire's :meth:`client` (each store its own counters and retries).
+        ``sleep``: its retries' backoff (default: the wire's ``sleep``); ``retry`` default: retries without backoff.
+        The capabilities it knows are AWS's (:func:`aws_capabilities`) for ``buckets`` (default: every bucket now),
+        so no probe runs."""
         options = self.options(retry=retry)
-        store = S3Store(options, client=self.client(retry=retry), sleep=sleep or self.sleep)
+        store = S3Store(options, client=self.client(), sleep=sleep or self.sleep)
         honours = self.s3.conditional if conditional is None else conditional
         for bucket in self.s3.buckets() if buckets is None else buckets:
             store.capabilities[bucket] = aws_capabilities(bucket, endpoint=ENDPOINT_URL, conditional=honours)
