@@ -8,6 +8,8 @@
 - :class:`StatsSnapshot`: request/byte/fault/delay counters.
   (The simulator's modules are private, under ``_sim``: import these names from here.)
 - :class:`MemoryS3` (``memory``): S3 in memory, whose stores' processes can die at their Nth request.
+- :class:`S3Wire`, :func:`wire_of` (``memory_wire``): that S3 behind a real botocore client (everything but the
+  socket), with S3's latency and per-prefix limits: the test store that answers faster than the client sends.
 - :func:`assert_no_pending_uploads`, :func:`list_keys`, :func:`count_requests` (``assertions``).
 - pytest fixtures ``s3commit_server``, ``s3commit_sim``, ``s3commit_bucket``, ``s3commit_client``,
   ``s3commit_env`` (``fixtures``, registered as the ``s3commit`` pytest plugin); the unprefixed names of earlier
@@ -52,6 +54,7 @@ if TYPE_CHECKING:
         list_pending_uploads,
     )
     from s3commit.testing.memory import MemoryS3, ProcessStopped
+    from s3commit.testing.memory_wire import S3Wire, wire_of
     from s3commit.testing.server import S3TestServer, S3TestServerError
 
 _EXPORTS = {
@@ -77,6 +80,8 @@ _EXPORTS = {
     "get_profile": "_sim.profiles",
     "MemoryS3": "memory",
     "ProcessStopped": "memory",
+    "S3Wire": "memory_wire",
+    "wire_of": "memory_wire",
     "S3TestServer": "server",
     "S3TestServerError": "server",
     "SimulatorConfig": "_sim.config",
@@ -100,6 +105,7 @@ __all__ = [
     "S3Operation",
     "S3TestServer",
     "S3TestServerError",
+    "S3Wire",
     "SimulatorConfig",
     "SimulatorServer",
     "StatsSnapshot",
@@ -112,6 +118,7 @@ __all__ = [
     "get_profile",
     "list_keys",
     "list_pending_uploads",
+    "wire_of",
 ]
 
 

@@ -146,6 +146,17 @@ class MemoryS3:
         with self._lock:
             return {k: o.body for k, o in sorted(self._buckets[bucket].items()) if k.startswith(prefix)}
 
+    def buckets(self) -> tuple[str, ...]:
+        """The buckets' names."""
+        with self._lock:
+            return tuple(self._buckets)
+
+    def size(self, bucket: str, key: str) -> int | None:
+        """The size of an object, or None if there is none."""
+        with self._lock:
+            found = self._buckets.get(bucket, {}).get(key)
+            return None if found is None else len(found.body)
+
     def uploads(self, bucket: str, prefix: str = "") -> list[tuple[str, str]]:
         """The uploads in progress under ``prefix``: (key, upload id), sorted."""
         with self._lock:
@@ -168,9 +179,7 @@ class MemoryS3:
                           retry=retry or RetryPolicy(initial_delay=0, max_delay=0))
         store = store_class(options, client=client, sleep=lambda _seconds: None, limits=ConcurrencyLimits())
         honours = self.conditional if conditional is None else conditional
-        with self._lock:
-            names = tuple(self._buckets) if buckets is None else buckets
-        for bucket in names:
+        for bucket in self.buckets() if buckets is None else buckets:
             store.capabilities[bucket] = aws_capabilities(bucket, conditional=honours)
         return store
 
@@ -209,7 +218,7 @@ class MemoryS3:
     def put_object(self, p: dict[str, Any]) -> dict[str, Any]:
         objects = self._bucket(p["Bucket"])
         self._check_if_match(objects.get(p["Key"]), p)
-        body = _bytes(p.get("Body", b""))
+        body = body_bytes(p.get("Body", b""))
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         self._put(p["Bucket"], p["Key"], body, etag, p.get("ContentType"))
         return self._answer(ETag=etag)
@@ -218,12 +227,13 @@ class MemoryS3:
         found = self._bucket(p["Bucket"]).get(p["Key"])
         if found is None:
             raise s3_error("NoSuchKey", 404, "The specified key does not exist.")
-        body = found.body
+        body, ranged = found.body, dict[str, str]()
         if p.get("Range"):
             first, _, last = p["Range"].removeprefix("bytes=").partition("-")
             body = body[int(first):(int(last) + 1 if last else None)]
+            ranged["ContentRange"] = f"bytes {first}-{int(first) + len(body) - 1}/{len(found.body)}"
         return self._answer(Body=io.BytesIO(body), ContentLength=len(body), ETag=found.etag,
-                            LastModified=_date(found.modified))
+                            LastModified=_date(found.modified), ContentType=found.content_type, **ranged)
 
     def head_object(self, p: dict[str, Any]) -> dict[str, Any]:
         found = self._bucket(p["Bucket"]).get(p["Key"])
@@ -298,7 +308,7 @@ class MemoryS3:
 
     def upload_part(self, p: dict[str, Any]) -> dict[str, Any]:
         upload = self._upload(p)
-        body = _bytes(p.get("Body", b""))
+        body = body_bytes(p.get("Body", b""))
         etag = f'"{hashlib.md5(body, usedforsecurity=False).hexdigest()}"'
         upload.parts[int(p["PartNumber"])] = (body, etag)
         return self._answer(ETag=etag)
@@ -373,15 +383,19 @@ class MemoryClient:
     def __getattr__(self, name: str) -> Callable[..., dict[str, Any]]:
         handler = getattr(MemoryS3, name, None)
         if handler is None or name.startswith("_") or name in ("store", "objects", "uploads", "now", "advance",
-                                                               "create_bucket"):
+                                                               "create_bucket", "size",
+                                                               "buckets"):
             raise AttributeError(f"the memory S3 client has no operation {name!r}")
-        return lambda **params: self._send(name, params)
+        return lambda **params: self.send(name, params)
 
     def create_bucket(self, **params: Any) -> dict[str, Any]:
         self.s3.create_bucket(params["Bucket"])
         return self.s3._answer()
 
-    def _send(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+    def send(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request of this process: ``operation`` (boto3's method name, ``"put_object"``) with boto3's
+        parameters, answered as boto3 answers (or raising its ``ClientError``). The memory wire
+        (:mod:`s3commit.testing.memory_wire`) sends what botocore serialized through here."""
         s3 = self.s3
         with s3._lock:
             if self.stopped is not None:
@@ -413,11 +427,17 @@ def s3_error(code: str, status: int, message: str = "") -> Exception:
                         "ResponseMetadata": {"HTTPStatusCode": status}}, "memory")
 
 
-def _bytes(body: Any) -> bytes:
+def body_bytes(body: Any) -> bytes:
+    """A request's body as bytes: a store :class:`~s3commit.store.body_policy.Payload`'s buffer, a file object's
+    contents (from its start), any buffer, or ``None`` (no body)."""
     data = getattr(body, "data", body)  # a store Payload carries its buffer
+    if data is None:
+        return b""
     if hasattr(data, "read"):
+        if hasattr(data, "seek"):
+            data.seek(0)
         return bytes(data.read())
-    return bytes(memoryview(data).cast("B"))
+    return data if isinstance(data, bytes) else bytes(memoryview(data).cast("B"))
 
 
 def _date(seconds: float) -> datetime:

@@ -15,6 +15,7 @@ from s3commit.testing._sim.profiles import (
     Throttle,
     ThrottleSpec,
     TokenBucket,
+    deeper_prefix,
     get_profile,
     partition_prefix,
 )
@@ -95,6 +96,29 @@ def test_throttle_limits_writes_per_first_path_element_and_leaves_reads_alone() 
     assert all(throttle.admit(S3Operation.GET_OBJECT, "b", "hot/0") for _ in range(10))
     assert partition_prefix("year=2026/part-0") == "year=2026"
     assert partition_prefix("_SUCCESS") == ""
+
+
+def test_a_partition_splits_after_sustained_throttling_not_after_a_burst() -> None:
+    clock = FakeClock()
+    throttle = Throttle(ThrottleSpec(writes_per_second=10, burst_seconds=1, split_after_seconds=60), clock=clock)
+    put = S3Operation.PUT_OBJECT
+
+    def second_of_load(keys: list[str]) -> int:
+        refused = sum(not throttle.admit(put, "b", key) for key in keys)
+        clock.now += 0.5
+        return refused
+
+    hot = [f"t/{d}/part-{n}" for n in range(10) for d in ("x", "y")]
+    assert all(second_of_load(hot) > 0 for _ in range(20))  # 10 s of throttling: a burst, no split
+    assert throttle.splits("b") == []
+    clock.now += 5  # a pause ends the run
+    assert all(second_of_load(hot) > 0 for _ in range(121))  # 60 s of throttling: the partition splits
+    assert throttle.splits("b") == ["t"]
+    assert throttle.partition("b", "t/x/part-1") == "t/x" and throttle.partition("b", "t/y/part-1") == "t/y"
+    clock.now += 5
+    assert second_of_load(hot[:20]) == 0  # each half has the whole rate
+    assert throttle.partition("b", "other/k") == "other"
+    assert deeper_prefix("t/xyz", "t") == "t/x" and deeper_prefix("t", "t") is None
 
 
 # -- faults -------------------------------------------------------------------------------------------

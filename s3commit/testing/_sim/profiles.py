@@ -4,10 +4,11 @@ A :class:`LatencyProfile` says how long S3 takes per operation (time to first by
 moves its body, and how fast S3 copies bytes server-side (CopyObject, UploadPartCopy). Three named profiles
 are provided (``none``, ``s3-standard``, ``s3-express``); every number carries its source (AWS's
 published S3 performance figures and measurements). A :class:`Throttle` answers "may this write go through now?"
-per prefix with a token bucket, the way S3 answers 503 SlowDown above its per-prefix request rate.
+per prefix with a token bucket, the way S3 answers 503 SlowDown above its per-prefix request rate, and splits a
+prefix's partition once it has throttled for a sustained period, as S3 does.
 
-This module only computes delays and admissions. Sleeping, counting and answering HTTP are the
-simulator's job (:mod:`s3commit.testing._sim.simulator`).
+This module only computes delays and admissions. Sleeping, counting and answering are the simulator's job
+(:mod:`s3commit.testing._sim.simulator`, over HTTP) and the memory store's (:mod:`s3commit.testing.memory_wire`).
 """
 
 from __future__ import annotations
@@ -188,42 +189,51 @@ def get_profile(profile: str | LatencyProfile) -> LatencyProfile:
 
 @dataclass(frozen=True, kw_only=True)
 class ThrottleSpec:
-    """Per-prefix request-rate limits, answered with 503 SlowDown when exceeded.
+    """Per-prefix request-rate limits, answered with 503 SlowDown when exceeded; a prefix throttled for long enough
+    splits, as S3's partitions do.
 
     S3 supports "at least 3,500 PUT/COPY/POST/DELETE and 5,500 GET/HEAD requests per second per
-    partitioned prefix" (AWS's S3 performance guidelines). The simulator treats the first path element of the key
-    (``a`` in ``a/b/c``; ``""`` for keys without ``/``) as the partitioned prefix, per bucket.
+    partitioned prefix" (AWS's S3 performance guidelines; the defaults). The simulator treats the first path element
+    of the key (``a`` in ``a/b/c``; ``""`` for keys without ``/``) as a bucket's first partitions. S3 raises a hot
+    prefix's limit by splitting its partition, and only once the load has lasted (AWS's guidelines: 503s "while S3
+    scales"; minutes in practice), so a burst is throttled and a long run gains throughput: a partition that has been
+    refusing requests for ``split_after_seconds`` (a refusal at least every second) splits one level deeper
+    (:meth:`Throttle.partition`), and each part gets the whole rate.
 
     Attributes:
-        writes_per_second: sustained write rate per prefix.
-        reads_per_second: sustained read rate per prefix; ``None`` leaves reads unthrottled.
+        writes_per_second: sustained write rate per partition.
+        reads_per_second: sustained read rate per partition; ``None`` leaves reads unthrottled.
         burst_seconds: bucket capacity in seconds of the rate (how long a burst may run at full speed).
+        split_after_seconds: how long a partition throttles before it splits; ``None``: partitions never split.
     """
 
     writes_per_second: float = 3500.0
-    reads_per_second: float | None = None
+    reads_per_second: float | None = 5500.0
     burst_seconds: float = 1.0
+    split_after_seconds: float | None = 60.0
 
     def __post_init__(self) -> None:
         if self.writes_per_second <= 0 or (self.reads_per_second is not None and self.reads_per_second <= 0):
             raise ValueError("throttle rates must be > 0")
         if self.burst_seconds <= 0:
             raise ValueError(f"burst_seconds must be > 0, got {self.burst_seconds}")
+        if self.split_after_seconds is not None and self.split_after_seconds <= 0:
+            raise ValueError(f"split_after_seconds must be > 0 or None, got {self.split_after_seconds}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`from_dict` reads it back."""
-        return {
-            "writes_per_second": self.writes_per_second,
-            "reads_per_second": self.reads_per_second,
-            "burst_seconds": self.burst_seconds,
-        }
+        return {name: getattr(self, name) for name in _THROTTLE_FIELDS}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ThrottleSpec:
         """Build a spec from :meth:`to_dict` output (missing keys take the defaults)."""
-        return cls(
-            **{name: data[name] for name in ("writes_per_second", "reads_per_second", "burst_seconds") if name in data}
-        )
+        return cls(**{name: data[name] for name in _THROTTLE_FIELDS if name in data})
+
+
+_THROTTLE_FIELDS = ("writes_per_second", "reads_per_second", "burst_seconds", "split_after_seconds")
+
+STREAK_GAP_SECONDS = 1.0
+"""A partition's run of refusals ends after this long without one (its sustained load stopped)."""
 
 
 class TokenBucket:
@@ -248,18 +258,62 @@ class TokenBucket:
 
 
 def partition_prefix(key: str) -> str:
-    """The prefix S3 would partition ``key`` under in this model: its first path element."""
+    """The prefix S3 would first partition ``key`` under in this model: its first path element."""
     return key.split("/", 1)[0] if "/" in key else ""
 
 
+def deeper_prefix(key: str, prefix: str) -> str | None:
+    """The partition of ``key`` one level below ``prefix`` (a prefix of ``key``) once ``prefix`` has split: the key's
+    next path element (``a/b`` for ``a/b/c`` under ``a``), else its next character (``a/x`` for ``a/xyz``); ``None``
+    when nothing of the key is left to split by."""
+    rest = key[len(prefix):]
+    base = prefix
+    if rest.startswith("/"):
+        base, rest = prefix + "/", rest[1:]
+    if not rest:
+        return None
+    element = rest.split("/", 1)[0] if "/" in rest else rest[0]
+    return base + (element or "/")
+
+
+@dataclass
+class _Streak:
+    """A partition's current run of refusals: when it began and when the last one was."""
+
+    first: float
+    last: float
+
+
 class Throttle:
-    """Admits or refuses requests per (bucket, prefix, read/write) following a :class:`ThrottleSpec`."""
+    """Admits or refuses requests per (bucket, partition, read/write) following a :class:`ThrottleSpec`, and splits
+    a partition once it has throttled for ``spec.split_after_seconds``. Thread-safe."""
 
     def __init__(self, spec: ThrottleSpec, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.spec = spec
         self._clock = clock
         self._buckets: dict[tuple[str, str, bool], TokenBucket] = {}
+        self._streaks: dict[tuple[str, str], _Streak] = {}
+        self._split: set[tuple[str, str]] = set()  # (bucket, prefix) of the partitions that split
         self._lock = threading.Lock()
+
+    def partition(self, bucket: str, key: str) -> str:
+        """The prefix of the partition ``key`` is in now (:func:`partition_prefix`, deeper for each split)."""
+        with self._lock:
+            return self._partition(bucket, key)
+
+    def splits(self, bucket: str) -> list[str]:
+        """The prefixes of ``bucket``'s partitions that have split, sorted."""
+        with self._lock:
+            return sorted(prefix for name, prefix in self._split if name == bucket)
+
+    def _partition(self, bucket: str, key: str) -> str:
+        prefix = partition_prefix(key)
+        while (bucket, prefix) in self._split:
+            deeper = deeper_prefix(key, prefix)
+            if deeper is None:
+                break
+            prefix = deeper
+        return prefix
 
     def admit(self, operation: S3Operation, bucket: str, key: str) -> bool:
         """Return ``True`` if the request may proceed, ``False`` if S3 would answer 503 SlowDown."""
@@ -267,10 +321,30 @@ class Throttle:
         rate = self.spec.writes_per_second if write else self.spec.reads_per_second
         if rate is None or not bucket:
             return True
-        slot = (bucket, partition_prefix(key), write)
         with self._lock:
+            prefix = self._partition(bucket, key)
+            slot = (bucket, prefix, write)
             token_bucket = self._buckets.get(slot)
             if token_bucket is None:
                 capacity = max(1.0, rate * self.spec.burst_seconds)
                 token_bucket = self._buckets[slot] = TokenBucket(rate=rate, capacity=capacity, clock=self._clock)
-            return token_bucket.try_take()
+            if token_bucket.try_take():
+                return True
+            self._refused(bucket, prefix, key)
+            return False
+
+    def _refused(self, bucket: str, prefix: str, key: str) -> None:
+        """Count a refusal in the partition's run; split the partition once the run has lasted."""
+        now = self._clock()
+        streak = self._streaks.get((bucket, prefix))
+        if streak is None or now - streak.last > STREAK_GAP_SECONDS:
+            self._streaks[(bucket, prefix)] = _Streak(now, now)
+            return
+        streak.last = now
+        after = self.spec.split_after_seconds
+        if after is None or now - streak.first < after or deeper_prefix(key, prefix) is None:
+            return
+        self._split.add((bucket, prefix))
+        del self._streaks[(bucket, prefix)]
+        for write in (False, True):  # its keys start afresh in the partitions below
+            self._buckets.pop((bucket, prefix, write), None)

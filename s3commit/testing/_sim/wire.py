@@ -152,14 +152,19 @@ def request_id() -> str:
 def error_document(code: str, *, resource: str = "", upload_id: str | None = None) -> tuple[int, bytes]:
     """Return ``(status, body)`` of the S3 ``<Error>`` document for ``code`` (a key of :data:`S3_ERRORS`)."""
     status, message = S3_ERRORS[code]
+    return status, error_xml(code, message, resource=resource, upload_id=upload_id)
+
+
+def error_xml(code: str, message: str, *, resource: str = "", upload_id: str | None = None) -> bytes:
+    """The S3 ``<Error>`` document of any error ``code`` with its ``message``."""
     extra = f"<UploadId>{escape(upload_id)}</UploadId>" if upload_id else ""
     body = (
         '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Error><Code>{code}</Code><Message>{escape(message)}</Message>"
+        f"<Error><Code>{escape(code)}</Code><Message>{escape(message)}</Message>"
         f"<Resource>{escape(resource)}</Resource>{extra}"
         f"<RequestId>{request_id()}</RequestId><HostId>s3commit-simulator</HostId></Error>"
     )
-    return status, body.encode()
+    return body.encode()
 
 
 _RANGE = re.compile(r"^\s*bytes=(\d+)-(\d+)\s*$")
