@@ -302,11 +302,14 @@ class CommitEngine:
                 self.stats.checksums_verified += verified
 
     def completes_in_flight(self) -> int:
-        """How many Completes the commit keeps in flight: with the store's adaptive concurrency on, as many as its
-        limit of the destination's prefix may allow (its ceiling, ``s3commit.store.concurrency.max``): the limit decides
-        how many are sent at once, and a thread waiting for a slot costs little; else ``fs.s3a.committer.threads``."""
+        """How many Completes the commit keeps in flight: ``fs.s3a.committer.threads`` where a user chose it (any
+        value but its default: a cap, as S3A's committers take it) or the store's concurrency is not adaptive; else
+        as many as the store's adaptive limit of the destination's prefix may allow (its ceiling,
+        ``s3commit.store.concurrency.max``): the limit decides how many are sent at once, and a thread waiting for
+        a slot costs little."""
         store = self.store.options
-        return store.concurrency_max if store.concurrency_adaptive else self.options.pool_size
+        chosen = self.options.threads != CommitterOptions().threads
+        return self.options.pool_size if chosen or not store.concurrency_adaptive else store.concurrency_max
 
     def watch_limit(self) -> None:
         """Start recording what the store's concurrency limit of the destination's prefix does
@@ -322,7 +325,7 @@ class CommitEngine:
 
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """Complete every upload (at most :meth:`completes_in_flight` running, four times that queued, no per-upload
-        state kept): on ``pool`` where it has threads enough, else on a pool of that many for the Completes alone;
+        state kept): on ``pool`` where it has that many threads, else on a pool of that many for the Completes alone;
         stop at the first failure and re-raise it."""
         self.watch_limit()
         limiter = RateLimiter(self.options.rate_limit)
@@ -337,11 +340,11 @@ class CommitEngine:
             return run_each(executor, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(in_flight), stop_on_failure=True)
 
-        if in_flight <= self.options.pool_size:
+        if in_flight == self.options.pool_size:
             failures = complete_on(pool)
         else:  # threads are started as Completes are queued: a small job starts no more than it has files
-            with ThreadPoolExecutor(in_flight, thread_name_prefix=f"s3commit-complete-{self.job_id[:8]}") as wide:
-                failures = complete_on(wide)
+            with ThreadPoolExecutor(in_flight, thread_name_prefix=f"s3commit-complete-{self.job_id[:8]}") as own:
+                failures = complete_on(own)
         if failures:
             raise failures[0].error
 

@@ -89,9 +89,10 @@ KEYS: dict[str, Key] = {
             "Which committer: magic (stream to S3, complete at job commit), directory or partitioned "
             "(stage on local disk, upload at task commit). Unknown names fail before any task runs."),
         Key("fs.s3a.committer.threads", "32",
-            "Threads uploading at task commit and reading, rolling back and deleting at job commit; the job "
-            "commit's Completes too with s3commit.store.concurrency.adaptive=false (else as many are in flight as "
-            "the store's adaptive limit allows). Negative means ×cores."),
+            "Threads uploading at task commit and reading, rolling back and deleting at job commit. The job commit's "
+            "Completes too where it is set to another value than this default, or with "
+            "s3commit.store.concurrency.adaptive=false; at the default, as many Completes are in flight as the "
+            "store's adaptive limit allows. Negative means ×cores."),
         Key("fs.s3a.committer.staging.conflict-mode", "append",
             "Staging committers: fail, append or replace when output exists. replace deletes the old "
             "objects after the new ones are complete; the new keys are kept."),
@@ -167,8 +168,8 @@ KEYS: dict[str, Key] = {
             "store's throttling: 0.7 times as many after a 503 SlowDown (once per round of requests), one more per "
             "round answered without one, up to s3commit.store.concurrency.max; shared by every request of the "
             "process to that prefix (Completes, deletes, _SUCCESS, parts). Job commits then have up to that many "
-            "Completes in flight, not fs.s3a.committer.threads. false: fs.s3a.committer.threads bound the Completes "
-            "again, and the limit stays at its maximum."),
+            "Completes in flight unless fs.s3a.committer.threads is set to another value than its default. false: "
+            "fs.s3a.committer.threads bound the Completes again, and the limit stays at its maximum."),
         Key("s3commit.store.concurrency.max", "256",
             "Most requests a process has in flight to one prefix, and where the adaptive limit starts: S3 takes about "
             "3,500 writes/s per prefix, 175 in flight at 50 ms each. The S3 client's connection pool holds at least "

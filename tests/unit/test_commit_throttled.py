@@ -138,7 +138,7 @@ class HeldStore(S3Store):
     uploads_class = HeldCompletes
 
 
-def test_the_commit_keeps_as_many_completes_in_flight_as_the_limit_allows_not_threads():
+def test_the_commit_keeps_as_many_completes_in_flight_as_the_limit_allows_where_threads_are_not_set():
     memory = MemoryS3()
     memory.create_bucket(BUCKET)
     s3 = ThrottledS3(memory)
@@ -146,12 +146,23 @@ def test_the_commit_keeps_as_many_completes_in_flight_as_the_limit_allows_not_th
     HeldCompletes.gate = staticmethod(eight.wait)
     try:
         store = s3.store(options=StoreOptions(concurrency_max=8), store_class=HeldStore)
-        driver, messages, written = write_job(s3, 32, options=CommitterOptions(threads=2), driver_store=store)
+        driver, messages, written = write_job(s3, 32, options=CommitterOptions(), driver_store=store)
         driver.commit_job(messages)
     finally:
         HeldCompletes.gate = staticmethod(lambda: None)
     assert visible(memory) == written
     assert store.uploads.most == 8
+
+
+def test_threads_a_user_set_bound_the_completes_as_s3as_committers_take_them():
+    memory = MemoryS3()
+    memory.create_bucket(BUCKET)
+    store = memory.store(store_class=HeldStore)
+    driver, messages, written = write_job(ThrottledS3(memory), 32, options=CommitterOptions(threads=2),
+                                          driver_store=store)
+    driver.commit_job(messages)
+    assert visible(memory) == written
+    assert store.uploads.most <= 2
 
 
 def test_with_the_adaptive_limit_off_threads_bound_the_completes_again():
