@@ -29,7 +29,7 @@ import io
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from email.utils import format_datetime
@@ -99,6 +99,36 @@ def aws_capabilities(bucket: str, *, endpoint: str = ENDPOINT, conditional: bool
     return Capabilities(endpoint=endpoint, bucket=bucket, probed_at=time.time(), findings=findings)
 
 
+class _KeyIndex:
+    """A bucket's keys in order, kept lazily so that a listing reads only the keys under its prefix: a new key is
+    merged in at the next listing (a sort of the sorted keys and the few new ones, linear), a deleted one is skipped
+    and compacted away once they are many."""
+
+    def __init__(self) -> None:
+        self._sorted: list[str] = []
+        self._fresh: list[str] = []
+        self._gone = 0
+
+    def added(self, key: str) -> None:
+        self._fresh.append(key)
+
+    def deleted(self) -> None:
+        self._gone += 1
+
+    def under(self, objects: dict[str, _Object], prefix: str, after: str | None = None) -> Iterator[str]:
+        """The keys of ``objects`` under ``prefix``, in order, those after ``after`` only."""
+        if self._fresh or self._gone > len(self._sorted) // 2:
+            self._sorted = sorted(k for k in itertools.chain(self._sorted, self._fresh) if k in objects)
+            self._fresh, self._gone = [], 0
+        keys = self._sorted
+        position = bisect.bisect_right(keys, after) if after is not None and after >= prefix else \
+            bisect.bisect_left(keys, prefix)
+        while position < len(keys) and keys[position].startswith(prefix):
+            if keys[position] in objects:
+                yield keys[position]
+            position += 1
+
+
 class MemoryS3:
     """The contents and clock of an S3 in memory, shared by every client (process) made from it.
 
@@ -117,6 +147,7 @@ class MemoryS3:
         self.tick = tick
         self.conditional = conditional
         self._buckets: dict[str, dict[str, _Object]] = {}
+        self._indexes: dict[str, _KeyIndex] = {}
         self._uploads: dict[str, _Upload] = {}
         self._completed: dict[str, tuple[str, str, str]] = {}  # upload id -> (bucket, key, etag)
         self._ids = itertools.count(1)
@@ -139,6 +170,7 @@ class MemoryS3:
     def create_bucket(self, bucket: str) -> str:
         with self._lock:
             self._buckets.setdefault(bucket, {})
+            self._indexes.setdefault(bucket, _KeyIndex())
         return bucket
 
     def objects(self, bucket: str, prefix: str = "") -> dict[str, bytes]:
@@ -196,7 +228,10 @@ class MemoryS3:
         return {**fields, "ResponseMetadata": {"HTTPStatusCode": 200, "HTTPHeaders": {"date": date}}}
 
     def _put(self, bucket: str, key: str, body: bytes, etag: str, content_type: str | None = None) -> None:
-        self._bucket(bucket)[key] = _Object(body, etag, self._now, content_type or "binary/octet-stream")
+        objects = self._bucket(bucket)
+        if key not in objects:
+            self._indexes[bucket].added(key)
+        objects[key] = _Object(body, etag, self._now, content_type or "binary/octet-stream")
 
     def _check_if_match(self, current: _Object | None, params: dict[str, Any]) -> None:
         if not self.conditional:
@@ -246,7 +281,8 @@ class MemoryS3:
         objects = self._bucket(p["Bucket"])
         current = objects.get(p["Key"])
         self._check_if_match(current, p)
-        objects.pop(p["Key"], None)
+        if objects.pop(p["Key"], None) is not None:
+            self._indexes[p["Bucket"]].deleted()
         return self._answer()
 
     def delete_objects(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -258,7 +294,8 @@ class MemoryS3:
             if self.conditional and wanted is not None and current is not None and current.etag != wanted:
                 errors.append({"Key": item["Key"], "Code": "PreconditionFailed", "Message": "ETag changed"})
                 continue
-            objects.pop(item["Key"], None)
+            if objects.pop(item["Key"], None) is not None:
+                self._indexes[p["Bucket"]].deleted()
         return self._answer(Errors=errors) if errors else self._answer()
 
     def copy_object(self, p: dict[str, Any]) -> dict[str, Any]:
@@ -270,21 +307,22 @@ class MemoryS3:
 
     def list_objects_v2(self, p: dict[str, Any]) -> dict[str, Any]:
         prefix, delimiter = p.get("Prefix", ""), p.get("Delimiter")
-        keys = sorted(k for k in self._bucket(p["Bucket"]) if k.startswith(prefix))
-        entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix)
-        for key in keys:
+        objects = self._bucket(p["Bucket"])
+        token = p.get("ContinuationToken")
+        size = p.get("MaxKeys", PAGE)
+        entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix), one past the page
+        for key in self._indexes[p["Bucket"]].under(objects, prefix, token):
             cut = key.find(delimiter, len(prefix)) if delimiter else -1
             if cut >= 0:
                 common = key[:cut + len(delimiter or "")]
-                if not entries or entries[-1] != (common, True):
+                if common != token and (not entries or entries[-1] != (common, True)):
                     entries.append((common, True))
             else:
                 entries.append((key, False))
-        token = p.get("ContinuationToken")
-        start = bisect.bisect_right([e[0] for e in entries], token) if token else 0
-        page = entries[start:start + p.get("MaxKeys", PAGE)]
-        truncated = start + len(page) < len(entries)
-        objects = self._bucket(p["Bucket"])
+            if len(entries) > size:
+                break
+        page = entries[:size]
+        truncated = len(entries) > size
         answer = self._answer(
             Contents=[{"Key": k, "Size": len(objects[k].body), "ETag": objects[k].etag,
                        "LastModified": _date(objects[k].modified)} for k, is_prefix in page if not is_prefix],
