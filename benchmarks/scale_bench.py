@@ -1,0 +1,143 @@
+"""The job commit at the store's own limit: a magic job commit of 1,000 to 100,000 files against its floor, on S3Wire
+(:mod:`s3commit.testing.memory_wire`: MemoryS3 behind a real botocore client, S3's ``s3-standard`` latencies, and
+with ``--throttle`` S3's 3,500 writes a second per partitioned prefix, 503 SlowDown above it).
+
+Each case runs in a process of its own (its peak RSS is the case's): the uploads and their pendingsets are made
+in the model directly (no latency, not timed), then :class:`~s3commit.commit.engine.CommitEngine` commits them over
+the wire as a job commit does (pendingsets read, journal, Completes, an overwrite's deletes, ``_SUCCESS``, clean-up),
+with the store's default retry policy and adaptive concurrency.
+
+The floor is the issue's: ``max(writes / the prefix's write rate, files x Complete latency / in-flight requests)``
+where the writes are the Completes plus, for an overwrite, the old files' deletes (each key of a DeleteObjects
+counts as one write on S3), the rate 3,500/s when throttled (none otherwise), and the in-flight requests the
+adaptive limit's ceiling (``s3commit.store.concurrency.max``). The client's CPU is the process's CPU time during the
+commit less the store's own (the wire's answers, measured by ``benchmarks/fast_store_rate.py`` at ~0.07 ms a
+request): reported as Completes per CPU-second of the whole process, which bounds the commit when it is lower than
+the rate the floor allows.
+
+    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from s3commit.commit.engine import CommitEngine
+from s3commit.commit.overwrite import OverwritePlan
+from s3commit.config.options import CommitterOptions, RetryPolicy, StoreOptions
+from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.paths import JobLayout
+from s3commit.model.uri import S3Uri
+from s3commit.testing._sim.classify import S3Operation
+from s3commit.testing._sim.profiles import ThrottleSpec, get_profile
+from s3commit.testing.memory import MemoryS3
+from s3commit.testing.memory_wire import S3Wire
+
+BUCKET = "scale"
+FILES_PER_TASK = 100
+PROFILE = "s3-standard"
+
+
+def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: int, *, old: int) -> list[str]:
+    """``files`` uploads of one small part each, in pendingsets of FILES_PER_TASK; ``old`` files already there."""
+    client = s3.store().requests.client  # the model's own client: no latency, no throttle
+    for n in range(old):
+        client.put_object(Bucket=BUCKET, Key=f"{dest.key}/day={n % 30}/old-{n:06d}.parquet", Body=b"old")
+    keys = []
+    for task in range(0, files, FILES_PER_TASK):
+        commits = []
+        for n in range(task, min(files, task + FILES_PER_TASK)):
+            key = f"{dest.key}/day={n % 30}/part-{task // FILES_PER_TASK:05d}-{job_id}-c{n:06d}.parquet"
+            upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
+            etag = client.upload_part(Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumber=1, Body=b"new")["ETag"]
+            commits.append(PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(etag,),
+                                         length=3, uri=f"s3a://{BUCKET}/{key}"))
+        attempt = f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
+        pendingset_key = layout.pendingset_key(f"task_scale_0000_m_{task // FILES_PER_TASK:06d}")
+        body = PendingSet(commits=tuple(commits)).with_job(job_id, attempt).to_json()
+        client.put_object(Bucket=BUCKET, Key=pendingset_key, Body=body)
+        keys.append(pendingset_key)
+    return keys
+
+
+def floor_seconds(files: int, *, old: int, throttled: bool, in_flight: int) -> float:
+    latency = get_profile(PROFILE).first_byte(S3Operation.COMPLETE_MULTIPART_UPLOAD)
+    by_latency = files * latency / in_flight
+    by_rate = (files + old) / ThrottleSpec().writes_per_second if throttled else 0.0
+    return max(by_latency, by_rate)
+
+
+def run_case(files: int, *, throttled: bool, overwrite: bool) -> dict[str, Any]:
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    job_id = str(uuid.uuid4())
+    dest = S3Uri(BUCKET, "table")
+    layout = JobLayout(dest.key, job_id)
+    old = files if overwrite else 0
+    keys = prepare(s3, dest, layout, job_id, files, old=old)
+    wire = S3Wire(s3, profile=PROFILE, throttle=ThrottleSpec() if throttled else None)
+    store = wire.store(retry=RetryPolicy())
+    in_flight = StoreOptions().concurrency_max
+    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                          options=CommitterOptions(journal=True))
+    plan = OverwritePlan(delete_paths=("",)) if overwrite else OverwritePlan()
+    started, cpu = time.perf_counter(), time.process_time()
+    success = engine.run(keys, plan)
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+    visible = s3.objects(BUCKET, f"{dest.key}/")
+    committed = sum(1 for k in visible if "/part-" in k)
+    exact = committed == files and not any("/old-" in k for k in visible if overwrite) and not s3.uploads(BUCKET)
+    floor = floor_seconds(files, old=old, throttled=throttled, in_flight=in_flight)
+    metrics = success.metrics
+    return {
+        "files": files, "overwrite": overwrite, "throttled": throttled, "exact": exact,
+        "seconds": round(seconds, 3), "floor_seconds": round(floor, 3), "ratio": round(seconds / floor, 2),
+        "cpu_seconds": round(cpu_seconds, 3), "completes_per_cpu_second": round(files / cpu_seconds),
+        "requests": store.counters.snapshot()["total_requests"],
+        "slowdowns_answered": sum(wire.throttled.values()),
+        "failures": sum(store.counters.snapshot()["failures"].values()),
+        "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "partitions_split": len(wire.throttle.splits(BUCKET)) if wire.throttle is not None else 0,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--files", default="1000,10000", help="comma-separated file counts")
+    parser.add_argument("--throttle", choices=("on", "off", "both"), default="both")
+    parser.add_argument("--overwrite", action="store_true", help="also an overwrite deleting as many old files")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite: one case, in this process
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.case:
+        files, throttled, overwrite = args.case.split(",")
+        print(json.dumps(run_case(int(files), throttled=throttled == "1", overwrite=overwrite == "1")))
+        return 0
+    throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]
+    results = []
+    for files in (int(f) for f in args.files.split(",")):
+        for overwrite in ([False, True] if args.overwrite else [False]):
+            for throttled in throttles:
+                case = f"{files},{int(throttled)},{int(overwrite)}"
+                out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
+                                     capture_output=True, text=True, check=True).stdout
+                result = json.loads(out.strip().splitlines()[-1])
+                results.append(result)
+                print(json.dumps(result), flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "profile": PROFILE,
+                       "results": results}, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
