@@ -159,14 +159,16 @@ class S3Wire:
         if name is None or "aws-chunked" in heads.get("content-encoding", ""):
             return self._error("NotImplemented", 501, "A header or operation you provided is not implemented.",
                                resource, method)
-        if self.throttle is not None and not self.throttle.admit(operation, target.bucket, target.key):
+        data = body_bytes(body)
+        cost = data.count(b"<Object>") if operation is S3Operation.DELETE_OBJECTS else 1  # each key a write
+        if self.throttle is not None and not self.throttle.admit(operation, target.bucket, target.key,
+                                                                 cost=max(1, cost)):
             with self._count_lock:
                 self.throttled[operation.value] += 1
             if profile is not None:
                 self._wait(profile.first_byte(operation))
             status, message = wire.S3_ERRORS["SlowDown"]
             return self._error("SlowDown", status, message, resource, method)
-        data = body_bytes(body)
         params = _PARAMS[operation](target.bucket, target.key, query, heads, data)
         if profile is not None:
             copied = (self.s3.size(*_copy_source(heads)) or 0) if operation in COPY_OPERATIONS else 0

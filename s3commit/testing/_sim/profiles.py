@@ -246,13 +246,15 @@ class TokenBucket:
         self._tokens = capacity
         self._stamp = clock()
 
-    def try_take(self) -> bool:
-        """Take one token if there is one; return whether it was taken. Not thread-safe by itself."""
+    def try_take(self, tokens: float = 1.0) -> bool:
+        """Take ``tokens`` if there are as many (a request costing more than the capacity takes a full bucket);
+        return whether they were taken. Not thread-safe by itself."""
         now = self._clock()
         self._tokens = min(self._capacity, self._tokens + (now - self._stamp) * self._rate)
         self._stamp = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
+        needed = min(tokens, self._capacity)
+        if self._tokens >= needed:
+            self._tokens -= needed
             return True
         return False
 
@@ -315,8 +317,9 @@ class Throttle:
             prefix = deeper
         return prefix
 
-    def admit(self, operation: S3Operation, bucket: str, key: str) -> bool:
-        """Return ``True`` if the request may proceed, ``False`` if S3 would answer 503 SlowDown."""
+    def admit(self, operation: S3Operation, bucket: str, key: str, *, cost: int = 1) -> bool:
+        """Return ``True`` if the request may proceed, ``False`` if S3 would answer 503 SlowDown. ``cost``: the
+        writes it counts as (S3 counts each key of a DeleteObjects as one)."""
         write = operation in WRITE_OPERATIONS
         rate = self.spec.writes_per_second if write else self.spec.reads_per_second
         if rate is None or not bucket:
@@ -328,7 +331,7 @@ class Throttle:
             if token_bucket is None:
                 capacity = max(1.0, rate * self.spec.burst_seconds)
                 token_bucket = self._buckets[slot] = TokenBucket(rate=rate, capacity=capacity, clock=self._clock)
-            if token_bucket.try_take():
+            if token_bucket.try_take(cost):
                 return True
             self._refused(bucket, prefix, key)
             return False

@@ -295,7 +295,9 @@ class _Exchange:
             return
         stats.body_in(operation, len(body))
         self.simulator.holds.pass_through(operation, self.target.key)
-        if self.throttle is not None and not self.throttle.admit(operation, self.target.bucket, self.target.key):
+        cost = body.count(b"<Object>") if operation is S3Operation.DELETE_OBJECTS else 1  # each key a write
+        if self.throttle is not None and not self.throttle.admit(operation, self.target.bucket, self.target.key,
+                                                                 cost=max(1, cost)):
             stats.throttle(operation)
             self._sleep(profile.first_byte(operation))
             self._send_error("SlowDown")
