@@ -6,10 +6,10 @@ reference machine (a dozen events, endpoint rules, validation and serialization,
 than S3's 3,500 writes a second per prefix leave (0.29 ms): the client, not S3, is then the commit's limit.
 :class:`LeanCompletes` sends the same request as botocore does, with none of that per request:
 
-- where: the bucket's endpoint (scheme, host, path-style or virtual-hosted addressing, signing region) is read
-  once per bucket from a URL botocore presigns for a Complete (its public ``generate_presigned_url``: the client's own
-  endpoint rules, addressing and region); the key is percent-encoded into it as botocore encodes it, and the upload id
-  goes in the query;
+- where: the bucket's endpoint (scheme, host, path-style or virtual-hosted addressing, signing region) is resolved
+  once per bucket by the client's own endpoint rules, as its call of a Complete would resolve them (botocore's
+  ``_resolve_endpoint_ruleset``; not a presigned URL: presigning names S3's global endpoint where a call names the
+  region's); the key is percent-encoded onto it as botocore encodes it, and the upload id goes in the query;
 - what: the ``<CompleteMultipartUpload>`` document of the parts (number, ETag and the part's checksum where one is
   recorded, in the order botocore writes them), ``If-None-Match: *`` when asked; no other header botocore sends for
   a Complete but the user agent;
@@ -26,8 +26,8 @@ than S3's 3,500 writes a second per prefix leave (0.29 ms): the client, not S3, 
 
 botocore sends the Complete instead where this does not hold, decided once per store (or per bucket, for what
 only its endpoint tells): a client without an HTTP session to lend, a signer other than SigV4 (unsigned or anonymous
-credentials, SigV4a of multi-region access points), a bucket whose presigned URL is not a plain SigV4 one (S3
-Express session auth, any query parameter botocore adds that is not understood here), and moto's in-process mock
+credentials, SigV4a of multi-region access points), a bucket whose endpoint rules name another signer or add headers
+(S3 Express session auth) or cannot be resolved, and moto's in-process mock
 (no connection is made: its ``before-send`` handler must see the request). The store's options set nothing else a
 Complete carries (no SSE-C, no requester pays).
 """
@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Sequence
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote, urlsplit
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
 
@@ -52,9 +52,6 @@ ALGORITHM = "AWS4-HMAC-SHA256"
 _XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
 _SIGNERS = ("s3v4", "v4", SIGNATURE_VERSION)
 """The client's signature versions that are plain SigV4 (what this module signs)."""
-_PRESIGN_KEY = "k"
-_PRESIGN_QUERY = {"uploadId", "X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires",
-                  "X-Amz-SignedHeaders", "X-Amz-Signature", "X-Amz-Security-Token"}
 _KEYS_KEPT = 16
 
 
@@ -69,24 +66,25 @@ class Target:
         self.path = urlsplit(base).path
 
 
-def target_of(presigned: str) -> Target | None:
-    """The :class:`Target` of a presigned Complete of key :data:`_PRESIGN_KEY`, or None where it is not a plain
-    SigV4 URL this module can reproduce."""
-    split = urlsplit(presigned)
-    query = parse_qs(split.query, keep_blank_values=True)
-    if set(query) - _PRESIGN_QUERY or query.get("X-Amz-Algorithm") != [ALGORITHM]:
+def target_of(endpoint_url: str, headers: dict[str, Any], properties: dict[str, Any], region: str | None
+              ) -> Target | None:
+    """The :class:`Target` of what botocore's endpoint rules resolved for a Complete (the endpoint URL, the headers
+    and properties they add, the client's region), or None where it is not plain SigV4 for ``s3`` without extra
+    headers or properties (S3 Express's session auth and backend, SigV4a): botocore's then."""
+    schemes = properties.get("authSchemes") or [{}]
+    scheme = schemes[0]
+    if headers or set(properties) - {"authSchemes"} or scheme.get("name", "sigv4") != "sigv4" \
+            or scheme.get("signingName", "s3") != "s3":
         return None
-    scope = (query.get("X-Amz-Credential") or [""])[0].split("/")
-    if len(scope) < 5 or scope[-1] != "aws4_request" or scope[-2] != "s3":
-        return None
-    if not split.path.endswith(f"/{_PRESIGN_KEY}"):
+    region = scheme.get("signingRegion") or region
+    split = urlsplit(endpoint_url)
+    if not region or split.scheme not in ("http", "https") or split.query or split.fragment:
         return None
     host = split.netloc.rsplit("@", 1)[-1]
-    default = {"http": ":80", "https": ":443"}.get(split.scheme)
-    if default and host.endswith(default):
+    default = {"http": ":80", "https": ":443"}[split.scheme]
+    if host.endswith(default):
         host = host[: -len(default)]
-    base = f"{split.scheme}://{split.netloc}{split.path[: -len(_PRESIGN_KEY) - 1]}"
-    return Target(base, host, scope[-3], scope[-2])
+    return Target(endpoint_url.rstrip("/"), host, region, "s3")
 
 
 def complete_body(parts: Sequence[dict[str, Any]]) -> bytes:
@@ -122,12 +120,13 @@ class LeanCompletes:
             return self._targets[bucket]
         except KeyError:
             pass
-        try:
-            url = client.generate_presigned_url(
-                "complete_multipart_upload", ExpiresIn=60,
-                Params={"Bucket": bucket, "Key": _PRESIGN_KEY, "UploadId": "u"})
-            found = target_of(str(url))
-        except Exception:  # botocore refused to presign it (an ARN it cannot route, no credentials): botocore's
+        try:  # botocore's endpoint rules, as its call would resolve them (once per bucket)
+            url, headers, properties = client._resolve_endpoint_ruleset(
+                client.meta.service_model.operation_model("CompleteMultipartUpload"),
+                {"Bucket": bucket, "Key": "k", "UploadId": "u", "MultipartUpload": {"Parts": []}},
+                {"client_config": client.meta.config})
+            found = target_of(str(url), dict(headers or {}), dict(properties or {}), client.meta.region_name)
+        except Exception:  # rules botocore would refuse (an ARN it cannot route...): botocore's, to say why
             found = None
         with self._lock:
             self._targets[bucket] = found
