@@ -136,8 +136,7 @@ class LeanCompletes:
                  if_none_match: bool = False) -> dict[str, Any]:
         """One attempt of the Complete (call :meth:`usable` first): ``{"ETag": ...}`` as botocore answers, or
         botocore's ``ClientError`` or connection error."""
-        from botocore.awsrequest import AWSPreparedRequest
-        from botocore.compat import HTTPHeaders
+        from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 
         target = self._targets[bucket]
         assert target is not None
@@ -162,7 +161,7 @@ class LeanCompletes:
         to_sign = f"{ALGORITHM}\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         signature = hmac.new(self._key(credentials.secret_key, day, target.region, target.service),
                              to_sign.encode(), hashlib.sha256).hexdigest()
-        headers = HTTPHeaders()
+        headers = HeadersDict()
         if if_none_match:
             headers["If-None-Match"] = "*"
         headers["User-Agent"] = self.user_agent
