@@ -120,7 +120,8 @@ def measure(requests: int = 2000, threads: int = 32, operation: str = "complete"
 def report(result: dict[str, Any]) -> str:
     both, alone, latency = result["through_store"], result["store_alone"], result["s3_standard"]
     return "\n".join([
-        f"{result['operation']}{' (lean)' if result.get('lean') else ''}: {result['requests']} requests, {result['threads']} threads, {result['cpus']} CPUs",
+        f"{result['operation']}{' (lean)' if result.get('lean') else ''}: {result['requests']} requests, "
+        f"{result['threads']} threads, {result['cpus']} CPUs",
         f"  through S3Store over the wire, no latency: {both['per_s']:.0f}/s wall, "
         f"{both['cpu_ms']:.3f} ms CPU a request (client + store)",
         f"  the store alone (S3Wire.answer on the recorded requests): {alone['cpu_ms']:.3f} ms CPU a request",

@@ -22,11 +22,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fast_store_rate import measure  # noqa: E402
+from fast_store_rate import measure
 
-from s3commit import S3Store, StoreOptions  # noqa: E402
-from s3commit.config.options import RetryPolicy  # noqa: E402
-from s3commit.testing.server import S3TestServer  # noqa: E402
+from s3commit import S3Store, StoreOptions
+from s3commit.config.options import RetryPolicy
+from s3commit.testing.server import S3TestServer
 
 
 def over_wire(requests: int, threads: int, lean: bool) -> float:

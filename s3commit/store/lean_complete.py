@@ -59,7 +59,7 @@ class Target:
     """Where a bucket's Completes go and how they are signed: ``base`` (``scheme://host[/bucket]``), the ``host``
     signed (no default port), the signing ``region`` and ``service``."""
 
-    __slots__ = ("base", "path", "host", "region", "service")
+    __slots__ = ("base", "host", "path", "region", "service")
 
     def __init__(self, base: str, host: str, region: str, service: str) -> None:
         self.base, self.host, self.region, self.service = base, host, region, service

@@ -76,8 +76,8 @@ def test_lean_and_botocore_complete_alike():
         etag = complete(store, KEY, upload_id, sent, if_none_match=True)
         request = recorder.requests[-1]
         data, _, _ = store.objects.read_object(BUCKET, KEY)
-        found[lean] = (etag, data, request.url, request.body,
-                       {k.lower() for k in request.headers} - {"user-agent", "amz-sdk-invocation-id", "amz-sdk-request"})
+        unsigned = {"user-agent", "amz-sdk-invocation-id", "amz-sdk-request"}
+        found[lean] = (etag, data, request.url, request.body, {k.lower() for k in request.headers} - unsigned)
         assert store.counters.snapshot()["requests"]["CompleteMultipartUpload"] == 1
     assert found[True][0] == found[False][0] and found[True][0].endswith('-2"')
     assert found[True][1:] == found[False][1:]  # URL, body (checksums included), headers
@@ -161,8 +161,8 @@ def test_what_is_not_plain_sigv4_falls_back_to_botocore():
     plain = {"authSchemes": [{"name": "sigv4", "signingName": "s3", "signingRegion": "us-west-2"}]}
     assert target_of("https://b.s3.us-west-2.amazonaws.com", {}, plain, None).region == "us-west-2"
     assert target_of("https://b.s3.amazonaws.com", {}, {}, "eu-west-1").region == "eu-west-1"
-    assert target_of("https://b.s3express-usw2-az1.us-west-2.amazonaws.com", {}, {"backend": "S3Express", "authSchemes": [
-        {"name": "sigv4-s3express", "signingName": "s3express"}]}, "us-west-2") is None
+    express = {"backend": "S3Express", "authSchemes": [{"name": "sigv4-s3express", "signingName": "s3express"}]}
+    assert target_of("https://b.s3express-usw2-az1.us-west-2.amazonaws.com", {}, express, "us-west-2") is None
     assert target_of("https://mrap.accesspoint.s3-global.amazonaws.com", {},
                      {"authSchemes": [{"name": "sigv4a", "signingName": "s3"}]}, "x") is None
     assert target_of("https://b.s3.amazonaws.com", {"x-amz-extra": "1"}, plain, None) is None
@@ -171,8 +171,7 @@ def test_what_is_not_plain_sigv4_falls_back_to_botocore():
         "fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.AnonymousAWSCredentialsProvider"})
     assert not LeanCompletes().usable(build_s3_client(anonymous), "b")
     assert not LeanCompletes().usable(SimpleNamespace(meta=SimpleNamespace(config=SimpleNamespace())), "b")
-    express = LeanCompletes()
-    assert not express.usable(build_s3_client(StoreOptions(access_key="a", secret_key="s", region="us-west-2")),
+    assert not LeanCompletes().usable(build_s3_client(StoreOptions(access_key="a", secret_key="s", region="us-west-2")),
                               "my-bucket--usw2-az1--x-s3")
 
 
@@ -241,7 +240,7 @@ def test_slowdown_is_a_throttle_the_limit_sees():
             return s3_error("SlowDown", 503, "Please reduce your request rate.")
         return None
 
-    wire, store = wire_store(fail=slow_down)
+    _, store = wire_store(fail=slow_down)
     upload_id, sent = upload(store)
     assert complete(store, KEY, upload_id, sent).endswith('-2"')
     counted = store.counters.snapshot()
@@ -255,7 +254,7 @@ def test_slowdown_is_a_throttle_the_limit_sees():
 
 
 def test_if_none_match_412_and_a_repeated_complete():
-    wire, store = wire_store()
+    _, store = wire_store()
     upload_id, sent = upload(store)
     first = complete(store, KEY, upload_id, sent, if_none_match=True)
     assert complete(store, KEY, upload_id, sent, if_none_match=True) == first  # NoSuchUpload: the object is ours
@@ -269,7 +268,7 @@ def test_a_server_error_that_persists_is_transient_then_read_back():
     def broken(request):
         return s3_error("InternalError", 500) if request.operation == "complete_multipart_upload" else None
 
-    wire, store = wire_store(fail=broken)
+    _, store = wire_store(fail=broken)
     upload_id, sent = upload(store)
     with pytest.raises(TransientError):  # the object is not there: the Complete did not happen
         complete(store, KEY, upload_id, sent)
