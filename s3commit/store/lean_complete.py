@@ -49,7 +49,7 @@ from s3commit.store import moto_inprocess
 from s3commit.store.signing import SIGNATURE_VERSION
 
 ALGORITHM = "AWS4-HMAC-SHA256"
-_XMLNS = "http://s3.amazonaws.com/doc/2006-03-01/"
+_S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 _SIGNERS = ("s3v4", "v4", SIGNATURE_VERSION)
 """The client's signature versions that are plain SigV4 (what this module signs)."""
 _KEYS_KEPT = 16
@@ -91,7 +91,7 @@ def complete_body(parts: Sequence[dict[str, Any]]) -> bytes:
     """The ``<CompleteMultipartUpload>`` document of ``parts`` (``complete_parts``' dicts), as botocore writes it."""
     inner = "".join("<Part>" + "".join(f"<{name}>{escape(str(value))}</{name}>" for name, value in part.items())
                     + "</Part>" for part in parts)
-    return f'<CompleteMultipartUpload xmlns="{_XMLNS}">{inner}</CompleteMultipartUpload>'.encode()
+    return f'<CompleteMultipartUpload xmlns="{_S3_NAMESPACE}">{inner}</CompleteMultipartUpload>'.encode()
 
 
 class LeanCompletes:
@@ -220,7 +220,7 @@ def answer_of(status: int, headers: Any, body: bytes) -> dict[str, Any]:
                 "HostId": heads.get("x-amz-id-2", ""), "RetryAttempts": 0}
     if status < 300 and tag == "CompleteMultipartUploadResult":
         assert root is not None
-        return {"ETag": (root.findtext(f"{{{_XMLNS}}}ETag") or root.findtext("ETag") or ""),
+        return {"ETag": (root.findtext(f"{{{_S3_NAMESPACE}}}ETag") or root.findtext("ETag") or ""),
                 "ResponseMetadata": metadata}
     if status < 300:  # an <Error> (or nothing S3 sends) in a 200: botocore makes it a 500
         metadata["HTTPStatusCode"] = status = 500
