@@ -76,3 +76,21 @@ def test_inside_mock_aws_botocore_sends_it():
         upload_id, sent = upload(store, "bkt", "k", sizes=(10,))
         assert not store.uploads.lean.usable(store.requests.client, "bkt")
         assert complete(store, "bkt", "k", upload_id, sent).endswith('-1"')
+
+
+def test_a_job_commit_through_lean_completes(s3_server, s3_bucket):
+    from s3commit import create_committer
+
+    store = lean_store(s3_server)
+    committer = create_committer("magic", f"s3://{s3_bucket}/table", job_id="lean-job", store=store)
+    committer.setup_job()
+    messages = []
+    for task in range(3):
+        attempt = committer.setup_task(f"attempt_20261128_0000_m_{task:06d}_0")
+        for n in range(4):
+            with attempt.open(f"year={n}/part-{task:05d}.bin") as f:
+                f.write(bytes([task, n]) * 1000)
+        messages.append(committer.commit_task(attempt))
+    committer.commit_job(messages)
+    assert store.counters.snapshot()["requests"]["CompleteMultipartUpload"] == 12
+    assert store.objects.read_object(s3_bucket, "table/year=2/part-00001.bin")[0] == bytes([1, 2]) * 1000
