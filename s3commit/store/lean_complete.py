@@ -209,19 +209,19 @@ def answer_of(status: int, headers: Any, body: bytes) -> dict[str, Any]:
     raises for it (an ``<Error>`` in a 200 as a 500, as botocore's ``_handle_200_error`` makes it)."""
     from botocore.exceptions import ClientError
 
-    heads = {str(name).lower(): str(value) for name, value in headers.items()}
     text = body.strip()
     try:
         root = ElementTree.fromstring(text) if text else None
     except ElementTree.ParseError:
         root = None
     tag = root.tag.rsplit("}", 1)[-1] if root is not None else ""
-    metadata = {"HTTPStatusCode": status, "HTTPHeaders": heads, "RequestId": heads.get("x-amz-request-id", ""),
-                "HostId": heads.get("x-amz-id-2", ""), "RetryAttempts": 0}
-    if status < 300 and tag == "CompleteMultipartUploadResult":
+    if status < 300 and tag == "CompleteMultipartUploadResult":  # (the answer's headers as they are: case-blind)
         assert root is not None
         return {"ETag": (root.findtext(f"{{{_S3_NAMESPACE}}}ETag") or root.findtext("ETag") or ""),
-                "ResponseMetadata": metadata}
+                "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers}}
+    heads = {str(name).lower(): str(value) for name, value in headers.items()}
+    metadata = {"HTTPStatusCode": status, "HTTPHeaders": heads, "RequestId": heads.get("x-amz-request-id", ""),
+                "HostId": heads.get("x-amz-id-2", ""), "RetryAttempts": 0}
     if status < 300:  # an <Error> (or nothing S3 sends) in a 200: botocore makes it a 500
         metadata["HTTPStatusCode"] = status = 500
     code, message = str(status), ""

@@ -223,7 +223,7 @@ def test_answers_become_botocores_errors():
     assert raised.value.response["Error"]["Code"] == "404"
     ok = answer_of(200, {"X-Amz-Request-Id": "R"}, b'<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/'
                                                   b'doc/2006-03-01/"><ETag>"e-1"</ETag></CompleteMultipartUploadResult>')
-    assert ok["ETag"] == '"e-1"' and ok["ResponseMetadata"]["RequestId"] == "R"
+    assert ok["ETag"] == '"e-1"' and ok["ResponseMetadata"]["HTTPStatusCode"] == 200
     assert complete_body([{"PartNumber": 1, "ETag": '"e"'}]) == (
         b'<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Part><PartNumber>1</PartNumber>'
         b'<ETag>"e"</ETag></Part></CompleteMultipartUpload>')
