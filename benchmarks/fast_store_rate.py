@@ -15,6 +15,7 @@ what each can do a second in one process: requests answered per CPU-second by th
 CPU-second by the client is the margin (the issue asks for >= 5x).
 
     PYTHONPATH=. .venv/bin/python benchmarks/fast_store_rate.py [--requests 2000] [--threads 32] [--operation complete]
+        [--lean]
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ def _send(store: Any, operation: str) -> Callable[[tuple[str, str, str]], None]:
 
 
 def _through_store(requests: int, threads: int, operation: str, profile: str | None,
-                   record: list[Any] | None = None) -> dict[str, float]:
+                   record: list[Any] | None = None, lean: bool = False) -> dict[str, float]:
     s3, todo = _model(requests, operation)
     wire = S3Wire(s3, profile=profile)
-    store = wire.store()
+    store = wire.store(lean_requests=lean)
     if record is not None:
         answer = wire.answer
 
@@ -97,17 +98,17 @@ def _store_alone(recorded: list[Any], requests: int, operation: str) -> dict[str
     return {"requests": len(recorded), "wall_s": wall, "cpu_s": cpu, "cpu_ms": 1000 * cpu / len(recorded)}
 
 
-def measure(requests: int = 2000, threads: int = 32, operation: str = "complete") -> dict[str, Any]:
+def measure(requests: int = 2000, threads: int = 32, operation: str = "complete", lean: bool = False) -> dict[str, Any]:
     recorded: list[Any] = []
-    both = _through_store(requests, threads, operation, None, recorded)
+    both = _through_store(requests, threads, operation, None, recorded, lean)
     alone = _store_alone(recorded[1:], requests, operation)  # (the first was the warm-up's, in the model already)
     for request in recorded[1:]:
         if hasattr(request.body, "seek"):
             request.body.seek(0)
-    latency = _through_store(requests, threads, operation, "s3-standard")
+    latency = _through_store(requests, threads, operation, "s3-standard", lean=lean)
     client_ms = both["cpu_ms"] - alone["cpu_ms"]
     return {
-        "operation": operation, "requests": requests, "threads": threads, "cpus": os.cpu_count(),
+        "operation": operation, "lean": lean, "requests": requests, "threads": threads, "cpus": os.cpu_count(),
         "through_store": both, "store_alone": alone, "s3_standard": latency,
         "client_cpu_ms": client_ms,
         "client_sends_per_cpu_s": 1000 / client_ms,
@@ -119,7 +120,8 @@ def measure(requests: int = 2000, threads: int = 32, operation: str = "complete"
 def report(result: dict[str, Any]) -> str:
     both, alone, latency = result["through_store"], result["store_alone"], result["s3_standard"]
     return "\n".join([
-        f"{result['operation']}: {result['requests']} requests, {result['threads']} threads, {result['cpus']} CPUs",
+        f"{result['operation']}{' (lean)' if result.get('lean') else ''}: {result['requests']} requests, "
+        f"{result['threads']} threads, {result['cpus']} CPUs",
         f"  through S3Store over the wire, no latency: {both['per_s']:.0f}/s wall, "
         f"{both['cpu_ms']:.3f} ms CPU a request (client + store)",
         f"  the store alone (S3Wire.answer on the recorded requests): {alone['cpu_ms']:.3f} ms CPU a request",
@@ -135,9 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=32)
     parser.add_argument("--operation", choices=("complete", "put"), default="complete")
+    parser.add_argument("--lean", action="store_true",
+                        help="the store with s3commit.store.lean-requests (Completes sent by lean_complete)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     args = parser.parse_args(argv)
-    result = measure(args.requests, args.threads, args.operation)
+    result = measure(args.requests, args.threads, args.operation, args.lean)
     print(report(result))
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))

@@ -174,6 +174,12 @@ KEYS: dict[str, Key] = {
             "Most requests a process has in flight to one prefix, and where the adaptive limit starts: S3 takes about "
             "3,500 writes/s per prefix, 175 in flight at 50 ms each. The S3 client's connection pool holds at least "
             "this many connections (fs.s3a.connection.maximum if larger)."),
+        Key("s3commit.store.lean-requests", "false",
+            "Send each CompleteMultipartUpload (a job commit's request per file) through s3commit's own lean request "
+            "path: built, SigV4-signed and parsed by s3commit, sent through the S3 client's connection pool, at a "
+            "fraction of botocore's CPU per request; retries, errors and counters as every request's. botocore "
+            "still sends it where the lean path does not apply (anonymous or non-SigV4 signing, S3 Express, moto's "
+            "in-process mock)."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
         Key("fs.s3a.committer.magic.track.commits.in.memory.enabled", "true",
@@ -370,6 +376,8 @@ class StoreOptions:
     """Adapt the requests in flight per prefix to the store's throttling (:mod:`s3commit.store.concurrency`)."""
     concurrency_max: int = setting("s3commit.store.concurrency.max", parse_int)
     """The most requests in flight per prefix, and where the adaptive limit starts."""
+    lean_requests: bool = setting("s3commit.store.lean-requests", parse_bool)
+    """Send CompleteMultipartUploads through :mod:`s3commit.store.lean_complete` instead of botocore's call."""
     etag_form: EtagForm = EtagForm.OBJECTS
     """How the ``.pending`` and ``.pendingset`` files saved through this store write their part ETags
     (:class:`~s3commit.model.manifests.EtagForm`): objects (hadoop-aws 3.4.2 and later) or strings (older S3A). A

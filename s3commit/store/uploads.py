@@ -28,6 +28,7 @@ from s3commit.errors import (
 from s3commit.model.checksums import Sending, SentPart, complete_parts
 from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
+from s3commit.store.lean_complete import LeanCompletes
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at
@@ -44,6 +45,8 @@ class UploadRequests(RequestGroup):
         super().__init__(requests, bodies)
         self.objects = objects
         self.page_size: int | None = None
+        #: Completes sent by s3commit's lean path where ``s3commit.store.lean-requests`` asks (else None).
+        self.lean = LeanCompletes() if self.options.lean_requests else None
 
     def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None,
                                 on_possible_orphan: Callable[[CreateWindow], None] | None = None) -> str:
@@ -117,11 +120,17 @@ class UploadRequests(RequestGroup):
         parts = complete_parts(etags, checksum_algorithm, part_checksums)
         extra = {"IfNoneMatch": "*"} if if_none_match else {}
         attempts = Attempts()
+        client, lean = self.client, self.lean
+        if lean is not None and lean.usable(client, bucket):
+            def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
+                return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
+        else:
+            def send() -> Any:
+                return client.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra)
         try:
             response = self.requests.call(
-                "CompleteMultipartUpload",
-                lambda: self.client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra),
+                "CompleteMultipartUpload", send,
                 retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key, upload_id=upload_id,
             )
         except (NoSuchUploadError, TransientError, PreconditionFailedError) as err:

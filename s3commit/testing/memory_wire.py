@@ -97,10 +97,11 @@ class S3Wire:
 
     # --- clients and stores ------------------------------------------------------------------------------------
 
-    def options(self, *, retry: RetryPolicy | None = None) -> StoreOptions:
-        """The options of a store over this wire (path-style addressing, fixed credentials, one region)."""
+    def options(self, *, retry: RetryPolicy | None = None, lean_requests: bool = False) -> StoreOptions:
+        """The options of a store over this wire (path-style addressing, fixed credentials, one region);
+        ``lean_requests``: ``s3commit.store.lean-requests``."""
         return StoreOptions(endpoint_url=ENDPOINT_URL, region="us-east-1", path_style=True, access_key="memory",
-                            secret_key="memory-secret", use_ssl=False,
+                            secret_key="memory-secret", use_ssl=False, lean_requests=lean_requests,
                             retry=retry or RetryPolicy(initial_delay=0, max_delay=0))
 
     def client(self) -> Any:
@@ -123,12 +124,13 @@ class S3Wire:
         return client
 
     def store(self, *, retry: RetryPolicy | None = None, sleep: Callable[[float], None] | None = None,
-              conditional: bool | None = None, buckets: tuple[str, ...] | None = None) -> S3Store:
+              conditional: bool | None = None, buckets: tuple[str, ...] | None = None,
+              lean_requests: bool = False) -> S3Store:
         """A real :class:`S3Store` over this wire's :meth:`client` (each store its own counters and retries).
         ``sleep``: its retries' backoff (default: the wire's ``sleep``); ``retry`` default: retries without backoff.
         The capabilities it knows are AWS's (:func:`aws_capabilities`) for ``buckets`` (default: every bucket now),
-        so no probe runs."""
-        options = self.options(retry=retry)
+        so no probe runs. ``lean_requests``: its Completes sent by :mod:`s3commit.store.lean_complete`."""
+        options = self.options(retry=retry, lean_requests=lean_requests)
         store = S3Store(options, client=self.client(), sleep=sleep or self.sleep)
         honours = self.s3.conditional if conditional is None else conditional
         for bucket in self.s3.buckets() if buckets is None else buckets:
