@@ -1,6 +1,7 @@
 """The job commit at the store's own limit: a magic job commit of 1,000 to 100,000 files against its floor, on S3Wire
 (:mod:`s3commit.testing.memory_wire`: MemoryS3 behind a real botocore client, S3's ``s3-standard`` latencies, and
-with ``--throttle`` S3's 3,500 writes a second per partitioned prefix, 503 SlowDown above it).
+with ``--throttle`` S3's 3,500 writes a second per partitioned prefix, 503 SlowDown above it; ``--rate`` another
+rate, to see the commit meet the throttle at a rate this machine's client can exceed).
 
 Each case runs in a process of its own (its peak RSS is the case's): the uploads and their pendingsets are made
 in the model directly (no latency, not timed), then :class:`~s3commit.commit.engine.CommitEngine` commits them over
@@ -9,13 +10,13 @@ with the store's default retry policy and adaptive concurrency.
 
 The floor is the issue's: ``max(writes / the prefix's write rate, files x Complete latency / in-flight requests)``
 where the writes are the Completes plus, for an overwrite, the old files' deletes (each key of a DeleteObjects
-counts as one write on S3), the rate 3,500/s when throttled (none otherwise), and the in-flight requests the
+counts as one write on S3), the throttle's rate (none when not throttled), and the in-flight requests the
 adaptive limit's ceiling (``s3commit.store.concurrency.max``). The client's CPU is the process's CPU time during the
 commit less the store's own (the wire's answers, measured by ``benchmarks/fast_store_rate.py`` at ~0.07 ms a
 request): reported as Completes per CPU-second of the whole process, which bounds the commit when it is lower than
 the rate the floor allows.
 
-    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--out results.json]
+    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean] [--out results.json]
 """
 
 from __future__ import annotations
@@ -67,14 +68,14 @@ def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: in
     return keys
 
 
-def floor_seconds(files: int, *, old: int, throttled: bool, in_flight: int) -> float:
+def floor_seconds(files: int, *, old: int, rate: float | None, in_flight: int) -> float:
     latency = get_profile(PROFILE).first_byte(S3Operation.COMPLETE_MULTIPART_UPLOAD)
     by_latency = files * latency / in_flight
-    by_rate = (files + old) / ThrottleSpec().writes_per_second if throttled else 0.0
+    by_rate = (files + old) / rate if rate else 0.0
     return max(by_latency, by_rate)
 
 
-def run_case(files: int, *, throttled: bool, overwrite: bool) -> dict[str, Any]:
+def run_case(files: int, *, rate: float | None, overwrite: bool, lean: bool = False) -> dict[str, Any]:
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
     job_id = str(uuid.uuid4())
@@ -82,8 +83,8 @@ def run_case(files: int, *, throttled: bool, overwrite: bool) -> dict[str, Any]:
     layout = JobLayout(dest.key, job_id)
     old = files if overwrite else 0
     keys = prepare(s3, dest, layout, job_id, files, old=old)
-    wire = S3Wire(s3, profile=PROFILE, throttle=ThrottleSpec() if throttled else None)
-    store = wire.store(retry=RetryPolicy())
+    wire = S3Wire(s3, profile=PROFILE, throttle=ThrottleSpec(writes_per_second=rate) if rate else None)
+    store = wire.store(retry=RetryPolicy(), lean_requests=lean)
     in_flight = StoreOptions().concurrency_max
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
                           options=CommitterOptions(journal=True))
@@ -94,10 +95,10 @@ def run_case(files: int, *, throttled: bool, overwrite: bool) -> dict[str, Any]:
     visible = s3.objects(BUCKET, f"{dest.key}/")
     committed = sum(1 for k in visible if "/part-" in k)
     exact = committed == files and not any("/old-" in k for k in visible if overwrite) and not s3.uploads(BUCKET)
-    floor = floor_seconds(files, old=old, throttled=throttled, in_flight=in_flight)
+    floor = floor_seconds(files, old=old, rate=rate, in_flight=in_flight)
     metrics = success.metrics
     return {
-        "files": files, "overwrite": overwrite, "throttled": throttled, "exact": exact,
+        "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": lean, "exact": exact,
         "seconds": round(seconds, 3), "floor_seconds": round(floor, 3), "ratio": round(seconds / floor, 2),
         "cpu_seconds": round(cpu_seconds, 3), "completes_per_cpu_second": round(files / cpu_seconds),
         "requests": store.counters.snapshot()["total_requests"],
@@ -114,19 +115,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", default="1000,10000", help="comma-separated file counts")
     parser.add_argument("--throttle", choices=("on", "off", "both"), default="both")
     parser.add_argument("--overwrite", action="store_true", help="also an overwrite deleting as many old files")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite: one case, in this process
+    parser.add_argument("--rate", type=float, default=3500.0, help="the throttle's writes a second per prefix")
+    parser.add_argument("--lean", action="store_true", help="Completes by the lean path (s3commit.store.lean-requests)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean: one case, in this process
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.case:
-        files, throttled, overwrite = args.case.split(",")
-        print(json.dumps(run_case(int(files), throttled=throttled == "1", overwrite=overwrite == "1")))
+        files, throttled, overwrite, lean = args.case.split(",")
+        result = run_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1", lean=lean == "1")
+        print(json.dumps(result))
         return 0
     throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]
     results = []
     for files in (int(f) for f in args.files.split(",")):
         for overwrite in ([False, True] if args.overwrite else [False]):
             for throttled in throttles:
-                case = f"{files},{int(throttled)},{int(overwrite)}"
+                case = f"{files},{args.rate if throttled else 0},{int(overwrite)},{int(args.lean)}"
                 out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
                                      capture_output=True, text=True, check=True).stdout
                 result = json.loads(out.strip().splitlines()[-1])
