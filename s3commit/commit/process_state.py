@@ -11,7 +11,9 @@
 
 The rest is not kept past its use: a job's lock in this process lives while operations of the job run
 (:func:`s3commit.commit.ownership.one_operation`); what a store honours is a cache of facts about the store, by
-endpoint and bucket (:mod:`s3commit.store.capability_cache`), not of any job.
+endpoint and bucket (:mod:`s3commit.store.capability_cache`), not of any job; and the requests in flight to each
+prefix are the process's, whichever job sends them (:data:`s3commit.store.concurrency.PROCESS_LIMITS`, below this
+layer: S3 throttles what the process sends; a store may be given limits of its own, as a simulated process's are).
 
 Who owns it: the sidecar server makes one for everything it serves (:class:`s3commit.bridge.handlers.BridgeHandlers`),
 and the committer factory hands one to each committer (``create_committer(..., process=)``; by default
