@@ -12,6 +12,13 @@ Typical use::
 """
 
 from s3commit._version import __version__
+from s3commit.commit.snapshot_admin import (
+    current_files,
+    disable_snapshots,
+    enable_snapshots,
+    snapshot_history,
+    vacuum_snapshots,
+)
 from s3commit.committers import (
     Committer,
     TaskAttempt,
@@ -68,5 +75,10 @@ __all__ = [
     "ThrottledError",
     "__version__",
     "create_committer",
+    "current_files",
+    "disable_snapshots",
+    "enable_snapshots",
     "open_magic_file",
+    "snapshot_history",
+    "vacuum_snapshots",
 ]

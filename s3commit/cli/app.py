@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from s3commit.cli import doctor, recover, show, uploads
+from s3commit.cli import doctor, recover, show, snapshot, uploads
 from s3commit.cli.args import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"s3commit {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in (recover, uploads, show, doctor):
+    for command in (recover, uploads, show, snapshot, doctor):
         command.add_parser(commands, common)
     # Parsed by main() before argparse sees them, so every option reaches the delegate; listed for --help.
     commands.add_parser("demo", help="run s3commit.demo (its own options follow)", add_help=False)

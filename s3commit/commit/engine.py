@@ -24,9 +24,11 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    raise one :class:`JobCommitError`.
 5. **Overwrite**: the plan applied *after* completion: old objects under the given prefixes (or the partitions just
    written) deleted, never the keys just committed, never a scratch key.
-6. **The commit point** (:class:`CommitPoint`): ``_SUCCESS`` for a job; for a streaming batch, its entry in the
-   sink's log, which the JVM writes between the journal and the Completes (so a batch is finished forward once the
-   log has it, never rolled back).
+6. **The commit point** (:class:`CommitPoint`): ``_SUCCESS`` for a job; for a job on a snapshot destination
+   (:mod:`s3commit.commit.snapshots`), the next snapshot's entry in its log, which replaces step 5: nothing is
+   deleted, the replaced files leave the snapshot and a bounded vacuum deletes those past the retention horizon;
+   for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
+   (so a batch is finished forward once the log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted,
    the journal last (so a clean-up cut short is finished from the same records).
 
@@ -62,6 +64,15 @@ from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_unde
 from s3commit.commit.overwrite import OverwritePlan, delete_old
 from s3commit.commit.prefixes import delete_prefix
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
+from s3commit.commit.snapshots import (
+    VACUUM_ENTRIES_AT_COMMIT,
+    LogState,
+    SnapshotLog,
+    data_files,
+    file_of,
+    next_snapshot,
+    vacuum,
+)
 from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, revert_upload_quietly
 from s3commit.commit.validate_output import validate_committed
 from s3commit.config.options import CommitterOptions
@@ -83,6 +94,7 @@ from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY
 from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
+from s3commit.model.snapshot_log import Snapshot, SnapshotFile
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
@@ -103,6 +115,10 @@ class CommitPoint(enum.Enum):
     SUCCESS = "_SUCCESS"
     """A job: decided once every upload is complete and the overwrite applied; ``_SUCCESS`` marks it (the journal
     records the commit, :class:`CommitJournal`)."""
+    SNAPSHOT = "the snapshot log"
+    """A job on a snapshot destination (:mod:`s3commit.commit.snapshots`): decided by the next snapshot's entry in
+    the destination's log, written with ``If-None-Match: *`` once every upload is complete; ``_SUCCESS`` follows.
+    Chosen by the engine from the log it finds under the lease, not by the caller."""
     SINK_LOG = "the sink's log"
     """A Structured Streaming batch: decided by the batch's entry in the sink's log, which the JVM writes after the
     journal (:class:`BatchJournal`) and before the Completes. No lease (the log serializes batches), no overwrite, and
@@ -127,6 +143,12 @@ class CommitStats:
     checksums_verified: int = 0
     dead_jobs_swept: int = 0
     dead_job_uploads_aborted: int = 0
+    snapshot: int = -1
+    """The snapshot this commit published (a snapshot destination), else -1."""
+    snapshot_files: int = 0
+    replaced: int = 0
+    """Files the published snapshot no longer lists (replaced by the overwrite; deleted after the retention)."""
+    vacuumed: int = 0
     timings_ms: dict[str, int] = field(default_factory=dict)
     limit: LimitWatch | None = None
     """What the store's concurrency limit of the destination's prefix did from the first Complete to ``_SUCCESS``
@@ -418,10 +440,75 @@ class CommitEngine:
         self.stats.deleted_by_overwrite += deleted
         self.stats.kept_changed += changed
 
+    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState) -> Snapshot:
+        """The commit point of a job on a snapshot destination: the next snapshot (the current one less what the
+        overwrite plan replaces under the destination, plus this job's files) published as the log's next entry.
+        Nothing is deleted here: the replaced files stay for the retention horizon."""
+        assert state.settings is not None
+        self.point = CommitPoint.SNAPSHOT
+        snapshots = SnapshotLog(self.store, self.dest)
+        base = snapshots.current(state)
+        if base is None:
+            # Enabled, but its first entry was never written (the enabling process died): the files there now,
+            # less this job's, are the snapshot it would have written.
+            base = Snapshot.of(-1, [file_of(i, self.dest) for i in data_files(self.store, self.dest)
+                                    if i.key not in self._committed])
+        now = int(time.time() * 1000)
+        added = [SnapshotFile(relative=self.dest.relative(c.destination_key), size=c.length, modified_ms=now,
+                              job=self.job_id)
+                 for c in self.validated_uploads(keys) if self.dest.contains_key(c.destination_key)]
+        replaced = ["" if p == self.dest.prefix else self.dest.relative(p)
+                    for p in plan.prefixes(self.dest, self._committed)
+                    if p == self.dest.prefix or self.dest.contains_key(p)]
+        snapshot = next_snapshot(base, added=added, replaced=replaced)
+        self.lease.check()
+        try:
+            snapshots.publish(snapshot, state.settings)
+        except CommitConflictError:
+            raise
+        except S3CommitError:
+            # The answer may have been lost after S3 applied it: published is published.
+            if self.published_snapshot() != snapshot.id:
+                raise
+        self.stats.snapshot = snapshot.id
+        self.stats.snapshot_files = len(snapshot.files)
+        self.stats.replaced = len(base.relatives - snapshot.relatives)
+        log.info("job %s published snapshot %d of %s: %d files, %d replaced", self.job_id, snapshot.id, self.dest,
+                 len(snapshot.files), self.stats.replaced)
+        return snapshot
+
+    def published_snapshot(self) -> int | None:
+        """The id of the snapshot this job published, if the destination's latest one lists a file of this job
+        (a job publishes the latest snapshot while it holds the lease, and no later one can be published before its
+        commit is settled); None otherwise (and for a job with no file: its commit is then redone, harmlessly)."""
+        snapshots = SnapshotLog(self.store, self.dest)
+        state = snapshots.state()
+        current = snapshots.current(state)
+        if current is None or not any(f.job == self.job_id for f in current.files):
+            return None
+        self.point = CommitPoint.SNAPSHOT
+        return current.id
+
+    def _outside(self, plan: OverwritePlan) -> OverwritePlan:
+        """The part of ``plan`` outside the destination (directories elsewhere in its bucket)."""
+        outside = [p.rstrip("/") for p in plan.prefixes(self.dest, self._committed)
+                   if p != self.dest.prefix and not self.dest.contains_key(p)]
+        return OverwritePlan(delete_outside=tuple(outside))
+
+    def _vacuum_quietly(self) -> None:
+        """A bounded vacuum after a snapshot commit: the files of expired entries no retained snapshot lists."""
+        try:
+            report = vacuum(self.store, self.dest, full=False, max_entries=VACUUM_ENTRIES_AT_COMMIT,
+                            pool_size=self.options.pool_size)
+            self.stats.vacuumed = report.deleted
+        except S3CommitError as err:
+            log.warning("job %s committed snapshot %d; the vacuum after it failed (the next commit or `s3commit "
+                        "snapshot vacuum %s` does it): %s", self.job_id, self.stats.snapshot, self.dest, err)
+
     def mark(self, success: SuccessData) -> None:
         """The commit point of a job: ``_SUCCESS`` (unless ``success_marker`` is off). A batch's, the sink's log
         entry, is written by the JVM between :meth:`prepare` and :meth:`finish`."""
-        if self.point is CommitPoint.SUCCESS and self.options.success_marker:
+        if self.point is not CommitPoint.SINK_LOG and self.options.success_marker:
             self.store.objects.put_object(self.dest.bucket, self.layout.success_key, success.to_json(),
                                           content_type="application/json")
 
@@ -447,6 +534,8 @@ class CommitEngine:
             **({"committer_objects_validated": self.stats.validated,
                 "committer_checksums_verified": self.stats.checksums_verified} if self.options.validate_output
                else {}),
+            **({"committer_snapshot": self.stats.snapshot, "committer_snapshot_files": self.stats.snapshot_files,
+                "committer_files_replaced": self.stats.replaced} if self.stats.snapshot >= 0 else {}),
             **({"committer_throttles": limit.throttles, "committer_concurrency_decreases": limit.decreases,
                 "committer_concurrency_low": limit.low, "committer_concurrency_high": limit.high,
                 "committer_concurrency_final": limit.final} if limit is not None else {}),
@@ -558,11 +647,20 @@ class CommitEngine:
             t0 = time.monotonic()
             self.lease.acquire()  # LEASED: nothing of this job changes the destination before it is held
             self.stats.timings_ms["lease"] = _ms(t0)
+            # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
+            # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
+            log_state = pool.submit(SnapshotLog(self.store, self.dest).state)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             t0 = time.monotonic()
             try:
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
+                self.stats.timings_ms["complete"] = _ms(t0)
+                state = log_state.result()
+                if state.enabled:
+                    t0 = time.monotonic()
+                    self.publish_snapshot(keys, plan, state)  # COMMITTED (a snapshot destination)
+                    self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
             except BaseException as err:
@@ -579,16 +677,18 @@ class CommitEngine:
                                      failures=[(f"s3://{bucket}/{k}", e) for k, e in failed],
                                      reverted=self.stats.reverted, aborted=self.stats.aborted,
                                      not_rolled_back=left) from err
-            self.stats.timings_ms["complete"] = _ms(t0)
         t0 = time.monotonic()
-        self.apply_overwrite(plan)  # OVERWRITTEN
+        # OVERWRITTEN: on a snapshot destination only locations outside it (no snapshot lists them).
+        self.apply_overwrite(self._outside(plan) if self.point is CommitPoint.SNAPSHOT else plan)
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
-        self.mark(success)  # COMMITTED
+        self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
+        if self.point is CommitPoint.SNAPSHOT:
+            self._vacuum_quietly()
         try:
             self._finish_cleanup(records, swept)  # CLEANED
         except S3CommitError as err:
@@ -712,6 +812,12 @@ class CommitEngine:
         if self.committed_success() is not None:
             # _SUCCESS is written after every completion and the overwrite: only the clean-up is left.
             return self._cleaned_up(f"has committed (s3://{self.dest.bucket}/{self.layout.success_key} names it)")
+        published = self.published_snapshot()
+        if published is not None:
+            # The snapshot's entry is the commit point: _SUCCESS (after it) and the clean-up are left.
+            self.stats.snapshot = published
+            self.mark(self.success_data())
+            return self._cleaned_up(f"has committed (snapshot {published} of {self.dest} is its)")
         pending_before = self._pending_upload_ids()
         try:
             self.run(keys, self.journal_plan())
@@ -760,6 +866,14 @@ class CommitEngine:
                 f"cannot roll back job {self.job_id}: it has committed (s3://{self.dest.bucket}/"
                 f"{self.layout.success_key} names it) and only its clean-up was interrupted; run "
                 f"`s3commit recover {self.dest} --job {self.job_id}` (without --abort) to finish the clean-up")
+        published = self.published_snapshot()
+        if published is not None:
+            raise AlreadyCommittedError(
+                f"cannot roll back job {self.job_id}: it has committed (snapshot {published} of {self.dest} is its) "
+                f"and only its clean-up was interrupted; run `s3commit recover {self.dest} --job {self.job_id}` "
+                "(without --abort) to finish it")
+        # On a snapshot destination nothing is deleted before the commit point: rolling back never loses data.
+        snapshot_dest = SnapshotLog(self.store, self.dest).state().enabled
         with ThreadPoolExecutor(self.options.pool_size,
                                 thread_name_prefix=f"s3commit-recover-{self.job_id[:8]}") as pool:
             self.load_and_validate(pool, keys)
@@ -775,7 +889,7 @@ class CommitEngine:
                 else:
                     gone += 1
             total = completed + gone + waiting
-            if total and completed == total and self.journal_plan().deletes and not force:
+            if total and completed == total and self.journal_plan().deletes and not force and not snapshot_dest:
                 raise RecoveryError(
                     f"cannot roll back job {self.job_id} safely: all {total} uploads are complete and its "
                     f"overwrite plan may already have deleted the old data under {self.dest}; rolling back "

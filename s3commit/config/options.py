@@ -215,6 +215,11 @@ KEYS: dict[str, Key] = {
         Key("s3commit.commit.lease.duration", "120",
             "Seconds a lease lives unless renewed (its holder renews it every quarter of this); a holder silent "
             "longer is taken over, judged by the store's clock, and its interrupted commit settled first."),
+        Key("s3commit.snapshot.retention", "24h",
+            "On a snapshot destination (`s3commit snapshot enable`): how long a file an overwrite replaced stays in "
+            "the store after the snapshot that dropped it was superseded, so that reads planned on it finish; "
+            "vacuum deletes it after. The default of `snapshot enable`, recorded in the destination's log. A number "
+            "of seconds or a duration (90s, 10m, 1h)."),
         Key("s3commit.job.liveness", "10m",
             "How long a job may stay silent before others judge it dead. From job setup until it commits or aborts, "
             "a job's driver renews its liveness record (its owner record, _owner.json in its job directory) every "
@@ -464,6 +469,7 @@ class CommitterOptions:
     lease_wait: float = setting("s3commit.commit.lease.wait", parse_seconds)
     lease_duration: float = setting("s3commit.commit.lease.duration", parse_seconds)
     job_liveness: float = setting("s3commit.job.liveness", parse_seconds)
+    snapshot_retention: float = setting("s3commit.snapshot.retention", parse_seconds)
     sweep_dead_jobs: bool = setting("s3commit.job.sweep", parse_bool)
 
     def __post_init__(self) -> None:

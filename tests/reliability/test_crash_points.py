@@ -35,6 +35,8 @@ from s3commit import create_committer
 from s3commit.commit.process_state import ProcessState
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
+from s3commit.commit.snapshot_admin import enable_snapshots
+from s3commit.commit.snapshots import SnapshotLog
 from s3commit.commit.sweep import sweep_dead_jobs
 from s3commit.committers.base import Committer
 from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
@@ -53,8 +55,14 @@ LATER = OPTIONS.job_liveness + OPTIONS.lease_duration + 1
 
 
 def visible(s3: MemoryS3, prefix: str = "t/") -> dict[str, bytes]:
-    """What a reader listing the destination sees: every object but scratch keys and ``_SUCCESS``."""
-    return {k: v for k, v in s3.objects(BUCKET, prefix).items()
+    """What a reader sees: on a snapshot destination the current snapshot's files (as a reader of its log reads
+    them, each file read from the store); elsewhere what a listing finds: every object but scratch keys and
+    ``_SUCCESS``."""
+    objects = s3.objects(BUCKET, prefix)
+    snapshot = SnapshotLog(s3.store(), S3Uri.parse(DEST)).current()
+    if snapshot is not None:
+        return {f"t/{f.relative}": objects[f"t/{f.relative}"] for f in snapshot.files}
+    return {k: v for k, v in objects.items()
             if not is_scratch_key(k) and not k.endswith("/_SUCCESS") and SINK_LOG_DIR not in k}
 
 
@@ -145,11 +153,17 @@ SCENARIOS: dict[str, Callable[[], Job]] = {
 }
 
 
-def old_data(s3: MemoryS3) -> tuple[dict[str, bytes], str]:
-    """The table before the job: three partitions written by a first job (its ``_SUCCESS``)."""
+def old_data(s3: MemoryS3, *, snapshots: bool = False) -> tuple[dict[str, bytes], str]:
+    """The table before the job: three partitions written by a first job (its ``_SUCCESS``); ``snapshots``: then
+    made a snapshot destination (a second job commits snapshot 1 over it, so that the log has history)."""
     job = Job("magic", files("old", ("p=0", "p=1", "p=2"), big=False))
     committer, messages = job.run_tasks(s3, str(uuid.uuid4()))
     committer.commit_job(messages)
+    if snapshots:
+        enable_snapshots(DEST, store=s3.store(), options=OPTIONS)
+        job = Job("magic", files("older", ("p=2",), big=False), commit_args={"replace_partitions": True})
+        committer, messages = job.run_tasks(s3, str(uuid.uuid4()))
+        committer.commit_job(messages, **job.commit_args)
     return visible(s3), committer.job_id
 
 
@@ -182,13 +196,13 @@ class Crash:
 
 
 def crash_at(scenario: str, stop_at: int | None, stop: str, end: Callable[[Committer, list[Any]], object],
-             what: str = "") -> tuple[Crash, int]:
+             what: str = "", *, snapshots: bool = False) -> tuple[Crash, int]:
     """Write the old data, run the scenario's job to its end (``end``: its commit or abort, called with its driver and
     the task messages), the driver dying at the ``stop_at``-th request of that end (None: it does not die). Returns
-    the crash and how many requests the end sent."""
+    the crash and how many requests the end sent. ``snapshots``: on a snapshot destination."""
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
-    old, old_job = old_data(s3)
+    old, old_job = old_data(s3, snapshots=snapshots)
     job = SCENARIOS[scenario]()
     driver, messages = job.run_tasks(s3, str(uuid.uuid4()))
     client = client_of(driver.store)
@@ -205,14 +219,15 @@ def crash_at(scenario: str, stop_at: int | None, stop: str, end: Callable[[Commi
     return Crash(s3, old, old_job, job, driver, point), len(client.requests) - before
 
 
-def crash_commit(scenario: str, stop_at: int | None, stop: str) -> tuple[Crash, int]:
+def crash_commit(scenario: str, stop_at: int | None, stop: str, *, snapshots: bool = False) -> tuple[Crash, int]:
     """The scenario's job commit, its driver dying at the ``stop_at``-th request of the commit."""
     commit_args = SCENARIOS[scenario]().commit_args
-    return crash_at(scenario, stop_at, stop, lambda driver, messages: driver.commit_job(messages, **commit_args))
+    return crash_at(scenario, stop_at, stop, lambda driver, messages: driver.commit_job(messages, **commit_args),
+                    snapshots=snapshots)
 
 
-def commit_requests(scenario: str) -> int:
-    crash, sent = crash_commit(scenario, None, "before")
+def commit_requests(scenario: str, *, snapshots: bool = False) -> int:
+    crash, sent = crash_commit(scenario, None, "before", snapshots=snapshots)
     assert crash.check("a commit that does not die") == "new"
     assert_clean(crash.s3, "a commit that does not die")
     return sent
@@ -281,6 +296,26 @@ def test_a_commit_killed_at_every_request_ends_in_a_serial_state(scenario, follo
             seen[stop] = seen.get(stop, 0) + 1
     tally["crash points (memory store)"] += sum(seen.values())
     assert seen == {"before": total, "after": total}
+
+
+@pytest.mark.parametrize("follow_up", [f if f == "recover" else pytest.param(f, marks=pytest.mark.slow)  # budget
+                                       for f in FOLLOW_UPS])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_a_snapshot_commit_killed_at_every_request_never_shows_a_reader_anything_but_one_snapshot(
+        scenario, follow_up, tally) -> None:
+    """On a snapshot destination the reader's guarantee holds at the crash itself, not only once a follow-up ran:
+    a reader of the log sees exactly the old snapshot or exactly the new one whatever request the driver died at
+    (a lister of the plain directory would see the new files beside the old ones from the first Complete)."""
+    total = commit_requests(scenario, snapshots=True)
+    assert total > 10
+    for stop in ("before", "after"):
+        for n in range(1, total + 1):
+            crash, _ = crash_commit(scenario, n, stop, snapshots=True)
+            now = visible(crash.s3)
+            assert now in (crash.old, crash.job.after(crash.old, crash.driver)), (
+                f"{crash.point}: a reader of the log sees {sorted(now)[:6]}, neither snapshot")
+            FOLLOW_UPS[follow_up](crash)
+            tally["crash points (memory store)"] += 1
 
 
 # --- an abort killed at every request --------------------------------------------------------------------------

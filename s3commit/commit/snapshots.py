@@ -1,0 +1,290 @@
+"""Snapshot destinations: a log of committed snapshots that readers trust over a listing (DESIGN.md section 27).
+
+A plain directory is read by listing it, and no order of Completes and deletes makes a commit atomic for a lister.
+A destination that opts in (:func:`enable`) keeps a log (:mod:`s3commit.model.snapshot_log`): every commit to it
+publishes the next snapshot, the destination's whole file list, with one ``If-None-Match: *`` PUT, its commit point
+(:class:`s3commit.commit.engine.CommitPoint`); the commit lease orders the commits. A reader that goes by the log
+(stock Spark reading the directory; :func:`s3commit.arrow.dataset`; :func:`current`) sees exactly one committed
+snapshot, whole: never the files of a commit under way, of a commit that failed or whose driver died, and never the
+old and the new files of an overwrite at once.
+
+An overwrite on a snapshot destination deletes nothing when it commits: the files it replaces leave the next
+snapshot, and stay in the store for the retention horizon, so that a read planned on an older snapshot finishes.
+:func:`vacuum` then deletes every data file in no retained snapshot (every later commit runs a bounded vacuum).
+
+A plain lister of a snapshot destination sees every file the retention horizon keeps: old and new versions at once
+after an overwrite. Readers must go by the log; ``docs/snapshots.md`` says which do.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import pairwise
+
+from s3commit._version import __version__
+from s3commit.errors import CommitConflictError, ConfigError, NotFoundError, PreconditionFailedError
+from s3commit.model.object_info import ObjectInfo
+from s3commit.model.paths import is_scratch_key
+from s3commit.model.snapshot_log import (
+    LOG_DIR,
+    SETTINGS_NAME,
+    Snapshot,
+    SnapshotFile,
+    SnapshotSettings,
+    entry_id,
+    entry_name,
+)
+from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
+
+log = logging.getLogger(__name__)
+
+VACUUM_ENTRIES_AT_COMMIT = 2
+"""Expired log entries a commit's own vacuum settles at most (the rest wait for the next commit or
+``s3commit snapshot vacuum``): two a commit keeps up with one commit each, and bounds its work."""
+
+
+def hidden(relative: str) -> bool:
+    """True for what readers of a directory skip (Spark's and pyarrow's rule, per path element: names starting with
+    ``_`` that are not partitions, or with ``.``), and for s3commit's scratch keys."""
+    for element in relative.split("/"):
+        if element.startswith(".") or (element.startswith("_") and "=" not in element
+                                       and not element.startswith(("_metadata", "_common_metadata"))):
+            return True
+    return is_scratch_key(relative)
+
+
+@dataclass(frozen=True)
+class LogState:
+    """What one listing of the log's directory found: the settings (None: not a snapshot destination), the entries
+    (id, when written) in id order, and whether it holds batches of a log that is not s3commit's (a file sink's)."""
+
+    settings: SnapshotSettings | None
+    entries: tuple[tuple[int, datetime | None], ...] = ()
+    foreign: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings is not None
+
+    @property
+    def latest(self) -> int | None:
+        return self.entries[-1][0] if self.entries else None
+
+
+class SnapshotLog:
+    """The snapshot log of one destination."""
+
+    def __init__(self, store: S3Store, dest: S3Uri) -> None:
+        self.store = store
+        self.dest = dest
+        self.dir = f"{dest.prefix}{LOG_DIR}/"
+
+    def __repr__(self) -> str:
+        return f"SnapshotLog(s3://{self.dest.bucket}/{self.dir})"
+
+    def entry_key(self, snapshot_id: int) -> str:
+        return self.dir + entry_name(snapshot_id)
+
+    @property
+    def settings_key(self) -> str:
+        return self.dir + SETTINGS_NAME
+
+    def state(self) -> LogState:
+        """One listing of the log's directory (and a GET of the settings, where they are)."""
+        entries: list[tuple[int, datetime | None]] = []
+        has_settings = foreign = False
+        for info in self.store.objects.list_objects(self.dest.bucket, self.dir):
+            name = info.key[len(self.dir):]
+            if name == SETTINGS_NAME:
+                has_settings = True
+            elif (snapshot_id := entry_id(name)) is not None:
+                entries.append((snapshot_id, info.last_modified))
+                foreign = foreign or not name.endswith(".compact")
+        if not has_settings:
+            return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=bool(entries))
+        try:
+            body = self.store.objects.get_object(self.dest.bucket, self.settings_key)
+        except NotFoundError:  # disabled since the listing
+            return LogState(None)
+        settings = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
+        return LogState(settings, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign)
+
+    def read(self, snapshot_id: int) -> Snapshot:
+        key = self.entry_key(snapshot_id)
+        data = self.store.objects.get_object(self.dest.bucket, key)
+        return Snapshot.from_entry(snapshot_id, data, self.dest.bucket, self.dest.key,
+                                   source=f"s3://{self.dest.bucket}/{key}")
+
+    def current(self, state: LogState | None = None) -> Snapshot | None:
+        """The last committed snapshot, or None where the destination keeps no log."""
+        state = state or self.state()
+        if not state.enabled or state.latest is None:
+            return None
+        return self.read(state.latest)
+
+    def publish(self, snapshot: Snapshot, settings: SnapshotSettings) -> None:
+        """Write ``snapshot`` as the next entry (``If-None-Match: *``): the commit point of a snapshot commit.
+
+        Raises:
+            CommitConflictError: the entry exists (another writer published it: the lease did not serialize us).
+        """
+        try:
+            self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot.id),
+                                          snapshot.to_entry(settings.scheme, self.dest.bucket, self.dest.key),
+                                          if_none_match=True, content_type="text/plain")
+        except PreconditionFailedError as err:
+            raise CommitConflictError(
+                f"snapshot {snapshot.id} of {self.dest} was published by another writer while this commit held "
+                "the destination's commit lease: is a writer committing there without s3commit's lease?") from err
+
+
+def next_snapshot(base: Snapshot | None, *, added: Iterable[SnapshotFile], replaced: Sequence[str]) -> Snapshot:
+    """The snapshot after ``base``: its files less those under ``replaced`` (prefixes relative to the destination,
+    ``""`` = all) and less the keys ``added`` writes again, plus ``added``."""
+    new = {f.relative: f for f in added}
+    prefixes = tuple(p if p == "" or p.endswith("/") else f"{p}/" for p in replaced)
+    kept = [f for f in (base.files if base else ()) if f.relative not in new
+            and not any(f.relative.startswith(p) for p in prefixes)]
+    return Snapshot.of((base.id + 1) if base else 0, [*kept, *new.values()])
+
+
+def data_files(store: S3Store, dest: S3Uri) -> list[ObjectInfo]:
+    """The objects a reader listing ``dest`` takes as data (:func:`hidden` ones left out)."""
+    return [info for info in store.objects.list_objects(dest.bucket, dest.prefix)
+            if not hidden(dest.relative(info.key))]
+
+
+def file_of(info: ObjectInfo, dest: S3Uri, job: str = "") -> SnapshotFile:
+    modified = int(info.last_modified.timestamp() * 1000) if info.last_modified else int(time.time() * 1000)
+    return SnapshotFile(relative=dest.relative(info.key), size=info.size, modified_ms=modified, job=job)
+
+
+# --- the operations on a destination's log, each under the destination's commit lease --------------------------
+
+
+@dataclass(frozen=True)
+class VacuumReport:
+    """What a vacuum did: files deleted, snapshots it kept, files in no snapshot it kept as too young, entries
+    deleted."""
+
+    deleted: int
+    retained_snapshots: int
+    kept_young: int
+    entries_deleted: int
+
+
+def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a") -> Snapshot:
+    """Make ``dest`` a snapshot destination: the data files it holds become snapshot 0. Idempotent (an enabled
+    destination's current snapshot is returned). The caller holds the destination's commit lease.
+
+    Raises:
+        ConfigError: ``_spark_metadata`` holds a log that is not s3commit's (a Structured Streaming file sink's).
+    """
+    snapshots = SnapshotLog(store, dest)
+    state = snapshots.state()
+    if state.enabled:
+        current = snapshots.current(state)
+        if current is not None:
+            return current
+    elif state.foreign or state.entries:
+        raise ConfigError(
+            f"{dest} already holds a log in {LOG_DIR}/ that is not s3commit's (a Structured Streaming file sink's?): "
+            "Spark reads only the files it lists. A sink's directory cannot also be a snapshot destination")
+    settings = SnapshotSettings(scheme=scheme, retention=retention, enabled_ms=int(time.time() * 1000),
+                                enabled_by=f"s3commit {__version__}")
+    first = Snapshot.of(0, [file_of(i, dest) for i in data_files(store, dest)])
+    # The settings first: a destination with settings and no entry reads as empty to s3commit's readers until
+    # snapshot 0 is written (Spark still lists it as a plain directory: no entry, no log for it).
+    store.objects.put_object(dest.bucket, snapshots.settings_key, settings.to_json(), content_type="application/json")
+    snapshots.publish(first, settings)
+    return first
+
+
+def disable(store: S3Store, dest: S3Uri, *, pool_size: int = 16) -> int:
+    """Return ``dest`` to a plain directory: every data file in no current snapshot deleted (the replaced files the
+    retention horizon kept: a plain lister would read them), then the log. Returns how many files were deleted.
+    The caller holds the destination's commit lease."""
+    snapshots = SnapshotLog(store, dest)
+    state = snapshots.state()
+    if not state.enabled:
+        return 0
+    current = snapshots.current(state)
+    live = current.relatives if current else frozenset()
+    deleted = _delete(store, dest.bucket, [i.key for i in data_files(store, dest) if dest.relative(i.key) not in live],
+                      pool_size)
+    keys = [snapshots.settings_key, *(snapshots.entry_key(i) for i, _ in state.entries)]
+    # The settings first: from then on no s3commit writer takes the destination for a snapshot one.
+    store.objects.delete_objects(dest.bucket, keys[:1])
+    if keys[1:]:
+        store.objects.delete_objects(dest.bucket, keys[1:])
+    return deleted
+
+
+def vacuum(store: S3Store, dest: S3Uri, *, horizon: float | None = None, full: bool = True,
+           max_entries: int | None = None, pool_size: int = 16, state: LogState | None = None,
+           now: Callable[[], float] | None = None) -> VacuumReport:
+    """Delete the data files of ``dest`` that are in no retained snapshot, and the log entries no longer retained.
+
+    A snapshot is retained while it is current or was superseded less than ``horizon`` seconds ago (default: the
+    destination's retention). The files of every expired entry that no
+    retained snapshot lists are deleted, then the entry. ``full`` also lists the destination for data files in no
+    snapshot at all (left by writers outside s3commit, or by a commit that died and was never settled) and deletes
+    those older than the horizon, so that the files a commit under way has completed, and not yet published, stay.
+    ``max_entries``: expire at most this many entries (a commit's bounded vacuum: no listing, ``full=False``).
+    Ages are judged by the store's clock (the ``Date`` of a HEAD of the bucket, to the second), never this host's; ``now``
+    replaces it. The caller holds the commit lease.
+    """
+    snapshots = SnapshotLog(store, dest)
+    state = state or snapshots.state()
+    if not state.enabled or state.latest is None or (len(state.entries) < 2 and not full):
+        return VacuumReport(0, 0, 0, 0)
+    assert state.settings is not None
+    horizon = state.settings.retention if horizon is None else horizon
+    # The store's Date has whole seconds: its clock is within the second after it.
+    cutoff = (now() if now else store.head_bucket(dest.bucket).timestamp() + 1) - horizon
+    entries = list(state.entries)
+    retained = {state.latest}
+    for (snapshot_id, _), (_, superseded) in pairwise(entries):
+        if superseded is None or superseded.timestamp() > cutoff:
+            retained.add(snapshot_id)
+    expired = [i for i, _ in entries if i not in retained][:max_entries]
+    if not expired and not full:
+        return VacuumReport(0, 0, 0, 0)
+    live: set[str] = set()
+    for snapshot_id in sorted(retained):
+        live |= snapshots.read(snapshot_id).relatives
+    due: set[str] = set()
+    for snapshot_id in expired:
+        due |= {dest.child(r).key for r in snapshots.read(snapshot_id).relatives - live}
+    young = 0
+    if full:
+        for info in data_files(store, dest):
+            if dest.relative(info.key) in live or info.key in due:
+                continue
+            if info.last_modified is not None and info.last_modified.timestamp() > cutoff:
+                young += 1
+            else:
+                due.add(info.key)
+    deleted = _delete(store, dest.bucket, sorted(due), pool_size)
+    # Entries after their files: a vacuum cut short finds the same files again from the entries left.
+    dropped = [snapshots.entry_key(i) for i in expired]
+    entries_deleted = store.objects.delete_objects(dest.bucket, dropped) if dropped else 0
+    if deleted or entries_deleted:
+        log.info("vacuum of %s: %d replaced files and %d log entries deleted, %d files in no snapshot kept for the "
+                 "retention horizon", dest, deleted, entries_deleted, young)
+    return VacuumReport(deleted=deleted, retained_snapshots=len(retained), kept_young=young,
+                        entries_deleted=entries_deleted)
+
+
+def _delete(store: S3Store, bucket: str, keys: list[str], pool_size: int) -> int:
+    if not keys:
+        return 0
+    chunks = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]
+    with ThreadPoolExecutor(min(pool_size, len(chunks))) as pool:
+        return sum(pool.map(lambda chunk: store.objects.delete_objects(bucket, chunk), chunks))

@@ -1,0 +1,172 @@
+"""Snapshot destinations: the formats of their log (issue 55; DESIGN.md section 27).
+
+A destination that opts in keeps a log of committed snapshots under ``<dest>/_spark_metadata/``, in the format of
+Spark's file sink log (``FileStreamSinkLog``), so that stock Spark reads it instead of listing the directory:
+
+    <dest>/_spark_metadata/s3commit-snapshots.json   the settings (:class:`SnapshotSettings`): this log is s3commit's
+    <dest>/_spark_metadata/<N>.compact               snapshot N: "v1", then one JSON line per live data file
+
+Every entry is a compaction batch holding every live file. Spark's reader (``MetadataLogFileIndex`` over
+``CompactibleFileStreamLog``, checked in Spark 3.5.9 and 4.3.0) takes the greatest batch id it lists and, when
+that batch is a compaction batch, reads that one file alone; with every entry a ``.compact`` file the interval it
+derives (the difference of the two latest compaction ids, or ``id + 1`` for a single one) makes every id a
+compaction batch. Spark 3.1+ no longer applies ``delete`` entries, so a snapshot never relies on them: it lists its
+files whole. A file's line holds Spark's fields (``path`` as a URI, ``size``, ``isDir``, ``modificationTime``,
+``blockReplication``, ``blockSize``, ``action``) and ``s3commitJob``, the job that committed it (Spark ignores
+fields it does not know). Names Spark cannot parse as a batch id (the settings) are ignored by its reader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote, urlsplit
+
+from s3commit.errors import ManifestError
+
+LOG_DIR = "_spark_metadata"
+"""The log's directory under the destination: Spark's file sink log's name, which its batch reader looks for."""
+SETTINGS_NAME = "s3commit-snapshots.json"
+"""The settings object in the log's directory; its presence makes the log s3commit's snapshot log."""
+SETTINGS_FORMAT = "s3commit-snapshots/1"
+SPARK_LOG_VERSION = "v1"
+"""The first line of every entry (``FileStreamSinkLog.VERSION``)."""
+COMPACT_SUFFIX = ".compact"
+BLOCK_SIZE = 32 * 1024 * 1024
+"""The block size each file's line gives Spark for splitting reads (S3A's ``fs.s3a.block.size`` default)."""
+DEFAULT_RETENTION = 24 * 3600.0
+"""Seconds a replaced file stays after the snapshot that dropped it was superseded (``s3commit.snapshot.retention``):
+reads planned on an older snapshot finish within it."""
+SCHEMES = ("s3a", "s3", "s3n")
+_URI_SAFE = "/=:@!$&'()*+,;-._~"
+"""Characters Hadoop's ``Path.toUri()`` leaves as they are in a path; the rest are percent-encoded."""
+
+
+def entry_name(snapshot_id: int) -> str:
+    """The entry's name in the log's directory."""
+    return f"{snapshot_id}{COMPACT_SUFFIX}"
+
+
+def entry_id(name: str) -> int | None:
+    """The snapshot id of an entry name, or None for any other name in the log's directory."""
+    stem = name[:-len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
+    return int(stem) if stem.isdigit() else None
+
+
+def is_batch_name(name: str) -> bool:
+    """True for every name Spark's log reader takes as a batch (``<n>`` or ``<n>.compact``)."""
+    return entry_id(name) is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotFile:
+    """One live data file of a snapshot: its key relative to the destination, its size and modification time (ms),
+    and the job that committed it (empty for the files a destination held when its log was enabled)."""
+
+    relative: str
+    size: int
+    modified_ms: int
+    job: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SnapshotSettings:
+    """A snapshot destination's settings: the scheme its entries' paths carry (the one its Spark readers use),
+    the retention of replaced files (seconds), when and by which s3commit the log was enabled."""
+
+    scheme: str = "s3a"
+    retention: float = DEFAULT_RETENTION
+    enabled_ms: int = 0
+    enabled_by: str = ""
+
+    def to_json(self) -> bytes:
+        return json.dumps({"name": SETTINGS_FORMAT, "scheme": self.scheme, "retentionSeconds": self.retention,
+                           "enabled": self.enabled_ms, "enabledBy": self.enabled_by},
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, *, source: str) -> SnapshotSettings:
+        try:
+            obj = json.loads(data)
+        except ValueError as err:
+            raise ManifestError(f"{source}: the snapshot settings are not JSON ({err})") from err
+        if not isinstance(obj, dict) or obj.get("name") != SETTINGS_FORMAT:
+            raise ManifestError(f"{source}: not s3commit's snapshot settings (name={obj.get('name')!r}, "
+                                f"expected {SETTINGS_FORMAT!r})" if isinstance(obj, dict) else
+                                f"{source}: not s3commit's snapshot settings")
+        scheme, retention = obj.get("scheme", "s3a"), obj.get("retentionSeconds", DEFAULT_RETENTION)
+        if scheme not in SCHEMES or not isinstance(retention, (int, float)) or retention < 0:
+            raise ManifestError(f"{source}: bad snapshot settings (scheme {scheme!r}, retentionSeconds "
+                                f"{retention!r})")
+        return cls(scheme=scheme, retention=float(retention), enabled_ms=int(obj.get("enabled", 0)),
+                   enabled_by=str(obj.get("enabledBy", "")))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Snapshot ``id`` of a destination: its live files, in key order."""
+
+    id: int
+    files: tuple[SnapshotFile, ...] = field(default=())
+
+    @classmethod
+    def of(cls, snapshot_id: int, files: Iterable[SnapshotFile]) -> Snapshot:
+        return cls(snapshot_id, tuple(sorted(files, key=lambda f: f.relative)))
+
+    @property
+    def relatives(self) -> frozenset[str]:
+        return frozenset(f.relative for f in self.files)
+
+    @property
+    def size(self) -> int:
+        """The bytes of every file in the snapshot."""
+        return sum(f.size for f in self.files)
+
+    def to_entry(self, scheme: str, bucket: str, dest_key: str) -> bytes:
+        """The entry Spark reads: the version line, then one line per file with its absolute URI."""
+        base = f"{scheme}://{bucket}/"
+        prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+        lines = [SPARK_LOG_VERSION]
+        for f in self.files:
+            lines.append(json.dumps({
+                "path": base + quote(prefix + f.relative, safe=_URI_SAFE), "size": f.size, "isDir": False,
+                "modificationTime": f.modified_ms, "blockReplication": 1, "blockSize": BLOCK_SIZE,
+                "action": "add", "s3commitJob": f.job}, separators=(",", ":")))
+        return "\n".join(lines).encode()
+
+    @classmethod
+    def from_entry(cls, snapshot_id: int, data: bytes, bucket: str, dest_key: str, *, source: str) -> Snapshot:
+        """Parse an entry; every file must be a data file of this destination, added once.
+
+        Raises:
+            ManifestError: not a version-1 entry, a malformed line, a ``delete`` action (never written by s3commit),
+                or a path outside the destination.
+        """
+        text = data.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        if lines[0].strip() != SPARK_LOG_VERSION:
+            raise ManifestError(f"{source}: not a version-1 file sink log entry (first line {lines[0][:20]!r})")
+        prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+        files: dict[str, SnapshotFile] = {}
+        for number, line in enumerate(lines[1:], start=2):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                uri = urlsplit(obj["path"])
+                key = unquote(uri.path.lstrip("/"))
+                size, modified, action = int(obj["size"]), int(obj.get("modificationTime", 0)), obj["action"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise ManifestError(f"{source}: line {number} is not a file entry ({err})") from err
+            if action != "add" or obj.get("isDir"):
+                raise ManifestError(f"{source}: line {number} is a {action!r} entry"
+                                    f"{' of a directory' if obj.get('isDir') else ''}; a snapshot lists files only")
+            if uri.netloc != bucket or not key.startswith(prefix) or key == prefix:
+                raise ManifestError(f"{source}: line {number} names {obj['path']}, outside s3://{bucket}/{prefix}")
+            relative = key[len(prefix):]
+            if relative in files:
+                raise ManifestError(f"{source}: line {number} lists {relative} a second time")
+            files[relative] = SnapshotFile(relative=relative, size=size, modified_ms=modified,
+                                           job=str(obj.get("s3commitJob", "")))
+        return cls.of(snapshot_id, files.values())

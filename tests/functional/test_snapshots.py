@@ -1,0 +1,217 @@
+"""Snapshot destinations (issue 55) on the in-memory S3: enable, commits of every kind publishing the next snapshot,
+what a reader of the log sees, retention and vacuum on the store's clock, disable, and the refusals."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+import s3commit
+from s3commit import create_committer
+from s3commit.cli.app import main as cli_main
+from s3commit.commit.process_state import ProcessState
+from s3commit.commit.snapshots import SnapshotLog, hidden, next_snapshot
+from s3commit.config.options import CommitterOptions
+from s3commit.errors import ConfigError, ManifestError
+from s3commit.model.snapshot_log import Snapshot, SnapshotFile
+from s3commit.model.uri import S3Uri
+from s3commit.testing.memory import MemoryS3
+
+BUCKET = "b"
+DEST = f"s3://{BUCKET}/t"
+URI = S3Uri.parse(DEST)
+DAY = 24 * 3600
+
+
+@pytest.fixture
+def s3() -> MemoryS3:
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    return s3
+
+
+def write(s3: MemoryS3, files: dict[str, bytes], committer: str = "magic", options: dict[str, Any] | None = None,
+          **commit_args: Any) -> s3commit.SuccessData:
+    """One job: a driver and an executor process, one task writing ``files``; returns its ``_SUCCESS``."""
+    job_id = str(uuid.uuid4())
+    opts = CommitterOptions(threads=4, **(options or {}))
+    driver = create_committer(committer, DEST, job_id=job_id, store=s3.store(), options=opts, process=ProcessState())
+    driver.setup_job()
+    executor = create_committer(committer, DEST, job_id=job_id, store=s3.store(), options=opts,
+                                process=ProcessState())
+    attempt = executor.setup_task(executor.new_task_attempt_id(0))
+    for relative, body in files.items():
+        with attempt.open(relative) as out:
+            out.write(body)
+    return driver.commit_job([executor.commit_task(attempt)], **commit_args)
+
+
+def current(s3: MemoryS3) -> dict[str, bytes]:
+    """What a reader of the log reads: the current snapshot's files, each read from the store."""
+    snapshot = SnapshotLog(s3.store(), URI).current()
+    assert snapshot is not None
+    objects = s3.objects(BUCKET, "t/")
+    return {f.relative: objects[f"t/{f.relative}"] for f in snapshot.files}
+
+
+def test_enable_makes_the_files_there_snapshot_0_and_is_idempotent(s3):
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    first = s3commit.enable_snapshots(DEST, store=s3.store())
+    assert first.id == 0 and sorted(f.relative for f in first.files) == ["p=0/a", "p=1/a"]
+    assert {f.size for f in first.files} == {2}
+    again = s3commit.enable_snapshots(DEST, store=s3.store())
+    assert again == first
+    assert sorted(k for k in s3.objects(BUCKET, "t/_spark_metadata/")) == [
+        "t/_spark_metadata/0.compact", "t/_spark_metadata/s3commit-snapshots.json"]
+
+
+@pytest.mark.parametrize("commit_args, expected", [
+    ({}, {"p=0/a": b"a0", "p=1/a": b"a1", "p=1/b": b"b1"}),
+    ({"delete_paths": [""]}, {"p=1/b": b"b1"}),
+    ({"replace_partitions": True}, {"p=0/a": b"a0", "p=1/b": b"b1"}),
+], ids=["append", "overwrite", "dynamic-overwrite"])
+def test_a_commit_publishes_the_next_snapshot_and_deletes_nothing(s3, commit_args, expected):
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    success = write(s3, {"p=1/b": b"b1"}, **commit_args)
+    assert current(s3) == expected
+    assert success.metrics["committer_snapshot"] == 1
+    assert success.metrics["committer_files_replaced"] == 3 - len(expected)
+    assert success.metrics["committer_objects_deleted_by_overwrite"] == 0
+    # The replaced files stay for the retention horizon: readers that planned on snapshot 0 still read them.
+    assert {"t/p=0/a", "t/p=1/a", "t/p=1/b"} <= set(s3.objects(BUCKET, "t/"))
+    assert s3.uploads(BUCKET) == []
+
+
+@pytest.mark.parametrize("committer, options", [("directory", {"conflict_mode": "replace"}),
+                                                ("partitioned", {"conflict_mode": "replace"})])
+def test_the_staging_committers_publish_snapshots_too(s3, committer, options):
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    write(s3, {"p=1/b": b"b1"}, committer=committer, options=options)
+    files = current(s3)
+    assert b"b1" in files.values() and b"a1" not in files.values()
+    assert (b"a0" in files.values()) is (committer == "partitioned")
+
+
+def test_vacuum_deletes_replaced_files_once_the_horizon_has_passed_on_the_store_clock(s3):
+    write(s3, {"p=0/a": b"a0"})
+    s3commit.enable_snapshots(DEST, store=s3.store(), retention=3600)
+    write(s3, {"p=0/b": b"b0"}, delete_paths=[""])
+    report = s3commit.vacuum_snapshots(DEST, store=s3.store())
+    assert (report.deleted, report.retained_snapshots) == (0, 2)
+    assert "t/p=0/a" in s3.objects(BUCKET)
+    s3.advance(3601)
+    report = s3commit.vacuum_snapshots(DEST, store=s3.store())
+    assert (report.deleted, report.entries_deleted) == (1, 1)
+    assert "t/p=0/a" not in s3.objects(BUCKET) and current(s3) == {"p=0/b": b"b0"}
+    assert sorted(s3.objects(BUCKET, "t/_spark_metadata/")) == [
+        "t/_spark_metadata/1.compact", "t/_spark_metadata/s3commit-snapshots.json"]
+
+
+def test_a_later_commit_vacuums_expired_snapshots_without_listing_the_table(s3):
+    write(s3, {"p=0/a": b"a0"})
+    s3commit.enable_snapshots(DEST, store=s3.store(), retention=60)
+    write(s3, {"p=0/b": b"b0"}, delete_paths=[""])
+    s3.advance(61)
+    client = s3.store()
+    write(s3, {"p=0/c": b"c0"})  # an append: snapshot 0 expired 61 s ago, its file a is in no retained snapshot
+    assert "t/p=0/a" not in s3.objects(BUCKET)
+    assert current(s3) == {"p=0/b": b"b0", "p=0/c": b"c0"}
+    assert client is not None
+
+
+def test_a_full_vacuum_deletes_old_files_in_no_snapshot_and_keeps_young_ones(s3):
+    s3commit.enable_snapshots(DEST, store=s3.store(), retention=60)
+    s3.store().objects.put_object(BUCKET, "t/p=9/stray", b"x")  # a writer outside s3commit
+    report = s3commit.vacuum_snapshots(DEST, store=s3.store())
+    assert (report.deleted, report.kept_young) == (0, 1)
+    s3.advance(61)
+    assert s3commit.vacuum_snapshots(DEST, store=s3.store()).deleted == 1
+
+
+def test_disable_leaves_a_plain_directory_holding_the_current_snapshot(s3):
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    write(s3, {"p=1/b": b"b1"}, replace_partitions=True)
+    assert s3commit.disable_snapshots(DEST, store=s3.store()) == 1
+    data = {k: v for k, v in s3.objects(BUCKET, "t/").items() if not hidden(k[2:])}
+    assert data == {"t/p=0/a": b"a0", "t/p=1/b": b"b1"}
+    assert not SnapshotLog(s3.store(), URI).state().enabled
+    # A plain directory again: the next overwrite deletes at commit, as before.
+    success = write(s3, {"p=2/c": b"c2"}, delete_paths=[""])
+    assert "committer_snapshot" not in success.metrics
+    assert {k for k in s3.objects(BUCKET, "t/") if not hidden(k[2:])} == {"t/p=2/c"}
+
+
+def test_a_plain_destination_is_unchanged(s3):
+    success = write(s3, {"p=0/a": b"a0"})
+    write(s3, {"p=0/b": b"b0"}, delete_paths=[""])
+    assert "committer_snapshot" not in success.metrics
+    assert not any("_spark_metadata" in k for k in s3.objects(BUCKET))
+
+
+def test_enable_refuses_a_structured_streaming_sinks_log(s3):
+    s3.store().objects.put_object(BUCKET, "t/_spark_metadata/0", b'v1\n{"path":"s3a://b/t/x"}')
+    with pytest.raises(ConfigError, match="Structured Streaming"):
+        s3commit.enable_snapshots(DEST, store=s3.store())
+
+
+def test_the_entry_is_spark_file_sink_log_format_with_uri_paths(s3):
+    odd = "p=a b%3A/c.parquet"
+    snapshot = Snapshot.of(3, [SnapshotFile(relative=odd, size=5, modified_ms=7, job="j")])
+    entry = snapshot.to_entry("s3a", BUCKET, "t")
+    version, line = entry.decode().split("\n")
+    assert version == "v1"
+    assert json.loads(line) == {"path": "s3a://b/t/p=a%20b%253A/c.parquet", "size": 5, "isDir": False,
+                                "modificationTime": 7, "blockReplication": 1, "blockSize": 32 * 1024 * 1024,
+                                "action": "add", "s3commitJob": "j"}
+    assert Snapshot.from_entry(3, entry, BUCKET, "t", source="x") == snapshot
+    with pytest.raises(ManifestError, match="outside"):
+        Snapshot.from_entry(3, entry, BUCKET, "u", source="x")
+    with pytest.raises(ManifestError, match="delete"):
+        Snapshot.from_entry(3, entry.replace(b'"add"', b'"delete"'), BUCKET, "t", source="x")
+
+
+def test_next_snapshot_replaces_prefixes_and_rewritten_keys():
+    base = Snapshot.of(4, [SnapshotFile(relative=r, size=1, modified_ms=0) for r in ("p=1/a", "p=10/a", "x")])
+    new = [SnapshotFile(relative="x", size=2, modified_ms=1, job="j")]
+    after = next_snapshot(base, added=new, replaced=["p=1"])
+    assert after.id == 5 and [(f.relative, f.size) for f in after.files] == [("p=10/a", 1), ("x", 2)]
+
+
+def test_the_cli_enables_shows_lists_and_vacuums(s3, capsys, monkeypatch):
+    write(s3, {"p=0/a": b"a0"})
+    store = s3.store()
+    monkeypatch.setattr("s3commit.cli.args.store_from_args", lambda args: store)
+    assert cli_main(["snapshot", "enable", DEST, "--retention", "1h"]) == 0
+    write(s3, {"p=0/b": b"b0"}, delete_paths=[""])
+    capsys.readouterr()
+    assert cli_main(["snapshot", "files", DEST]) == 0
+    assert capsys.readouterr().out.split() == ["s3://b/t/p=0/b"]
+    assert cli_main(["snapshot", "show", DEST, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [s["id"] for s in shown["snapshots"]] == [1, 0] and shown["retentionSeconds"] == 3600
+    assert cli_main(["snapshot", "vacuum", DEST, "--horizon", "0s"]) == 0
+    assert "1 files" in capsys.readouterr().out
+    assert cli_main(["snapshot", "disable", DEST]) == 0
+    assert cli_main(["snapshot", "files", DEST]) == 3  # nothing: not a snapshot destination
+
+
+def test_arrow_dataset_reads_the_current_snapshot_only(s3):
+    pa = pytest.importorskip("pyarrow")
+    import s3commit.arrow
+
+    table = pa.table({"id": list(range(10)), "day": [i % 2 for i in range(10)]})
+    s3commit.arrow.write_dataset(table, DEST, partitioning=["day"], store=s3.store())
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    newer = pa.table({"id": list(range(100, 103)), "day": [1, 1, 1]})
+    s3commit.arrow.write_dataset(newer, DEST, partitioning=["day"], mode="overwrite-partitions", store=s3.store())
+    read = s3commit.arrow.dataset(DEST, store=s3.store()).to_table()
+    assert sorted(zip(read["id"].to_pylist(), read["day"].to_pylist(), strict=True)) == (
+        [(i, 0) for i in range(0, 10, 2)] + [(i, 1) for i in range(100, 103)])
+    with pytest.raises(ConfigError, match="not a snapshot destination"):
+        s3commit.arrow.dataset(f"s3://{BUCKET}/other", store=s3.store())
