@@ -69,10 +69,10 @@ def run(args: argparse.Namespace) -> int:
         current = snapshot_admin.current_files(dest, store=store)
         if args.json:
             print(json_text({"kind": "snapshot-files", "dest": str(dest), "snapshot": current.id,
-                             "files": [{"uri": _uri(dest, f.relative), "size": f.size, "job": f.job}
+                             "files": [{"uri": _file_uri(dest, f.relative), "size": f.size, "job": f.job}
                                        for f in current.files]}))
         else:
-            print("\n".join(_uri(dest, f.relative) for f in current.files))
+            print("\n".join(_file_uri(dest, f.relative) for f in current.files))
         return EXIT_OK
     assert state.settings is not None
     if args.json:
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _uri(dest: S3Uri, relative: str) -> str:
+def _file_uri(dest: S3Uri, relative: str) -> str:
     return f"s3://{dest.bucket}/{dest.prefix}{relative}"
 
 

@@ -18,16 +18,16 @@ from s3commit.commit.recovery import settle_interrupted
 from s3commit.commit.snapshots import LogState, SnapshotLog, VacuumReport, disable, enable, vacuum
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import ConfigError, NotFoundError
-from s3commit.model.snapshot_log import SCHEMES, Snapshot
+from s3commit.model.snapshot_log import LOG_SCHEMES, Snapshot
 from s3commit.model.uri import S3Uri
 from s3commit.store import capability_cache
 from s3commit.store.s3store import S3Store
 
-T = TypeVar("T")
+Changed = TypeVar("Changed")
 
 
 def _under_lease(store: S3Store, dest: S3Uri, options: CommitterOptions, operation: str,
-                 change: Callable[[], T]) -> T:
+                 change: Callable[[], Changed]) -> Changed:
     """Run ``change`` holding ``dest``'s commit lease (a dead holder's interrupted commit settled first).
 
     Raises:
@@ -46,7 +46,7 @@ def _under_lease(store: S3Store, dest: S3Uri, options: CommitterOptions, operati
         return change()
 
 
-def _uri(dest: str | S3Uri) -> S3Uri:
+def _dest_uri(dest: str | S3Uri) -> S3Uri:
     return dest if isinstance(dest, S3Uri) else S3Uri.parse(dest)
 
 
@@ -63,9 +63,9 @@ def enable_snapshots(dest: str | S3Uri, *, store: S3Store | None = None, retenti
         ConfigError: a store without conditional writes; a Structured Streaming sink's log already there.
     """
     options = options or CommitterOptions()
-    if scheme not in SCHEMES:
-        raise ConfigError(f"scheme {scheme!r}: choose one of {', '.join(SCHEMES)}")
-    uri, store = _uri(dest), store or S3Store()
+    if scheme not in LOG_SCHEMES:
+        raise ConfigError(f"scheme {scheme!r}: choose one of {', '.join(LOG_SCHEMES)}")
+    uri, store = _dest_uri(dest), store or S3Store()
     keep = options.snapshot_retention if retention is None else retention
     if keep < 0:
         raise ConfigError(f"retention {keep!r}: must be >= 0 seconds")
@@ -78,7 +78,7 @@ def disable_snapshots(dest: str | S3Uri, *, store: S3Store | None = None,
     """Return ``dest`` to a plain directory: the files no current snapshot lists (kept for the retention horizon)
     deleted, then the log. Returns how many files were deleted. Readers still reading an older snapshot fail."""
     options = options or CommitterOptions()
-    uri, store = _uri(dest), store or S3Store()
+    uri, store = _dest_uri(dest), store or S3Store()
     return _under_lease(store, uri, options, "snapshot disable",
                         lambda: disable(store, uri, pool_size=options.pool_size))
 
@@ -91,7 +91,7 @@ def vacuum_snapshots(dest: str | S3Uri, *, store: S3Store | None = None, horizon
         ConfigError: ``dest`` is not a snapshot destination.
     """
     options = options or CommitterOptions()
-    uri, store = _uri(dest), store or S3Store()
+    uri, store = _dest_uri(dest), store or S3Store()
     if not SnapshotLog(store, uri).state().enabled:
         raise ConfigError(f"{uri} is not a snapshot destination: nothing to vacuum")
     return _under_lease(store, uri, options, "snapshot vacuum",
@@ -104,7 +104,7 @@ def current_files(dest: str | S3Uri, *, store: S3Store | None = None) -> Snapsho
     Raises:
         ConfigError: ``dest`` is not a snapshot destination.
     """
-    uri, store = _uri(dest), store or S3Store()
+    uri, store = _dest_uri(dest), store or S3Store()
     snapshots = SnapshotLog(store, uri)
     state = snapshots.state()
     if not state.enabled:
@@ -127,7 +127,7 @@ class SnapshotSummary:
 
 def snapshot_history(dest: str | S3Uri, *, store: S3Store | None = None) -> tuple[LogState, list[SnapshotSummary]]:
     """The log's state and the snapshots it still holds (vacuum drops the expired ones), newest first."""
-    uri, store = _uri(dest), store or S3Store()
+    uri, store = _dest_uri(dest), store or S3Store()
     snapshots = SnapshotLog(store, uri)
     state = snapshots.state()
     out = []

@@ -216,8 +216,8 @@ def disable(store: S3Store, dest: S3Uri, *, pool_size: int = 16) -> int:
         return 0
     current = snapshots.current(state)
     live = current.relatives if current else frozenset()
-    deleted = _delete(store, dest.bucket, [i.key for i in data_files(store, dest) if dest.relative(i.key) not in live],
-                      pool_size)
+    stale = [i.key for i in data_files(store, dest) if dest.relative(i.key) not in live]
+    deleted = _delete_keys(store, dest.bucket, stale, pool_size)
     keys = [snapshots.settings_key, *(snapshots.entry_key(i) for i, _ in state.entries)]
     # The settings first: from then on no s3commit writer takes the destination for a snapshot one.
     store.objects.delete_objects(dest.bucket, keys[:1])
@@ -237,8 +237,8 @@ def vacuum(store: S3Store, dest: S3Uri, *, horizon: float | None = None, full: b
     snapshot at all (left by writers outside s3commit, or by a commit that died and was never settled) and deletes
     those older than the horizon, so that the files a commit under way has completed, and not yet published, stay.
     ``max_entries``: expire at most this many entries (a commit's bounded vacuum: no listing, ``full=False``).
-    Ages are judged by the store's clock (the ``Date`` of a HEAD of the bucket, to the second), never this host's; ``now``
-    replaces it. The caller holds the commit lease.
+    Ages are judged by the store's clock (the ``Date`` of a HEAD of the bucket, to the second), never this host's;
+    ``now`` replaces it. The caller holds the commit lease.
     """
     snapshots = SnapshotLog(store, dest)
     state = state or snapshots.state()
@@ -271,7 +271,7 @@ def vacuum(store: S3Store, dest: S3Uri, *, horizon: float | None = None, full: b
                 young += 1
             else:
                 due.add(info.key)
-    deleted = _delete(store, dest.bucket, sorted(due), pool_size)
+    deleted = _delete_keys(store, dest.bucket, sorted(due), pool_size)
     # Entries after their files: a vacuum cut short finds the same files again from the entries left.
     dropped = [snapshots.entry_key(i) for i in expired]
     entries_deleted = store.objects.delete_objects(dest.bucket, dropped) if dropped else 0
@@ -282,7 +282,7 @@ def vacuum(store: S3Store, dest: S3Uri, *, horizon: float | None = None, full: b
                         entries_deleted=entries_deleted)
 
 
-def _delete(store: S3Store, bucket: str, keys: list[str], pool_size: int) -> int:
+def _delete_keys(store: S3Store, bucket: str, keys: list[str], pool_size: int) -> int:
     if not keys:
         return 0
     chunks = [keys[i:i + 1000] for i in range(0, len(keys), 1000)]

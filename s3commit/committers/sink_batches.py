@@ -51,16 +51,14 @@ from s3commit.errors import ConfigError, NotFoundError, S3CommitError
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import PendingUpload
 from s3commit.model.paths import MAGIC_PATH_PREFIX
+from s3commit.model.snapshot_log import COMPACT_SUFFIX
+from s3commit.model.snapshot_log import LOG_DIR as SINK_LOG_DIR
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 
 log = logging.getLogger(__name__)
 
-SINK_LOG_DIR = "_spark_metadata"
-"""The file sink's log directory under the sink (Spark's ``FileStreamSink.metadataDir``)."""
-COMPACT_SUFFIX = ".compact"
-"""A compaction batch's log file: every live entry of the batches up to it (Spark's ``CompactibleFileStreamLog``)."""
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 _BATCH_JOB = re.compile(rf"^b(?P<batch>\d{{1,18}})-{_UUID}$")
 """A batch job's id: ``b<batch>-`` and a whole UUID. A plain UUID never matches, even one whose first group is a ``b``

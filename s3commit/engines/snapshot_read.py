@@ -49,7 +49,7 @@ def dataset(dest: str, *, store: S3Store | None = None, filesystem: Any = None, 
     paths = [f"{uri.bucket}/{uri.prefix}{f.relative}" for f in snapshot.files]
     if filesystem is None:
         sizes = {path: f.size for path, f in zip(paths, snapshot.files, strict=True)}
-        filesystem = pafs.PyFileSystem(_handler_class()(store, sizes))
+        filesystem = pafs.PyFileSystem(_store_files_class()(store, sizes))
     if not paths:
         schema = options.pop("schema", None)
         if schema is None:
@@ -101,7 +101,7 @@ class StoreFile(io.RawIOBase):
         return wanted
 
 
-def _handler_class() -> type:
+def _store_files_class() -> type:
     import pyarrow.fs as pafs
 
     class StoreFiles(pafs.FileSystemHandler):

@@ -26,19 +26,21 @@ from urllib.parse import quote, unquote, urlsplit
 from s3commit.errors import ManifestError
 
 LOG_DIR = "_spark_metadata"
-"""The log's directory under the destination: Spark's file sink log's name, which its batch reader looks for."""
+"""Spark's file sink log's directory (``FileStreamSink.metadataDir``): a Structured Streaming file sink's log, and a
+snapshot destination's, which Spark's batch reader looks for."""
 SETTINGS_NAME = "s3commit-snapshots.json"
 """The settings object in the log's directory; its presence makes the log s3commit's snapshot log."""
 SETTINGS_FORMAT = "s3commit-snapshots/1"
 SPARK_LOG_VERSION = "v1"
 """The first line of every entry (``FileStreamSinkLog.VERSION``)."""
 COMPACT_SUFFIX = ".compact"
+"""A compaction batch's log file: every live entry of the batches up to it (Spark's ``CompactibleFileStreamLog``)."""
 BLOCK_SIZE = 32 * 1024 * 1024
 """The block size each file's line gives Spark for splitting reads (S3A's ``fs.s3a.block.size`` default)."""
 DEFAULT_RETENTION = 24 * 3600.0
 """Seconds a replaced file stays after the snapshot that dropped it was superseded (``s3commit.snapshot.retention``):
 reads planned on an older snapshot finish within it."""
-SCHEMES = ("s3a", "s3", "s3n")
+LOG_SCHEMES = ("s3a", "s3", "s3n")
 _URI_SAFE = "/=:@!$&'()*+,;-._~"
 """Characters Hadoop's ``Path.toUri()`` leaves as they are in a path; the rest are percent-encoded."""
 
@@ -96,7 +98,7 @@ class SnapshotSettings:
                                 f"expected {SETTINGS_FORMAT!r})" if isinstance(obj, dict) else
                                 f"{source}: not s3commit's snapshot settings")
         scheme, retention = obj.get("scheme", "s3a"), obj.get("retentionSeconds", DEFAULT_RETENTION)
-        if scheme not in SCHEMES or not isinstance(retention, (int, float)) or retention < 0:
+        if scheme not in LOG_SCHEMES or not isinstance(retention, (int, float)) or retention < 0:
             raise ManifestError(f"{source}: bad snapshot settings (scheme {scheme!r}, retentionSeconds "
                                 f"{retention!r})")
         return cls(scheme=scheme, retention=float(retention), enabled_ms=int(obj.get("enabled", 0)),

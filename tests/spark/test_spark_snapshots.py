@@ -1,0 +1,67 @@
+"""Snapshot destinations read by stock Spark (issue 55): a destination whose log s3commit keeps is read by Spark's own
+``MetadataLogFileIndex`` (``spark.read.parquet(dest)``, ORC, CSV, a table at that location): only the current
+snapshot's files, never the replaced ones still in the store, never a commit under way. Spark writes through
+``S3CommitProtocol`` (DataFrame and SQL, overwrite, dynamic partition overwrite, append) publish the snapshots."""
+
+from __future__ import annotations
+
+import pytest
+
+import s3commit
+from s3commit.commit.snapshots import SnapshotLog
+from s3commit.model.uri import S3Uri
+from testbed.fixtures import every_server_fixture
+
+pytestmark = pytest.mark.spark
+s3_server = every_server_fixture()
+
+
+def rows(spark, start: int, count: int, day_of=lambda i: i % 4):
+    return spark.createDataFrame([(start + i, day_of(i)) for i in range(count)], "id long, day int")
+
+
+def ids(df) -> list[int]:
+    return sorted(r.id for r in df.select("id").collect())
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "orc", "csv"])
+def test_spark_reads_only_the_current_snapshot_after_overwrites(spark, committer, store, s3_bucket, fmt):
+    dest = f"s3a://{s3_bucket}/snap-{fmt}"
+    options = {"header": "true"} if fmt == "csv" else {}
+    schema = "id long, day int"
+    rows(spark, 0, 40).repartition(2).write.format(fmt).options(**options).partitionBy("day").save(dest)
+    first = s3commit.enable_snapshots(dest, store=store)
+    assert len(first.files) > 0
+    rows(spark, 100, 20).repartition(2).write.format(fmt).options(**options).partitionBy("day") \
+        .mode("overwrite").save(dest)
+    snapshot = SnapshotLog(store, S3Uri.parse(dest)).current()
+    assert snapshot is not None and snapshot.id == 1
+    # The replaced files are still in the store (the retention horizon); Spark reads the log, not the listing.
+    read = spark.read.format(fmt).options(**options).schema(schema).load(dest)
+    assert ids(read) == list(range(100, 120))
+    assert sorted(read.inputFiles()) == sorted(f"s3a://{s3_bucket}/snap-{fmt}/{f.relative}" for f in snapshot.files)
+    assert len(list(store.objects.list_objects(s3_bucket, f"snap-{fmt}/day="))) == len(first.files) + len(
+        snapshot.files)
+
+
+def test_dynamic_partition_overwrite_append_and_sql_publish_snapshots(spark, committer, store, s3_bucket):
+    dest = f"s3a://{s3_bucket}/snap-dyn"
+    rows(spark, 0, 40).write.partitionBy("day").parquet(dest)
+    s3commit.enable_snapshots(dest, store=store)
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    rows(spark, 100, 5, day_of=lambda i: 1).write.partitionBy("day").mode("overwrite").parquet(dest)
+    assert ids(spark.read.parquet(dest)) == sorted([i for i in range(40) if i % 4 != 1] + list(range(100, 105)))
+    rows(spark, 200, 3).write.partitionBy("day").mode("append").parquet(dest)
+    assert len(ids(spark.read.parquet(dest))) == 30 + 5 + 3
+    spark.sql(f"CREATE TABLE snap_t (id long, day int) USING parquet PARTITIONED BY (day) LOCATION '{dest}'")
+    try:
+        spark.sql("INSERT OVERWRITE TABLE snap_t SELECT id + 1000, day FROM snap_t WHERE day = 2")
+        assert SnapshotLog(store, S3Uri.parse(dest)).current().id == 3
+        after = ids(spark.read.parquet(dest))
+        assert [i for i in after if i >= 1000] == sorted(i + 1000 for i in [2, 6, 10, 14, 18, 22, 26, 30, 34, 38,
+                                                                          202])
+    finally:
+        spark.sql("DROP TABLE IF EXISTS snap_t")
+    snapshot = SnapshotLog(store, S3Uri.parse(dest)).current()
+    assert snapshot is not None
+    assert {f.relative.split("/")[0] for f in snapshot.files} == {"day=0", "day=1", "day=2", "day=3"}
