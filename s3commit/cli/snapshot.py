@@ -29,6 +29,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
                         help="how long replaced files stay readable (default s3commit.snapshot.retention, 24h)")
     enable.add_argument("--scheme", default="s3a", choices=("s3a", "s3", "s3n"),
                         help="the scheme of the paths Spark reads from the log (default s3a)")
+    enable.add_argument("--symlink-manifests", action="store_true",
+                        help="keep _symlink_format_manifest/<partition>/manifest current at every commit, for "
+                             "Trino, Athena, Hive and Presto (SymlinkTextInputFormat)")
     actions.add_parser("disable", parents=[common],
                        help="return DEST to a plain directory (replaced files deleted, then the log)")
     actions.add_parser("show", parents=[common], help="list DEST's snapshots, newest first")
@@ -47,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
     store, dest = cli_args.store_from_args(args), args.dest
     if args.action == "enable":
-        first = snapshot_admin.enable_snapshots(dest, store=store, retention=args.retention, scheme=args.scheme)
+        first = snapshot_admin.enable_snapshots(dest, store=store, retention=args.retention, scheme=args.scheme,
+                                                symlink_manifests=args.symlink_manifests)
         return _print(args, {"kind": "snapshot-enable", "dest": str(dest), "snapshot": first.id,
                              "files": len(first.files), "bytes": first.size},
                       f"{dest} is a snapshot destination: snapshot {first.id} lists {len(first.files)} files "

@@ -72,6 +72,7 @@ from s3commit.commit.snapshots import (
     file_of,
     next_snapshot,
     vacuum,
+    write_manifests,
 )
 from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, revert_upload_quietly
 from s3commit.commit.validate_output import validate_committed
@@ -94,7 +95,7 @@ from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY
 from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
-from s3commit.model.snapshot_log import Snapshot, SnapshotFile
+from s3commit.model.snapshot_log import Snapshot, SnapshotFile, SnapshotSettings
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
@@ -198,6 +199,8 @@ class CommitEngine:
         self._create_windows = JobRecords()
         self._lock = threading.Lock()
         self._limit: ConcurrencyLimit | None = None  # the store's limit of the destination's prefix, once watched
+        # A snapshot commit's snapshot, the one before it, and the destination's settings, once published.
+        self._published: tuple[Snapshot, Snapshot | None, SnapshotSettings] | None = None
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -470,6 +473,7 @@ class CommitEngine:
             # The answer may have been lost after S3 applied it: published is published.
             if self.published_snapshot() != snapshot.id:
                 raise
+        self._published = (snapshot, base, state.settings)
         self.stats.snapshot = snapshot.id
         self.stats.snapshot_files = len(snapshot.files)
         self.stats.replaced = len(base.relatives - snapshot.relatives)
@@ -484,9 +488,10 @@ class CommitEngine:
         snapshots = SnapshotLog(self.store, self.dest)
         state = snapshots.state()
         current = snapshots.current(state)
-        if current is None or not any(f.job == self.job_id for f in current.files):
+        if current is None or state.settings is None or not any(f.job == self.job_id for f in current.files):
             return None
         self.point = CommitPoint.SNAPSHOT
+        self._published = (current, None, state.settings)  # no base: every manifest is written again
         return current.id
 
     def _outside(self, plan: OverwritePlan) -> OverwritePlan:
@@ -495,15 +500,22 @@ class CommitEngine:
                    if p != self.dest.prefix and not self.dest.contains_key(p)]
         return OverwritePlan(delete_outside=tuple(outside))
 
-    def _vacuum_quietly(self) -> None:
-        """A bounded vacuum after a snapshot commit: the files of expired entries no retained snapshot lists."""
+    def _after_snapshot(self) -> None:
+        """After a snapshot's commit point: its symlink manifests (where the destination keeps them), then a bounded
+        vacuum (the files of expired entries no retained snapshot lists). A failure of either is logged: the commit
+        stands, and the next commit, ``s3commit recover`` or ``s3commit snapshot vacuum`` does it again."""
+        published = self._published
         try:
+            if published is not None and published[2].symlink_manifests:
+                write_manifests(self.store, self.dest, published[0], published[1],
+                                pool_size=self.options.pool_size)
             report = vacuum(self.store, self.dest, full=False, max_entries=VACUUM_ENTRIES_AT_COMMIT,
                             pool_size=self.options.pool_size)
             self.stats.vacuumed = report.deleted
         except S3CommitError as err:
-            log.warning("job %s committed snapshot %d; the vacuum after it failed (the next commit or `s3commit "
-                        "snapshot vacuum %s` does it): %s", self.job_id, self.stats.snapshot, self.dest, err)
+            log.warning("job %s committed snapshot %d; its symlink manifests or the vacuum after it failed "
+                        "(`s3commit recover %s --job %s` writes them again, `s3commit snapshot vacuum` vacuums): %s",
+                        self.job_id, self.stats.snapshot, self.dest, self.job_id, err)
 
     def mark(self, success: SuccessData) -> None:
         """The commit point of a job: ``_SUCCESS`` (unless ``success_marker`` is off). A batch's, the sink's log
@@ -688,7 +700,7 @@ class CommitEngine:
         self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
         if self.point is CommitPoint.SNAPSHOT:
-            self._vacuum_quietly()
+            self._after_snapshot()
         try:
             self._finish_cleanup(records, swept)  # CLEANED
         except S3CommitError as err:
@@ -817,6 +829,7 @@ class CommitEngine:
             # The snapshot's entry is the commit point: _SUCCESS (after it) and the clean-up are left.
             self.stats.snapshot = published
             self.mark(self.success_data())
+            self._after_snapshot()
             return self._cleaned_up(f"has committed (snapshot {published} of {self.dest} is its)")
         pending_before = self._pending_upload_ids()
         try:

@@ -51,13 +51,16 @@ def _dest_uri(dest: str | S3Uri) -> S3Uri:
 
 
 def enable_snapshots(dest: str | S3Uri, *, store: S3Store | None = None, retention: float | None = None,
-                     scheme: str = "s3a", options: CommitterOptions | None = None) -> Snapshot:
+                     scheme: str = "s3a", symlink_manifests: bool = False,
+                     options: CommitterOptions | None = None) -> Snapshot:
     """Make ``dest`` a snapshot destination; the data files there now become snapshot 0 (returned). Idempotent.
 
     Args:
         retention: seconds replaced files stay readable (default ``s3commit.snapshot.retention``'s, 24 h).
         scheme: the scheme of the paths Spark reads from the log (``s3a``, the one its readers use; ``s3`` on EMR's
             EMRFS).
+        symlink_manifests: keep ``_symlink_format_manifest/<partition>/manifest`` current at every commit, for
+            Trino, Athena, Hive and Presto (Hive's ``SymlinkTextInputFormat``).
 
     Raises:
         ConfigError: a store without conditional writes; a Structured Streaming sink's log already there.
@@ -70,7 +73,8 @@ def enable_snapshots(dest: str | S3Uri, *, store: S3Store | None = None, retenti
     if keep < 0:
         raise ConfigError(f"retention {keep!r}: must be >= 0 seconds")
     return _under_lease(store, uri, options, "snapshot enable",
-                        lambda: enable(store, uri, retention=keep, scheme=scheme))
+                        lambda: enable(store, uri, retention=keep, scheme=scheme,
+                                       symlink_manifests=symlink_manifests))
 
 
 def disable_snapshots(dest: str | S3Uri, *, store: S3Store | None = None,

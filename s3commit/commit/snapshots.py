@@ -22,7 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
 
@@ -32,12 +32,15 @@ from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import is_scratch_key
 from s3commit.model.snapshot_log import (
     LOG_DIR,
+    MANIFEST_DIR,
     SETTINGS_NAME,
     Snapshot,
     SnapshotFile,
     SnapshotSettings,
     entry_id,
     entry_name,
+    manifest_key,
+    manifests,
 )
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
@@ -165,6 +168,30 @@ def file_of(info: ObjectInfo, dest: S3Uri, job: str = "") -> SnapshotFile:
     return SnapshotFile(relative=dest.relative(info.key), size=info.size, modified_ms=modified, job=job)
 
 
+def write_manifests(store: S3Store, dest: S3Uri, snapshot: Snapshot, base: Snapshot | None, *,
+                    pool_size: int = 16) -> int:
+    """Bring the symlink manifests up to ``snapshot``: those of the partitions whose files changed since ``base``
+    (all of them where ``base`` is None) written, those of partitions it no longer has deleted. After the commit
+    point: a reader of the manifests sees each partition's new files once its manifest is written (each manifest
+    is whole, the set of them is not: Delta's manifests are the same). Returns how many were written."""
+    texts = manifests(snapshot, dest.bucket, dest.key)
+    if base is None:
+        changed = set(texts)
+    else:
+        before, after = {f.relative: f for f in base.files}, {f.relative: f for f in snapshot.files}
+        changed = {r.rpartition("/")[0] for r in before.keys() ^ after.keys()}
+        changed |= {r.rpartition("/")[0] for r in before.keys() & after.keys() if before[r] != after[r]}
+    gone = [manifest_key(dest.key, d) for d in changed if d not in texts]
+    written = [d for d in changed if d in texts]
+    if written:
+        with ThreadPoolExecutor(min(pool_size, len(written)), thread_name_prefix="s3commit-manifests") as pool:
+            list(pool.map(lambda d: store.objects.put_object(dest.bucket, manifest_key(dest.key, d), texts[d],
+                                                             content_type="text/plain"), written))
+    if gone:
+        store.objects.delete_objects(dest.bucket, gone)
+    return len(written)
+
+
 # --- the operations on a destination's log, each under the destination's commit lease --------------------------
 
 
@@ -179,9 +206,11 @@ class VacuumReport:
     entries_deleted: int
 
 
-def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a") -> Snapshot:
+def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a",
+           symlink_manifests: bool = False) -> Snapshot:
     """Make ``dest`` a snapshot destination: the data files it holds become snapshot 0. Idempotent (an enabled
-    destination's current snapshot is returned). The caller holds the destination's commit lease.
+    destination's current snapshot is returned; asked for symlink manifests, it starts keeping them). The caller
+    holds the destination's commit lease.
 
     Raises:
         ConfigError: ``_spark_metadata`` holds a log that is not s3commit's (a Structured Streaming file sink's).
@@ -189,20 +218,29 @@ def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a"
     snapshots = SnapshotLog(store, dest)
     state = snapshots.state()
     if state.enabled:
+        assert state.settings is not None
         current = snapshots.current(state)
         if current is not None:
+            if symlink_manifests and not state.settings.symlink_manifests:
+                settings = replace(state.settings, symlink_manifests=True)
+                store.objects.put_object(dest.bucket, snapshots.settings_key, settings.to_json(),
+                                         content_type="application/json")
+                write_manifests(store, dest, current, None)
             return current
     elif state.foreign or state.entries:
         raise ConfigError(
             f"{dest} already holds a log in {LOG_DIR}/ that is not s3commit's (a Structured Streaming file sink's?): "
             "Spark reads only the files it lists. A sink's directory cannot also be a snapshot destination")
     settings = SnapshotSettings(scheme=scheme, retention=retention, enabled_ms=int(time.time() * 1000),
-                                enabled_by=f"s3commit {__version__}")
+                                enabled_by=f"s3commit {__version__}", symlink_manifests=symlink_manifests)
     first = Snapshot.of(0, [file_of(i, dest) for i in data_files(store, dest)])
-    # The settings first: a destination with settings and no entry reads as empty to s3commit's readers until
-    # snapshot 0 is written (Spark still lists it as a plain directory: no entry, no log for it).
+    # The settings first: from then on an s3commit commit publishes a snapshot (the first from the listing, if the
+    # enabling process died before snapshot 0); until snapshot 0 is written, Spark's reader finds a log with no
+    # entry and fails (unable to infer the schema) rather than read a listing.
     store.objects.put_object(dest.bucket, snapshots.settings_key, settings.to_json(), content_type="application/json")
     snapshots.publish(first, settings)
+    if symlink_manifests:
+        write_manifests(store, dest, first, None)
     return first
 
 
@@ -218,7 +256,8 @@ def disable(store: S3Store, dest: S3Uri, *, pool_size: int = 16) -> int:
     live = current.relatives if current else frozenset()
     stale = [i.key for i in data_files(store, dest) if dest.relative(i.key) not in live]
     deleted = _delete_keys(store, dest.bucket, stale, pool_size)
-    keys = [snapshots.settings_key, *(snapshots.entry_key(i) for i, _ in state.entries)]
+    keys = [snapshots.settings_key, *(snapshots.entry_key(i) for i, _ in state.entries),
+            *(i.key for i in store.objects.list_objects(dest.bucket, f"{dest.prefix}{MANIFEST_DIR}/"))]
     # The settings first: from then on no s3commit writer takes the destination for a snapshot one.
     store.objects.delete_objects(dest.bucket, keys[:1])
     if keys[1:]:

@@ -31,6 +31,9 @@ snapshot destination's, which Spark's batch reader looks for."""
 SETTINGS_NAME = "s3commit-snapshots.json"
 """The settings object in the log's directory; its presence makes the log s3commit's snapshot log."""
 SETTINGS_FORMAT = "s3commit-snapshots/1"
+MANIFEST_DIR = "_symlink_format_manifest"
+"""Where a snapshot destination's symlink manifests are: ``<dest>/_symlink_format_manifest/<partition>/manifest``,
+one ``s3://`` URI of a live file a line (Delta's layout, read through Hive's ``SymlinkTextInputFormat``)."""
 SPARK_LOG_VERSION = "v1"
 """The first line of every entry (``FileStreamSinkLog.VERSION``)."""
 COMPACT_SUFFIX = ".compact"
@@ -54,6 +57,22 @@ def entry_id(name: str) -> int | None:
     """The snapshot id of an entry name, or None for any other name in the log's directory."""
     stem = name[:-len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
     return int(stem) if stem.isdigit() else None
+
+
+def manifests(snapshot: Snapshot, bucket: str, dest_key: str) -> dict[str, bytes]:
+    """The symlink manifests of ``snapshot``: partition directory (relative, ``""`` for files at the top) -> the
+    manifest's text, one ``s3://`` URI a line."""
+    prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+    by_dir: dict[str, list[str]] = {}
+    for f in snapshot.files:
+        by_dir.setdefault(f.relative.rpartition("/")[0], []).append(f"s3://{bucket}/{prefix}{f.relative}")
+    return {d: ("\n".join(uris) + "\n").encode() for d, uris in by_dir.items()}
+
+
+def manifest_key(dest_key: str, partition: str) -> str:
+    """Where the manifest of ``partition`` (relative; ``""`` for the top) is."""
+    prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+    return f"{prefix}{MANIFEST_DIR}/{partition + '/' if partition else ''}manifest"
 
 
 def is_batch_name(name: str) -> bool:
@@ -81,11 +100,14 @@ class SnapshotSettings:
     retention: float = DEFAULT_RETENTION
     enabled_ms: int = 0
     enabled_by: str = ""
+    symlink_manifests: bool = False
+    """Keep ``_symlink_format_manifest/<partition>/manifest`` files current at every commit (Trino, Athena, Hive and
+    Presto read a table through them with Hive's ``SymlinkTextInputFormat``)."""
 
     def to_json(self) -> bytes:
         return json.dumps({"name": SETTINGS_FORMAT, "scheme": self.scheme, "retentionSeconds": self.retention,
-                           "enabled": self.enabled_ms, "enabledBy": self.enabled_by},
-                          separators=(",", ":")).encode()
+                           "enabled": self.enabled_ms, "enabledBy": self.enabled_by,
+                           "symlinkManifests": self.symlink_manifests}, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, data: bytes, *, source: str) -> SnapshotSettings:
@@ -102,7 +124,7 @@ class SnapshotSettings:
             raise ManifestError(f"{source}: bad snapshot settings (scheme {scheme!r}, retentionSeconds "
                                 f"{retention!r})")
         return cls(scheme=scheme, retention=float(retention), enabled_ms=int(obj.get("enabled", 0)),
-                   enabled_by=str(obj.get("enabledBy", "")))
+                   enabled_by=str(obj.get("enabledBy", "")), symlink_manifests=obj.get("symlinkManifests") is True)
 
 
 @dataclass(frozen=True)

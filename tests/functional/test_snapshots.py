@@ -215,3 +215,29 @@ def test_arrow_dataset_reads_the_current_snapshot_only(s3):
         [(i, 0) for i in range(0, 10, 2)] + [(i, 1) for i in range(100, 103)])
     with pytest.raises(ConfigError, match="not a snapshot destination"):
         s3commit.arrow.dataset(f"s3://{BUCKET}/other", store=s3.store())
+
+
+def manifests_of(s3: MemoryS3) -> dict[str, list[str]]:
+    return {k.removeprefix("t/_symlink_format_manifest/"): v.decode().split()
+            for k, v in s3.objects(BUCKET, "t/_symlink_format_manifest/").items()}
+
+
+def test_symlink_manifests_follow_every_commit_partition_by_partition(s3):
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    s3commit.enable_snapshots(DEST, store=s3.store(), symlink_manifests=True)
+    assert manifests_of(s3) == {"p=0/manifest": ["s3://b/t/p=0/a"], "p=1/manifest": ["s3://b/t/p=1/a"]}
+    write(s3, {"p=1/b": b"b1", "p=2/c": b"c2"}, replace_partitions=True)
+    assert manifests_of(s3) == {"p=0/manifest": ["s3://b/t/p=0/a"], "p=1/manifest": ["s3://b/t/p=1/b"],
+                                "p=2/manifest": ["s3://b/t/p=2/c"]}
+    write(s3, {"p=2/d": b"d2"}, delete_paths=[""])
+    assert manifests_of(s3) == {"p=2/manifest": ["s3://b/t/p=2/d"]}
+    s3commit.disable_snapshots(DEST, store=s3.store())
+    assert manifests_of(s3) == {}
+
+
+def test_symlink_manifests_can_be_turned_on_later(s3):
+    write(s3, {"a": b"a"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    assert manifests_of(s3) == {}
+    s3commit.enable_snapshots(DEST, store=s3.store(), symlink_manifests=True)
+    assert manifests_of(s3) == {"manifest": ["s3://b/t/a"]}
