@@ -51,7 +51,7 @@ from s3commit.errors import ConfigError, NotFoundError, S3CommitError
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import PendingUpload
 from s3commit.model.paths import MAGIC_PATH_PREFIX
-from s3commit.model.snapshot_log import COMPACT_SUFFIX
+from s3commit.model.snapshot_log import COMPACT_SUFFIX, SETTINGS_NAME
 from s3commit.model.snapshot_log import LOG_DIR as SINK_LOG_DIR
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
@@ -166,11 +166,25 @@ class BatchCommit:
             if message.pendingset_key is not None:
                 accepted.setdefault(message.pendingset_key, set()).add(message.task_attempt_id)
         keys = sorted(accepted)
+        self._refuse_snapshot_destination()
         uploads = self.engine.prepare(keys, accepted)
         self.pendingsets = tuple(keys)
         self.files = len(uploads)
         self.bytes = sum(u.length for u in uploads)
         return uploads
+
+    def _refuse_snapshot_destination(self) -> None:
+        """A snapshot destination's log is s3commit's (``_spark_metadata/<n>.compact``, every entry whole): a file
+        sink's batches there would be read by no one, or make Spark read the sink's batch instead of the table."""
+        sink = self.engine.dest
+        settings = f"{sink.prefix}{SINK_LOG_DIR}/{SETTINGS_NAME}"
+        try:
+            self.engine.store.objects.head_object(sink.bucket, settings)
+        except NotFoundError:
+            return
+        raise ConfigError(f"{sink} is a snapshot destination (s3://{sink.bucket}/{settings}): a Structured "
+                          "Streaming file sink cannot write there, its log would be the snapshots' log. Write the "
+                          "stream to another path, or `s3commit snapshot disable` it first")
 
     def journal(self) -> BatchJournal | None:
         """The job's journal, or None if it has none (it never reached its commit, or finished)."""

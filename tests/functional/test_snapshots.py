@@ -241,3 +241,12 @@ def test_symlink_manifests_can_be_turned_on_later(s3):
     assert manifests_of(s3) == {}
     s3commit.enable_snapshots(DEST, store=s3.store(), symlink_manifests=True)
     assert manifests_of(s3) == {"manifest": ["s3://b/t/a"]}
+
+
+def test_a_streaming_sink_refuses_a_snapshot_destination(s3):
+    from s3commit.committers.sink_batches import BatchCommit, batch_job_id
+
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    batch = BatchCommit(s3.store(), DEST, batch_job_id(0), options=CommitterOptions(), process=ProcessState())
+    with pytest.raises(ConfigError, match="snapshot destination"):
+        batch.prepare([])
