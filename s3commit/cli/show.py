@@ -50,11 +50,18 @@ def run(args: argparse.Namespace) -> int:
         from s3commit.commit.sweep import job_statuses
 
         uri, store = S3Uri.parse(target), cli_args.store_from_args(args)
+        from s3commit.cli import snapshot
+        from s3commit.commit.snapshot_admin import snapshot_history
+
         found = job_statuses(store, uri, liveness=jobs.DEFAULT_LIVENESS)
+        state, history = snapshot_history(uri, store=store)
         if args.json:
-            print(json_text({"kind": "jobs", "source": str(uri), **jobs.jobs_json(store, uri, found)}))
+            print(json_text({"kind": "jobs", "source": str(uri), **jobs.jobs_json(store, uri, found),
+                             **({"snapshotDestination": snapshot.history_json(state, history)} if state.enabled
+                                else {})}))
         else:
-            print("\n".join(jobs.jobs_lines(store, uri, found)))
+            print("\n".join(jobs.jobs_lines(store, uri, found)
+                            + (snapshot.history_lines(uri, state, history) if state.enabled else [])))
         return EXIT_OK
     if "://" in target:
         uri = S3Uri.parse(target)

@@ -13,6 +13,8 @@ from typing import Any
 from s3commit.cli import args as cli_args
 from s3commit.cli.args import EXIT_OK, NothingToDo, duration_arg, uri_arg
 from s3commit.cli.output import format_bytes, json_text, say
+from s3commit.commit.snapshot_admin import SnapshotSummary
+from s3commit.commit.snapshots import LogState
 from s3commit.model.uri import S3Uri
 
 
@@ -78,21 +80,32 @@ def run(args: argparse.Namespace) -> int:
         else:
             print("\n".join(_file_uri(dest, f.relative) for f in current.files))
         return EXIT_OK
-    assert state.settings is not None
     if args.json:
-        print(json_text({"kind": "snapshots", "dest": str(dest), "scheme": state.settings.scheme,
-                         "retentionSeconds": state.settings.retention,
-                         "snapshots": [{"id": h.id, "committed": h.committed.isoformat() if h.committed else None,
-                                        "files": h.files, "bytes": h.bytes, "jobs": list(h.jobs)} for h in history]}))
-        return EXIT_OK
+        print(json_text({"kind": "snapshots", "dest": str(dest), **history_json(state, history)}))
+    else:
+        print("\n".join(history_lines(dest, state, history)))
+    return EXIT_OK
+
+
+def history_json(state: LogState, history: list[SnapshotSummary]) -> dict[str, Any]:
+    """A snapshot destination's settings and snapshots, as ``snapshot show --json`` and ``show DEST/ --json`` say."""
+    assert state.settings is not None
+    return {"scheme": state.settings.scheme, "retentionSeconds": state.settings.retention,
+            "symlinkManifests": state.settings.symlink_manifests,
+            "snapshots": [{"id": h.id, "committed": h.committed.isoformat() if h.committed else None,
+                           "files": h.files, "bytes": h.bytes, "jobs": list(h.jobs)} for h in history]}
+
+
+def history_lines(dest: S3Uri, state: LogState, history: list[SnapshotSummary]) -> list[str]:
+    """The same for people: one line a snapshot, newest first, with the job whose files are newest in it."""
+    assert state.settings is not None
     lines = [f"{dest}: snapshot destination (paths as {state.settings.scheme}://, replaced files kept "
-             f"{state.settings.retention:g} s)"]
+             f"{state.settings.retention:g} s{', symlink manifests' if state.settings.symlink_manifests else ''})"]
     for h in history:
         when = h.committed.strftime("%Y-%m-%d %H:%M:%S") if h.committed else "?"
-        lines.append(f"  {h.id:>6}  {when}  {h.files:>7} files  {format_bytes(h.bytes):>10}  "
+        lines.append(f"  snapshot {h.id:>5}  {when}  {h.files:>7} files  {format_bytes(h.bytes):>10}  "
                      f"{h.jobs[0] if h.jobs else '(empty)'}")
-    print("\n".join(lines))
-    return EXIT_OK
+    return lines
 
 
 def _file_uri(dest: S3Uri, relative: str) -> str:

@@ -250,3 +250,45 @@ def test_a_streaming_sink_refuses_a_snapshot_destination(s3):
     batch = BatchCommit(s3.store(), DEST, batch_job_id(0), options=CommitterOptions(), process=ProcessState())
     with pytest.raises(ConfigError, match="snapshot destination"):
         batch.prepare([])
+
+
+def test_show_dest_lists_the_snapshots(s3, capsys, monkeypatch):
+    write(s3, {"p=0/a": b"a0"})
+    store = s3.store()
+    monkeypatch.setattr("s3commit.cli.args.store_from_args", lambda args: store)
+    s3commit.enable_snapshots(DEST, store=store)
+    capsys.readouterr()
+    assert cli_main(["show", f"{DEST}/"]) == 0
+    out = capsys.readouterr().out
+    assert "snapshot destination" in out and "snapshot     0" in out
+    assert cli_main(["show", f"{DEST}/", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["snapshotDestination"]["snapshots"][0]["id"] == 0
+
+
+def test_two_jobs_committing_at_once_end_as_a_serial_order_of_snapshots(s3):
+    import threading
+
+    write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    jobs = {"x": ({"p=0/x": b"x0"}, {"replace_partitions": True}), "y": ({"p=1/y": b"y1", "p=2/y": b"y2"}, {})}
+    errors: list[BaseException] = []
+
+    def run(name: str) -> None:
+        try:
+            write(s3, jobs[name][0], **jobs[name][1])
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in jobs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    log = SnapshotLog(s3.store(), URI)
+    state = log.state()
+    assert [i for i, _ in state.entries] == [0, 1, 2]
+    # x replaces p=0, y appends: both orders end the same, and each intermediate snapshot is one job's whole commit.
+    assert current(s3) == {"p=0/x": b"x0", "p=1/a": b"a1", "p=1/y": b"y1", "p=2/y": b"y2"}
+    middle = log.read(1).relatives
+    assert middle in ({"p=0/x", "p=1/a"}, {"p=0/a", "p=1/a", "p=1/y", "p=2/y"})
