@@ -137,3 +137,49 @@ def test_readers_of_the_log_never_see_a_torn_table(s3_server, s3_bucket, tally, 
     assert counts["log torn"] == 0, counts
     history = s3commit.snapshot_history(dest, store=store)[1]
     assert len(history) in (jobs - 1, jobs)  # snapshot 0, then one a job (the killed one's, if it was settled)
+
+
+def spark_reader_loop(mode: str, server: Any, bucket: str, tmp: Path, *, jobs: int, kill_at: int,
+                      min_reads: int) -> Counter[str]:
+    """A stock Spark reader (``mode``: ``s3commit`` or ``s3a``, tests/spark/snapshot_reader_child.py) reading the
+    snapshot destination ``s3a://bucket/t`` in a loop while the writer runs; its reads counted and judged."""
+    import json
+
+    dest = f"s3://{bucket}/t"
+    store = s3commit.S3Store(store_options_for(server))
+    table, _ = job_data(0)
+    s3commit.arrow.write_dataset(table, dest, partitioning=["day"], store=store)
+    s3commit.enable_snapshots(dest, store=store)
+    stop = tmp / "stop"
+    child = ROOT / "tests" / "spark" / "snapshot_reader_child.py"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    reader = subprocess.Popen([sys.executable, str(child), mode, server.endpoint_url, f"s3a://{bucket}/t",
+                               str(stop), str(min_reads)], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert reader.stdout is not None
+    try:
+        ready = reader.stdout.readline()
+        assert "ready" in ready, f"the {mode} reader did not start: {ready!r}"
+        assert run_writer(server, dest, 1, kill_at, kill_at) == -9, "the writer was to be SIGKILLed mid-commit"
+        assert run_writer(server, dest, kill_at + 1, jobs - 1) == 0
+        stop.touch()
+        out, _ = reader.communicate(timeout=600)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+    valid = serial_states(jobs, kill_at)
+    counts: Counter[str] = Counter()
+    for line in out.splitlines():
+        if not line.startswith("{"):
+            continue
+        read = json.loads(line)
+        counts["reads"] += 1
+        if "error" in read:
+            counts["torn"] += 1
+            counts[f"error: {read['error'][:80]}"] += 1
+            continue
+        seen: dict[int, tuple[int, frozenset[int]]] = {}
+        for day, job, n in read["rows"]:
+            count, owners = seen.get(day, (0, frozenset()))
+            seen[day] = (count + n, owners | {job})
+        counts["torn"] += torn(seen, valid)
+    return counts
