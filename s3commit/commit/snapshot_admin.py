@@ -110,7 +110,7 @@ def current_files(dest: str | S3Uri, *, store: S3Store | None = None) -> Snapsho
     """
     uri, store = _dest_uri(dest), store or S3Store()
     snapshots = SnapshotLog(store, uri)
-    state = snapshots.state()
+    state = snapshots.state(settings=False)
     if not state.enabled:
         raise ConfigError(f"{uri} is not a snapshot destination (no s3commit log in {snapshots.dir!r}): read it "
                           f"as a directory, or run `s3commit snapshot enable {uri}` first")

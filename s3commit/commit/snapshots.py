@@ -70,10 +70,12 @@ class LogState:
     settings: SnapshotSettings | None
     entries: tuple[tuple[int, datetime | None], ...] = ()
     foreign: bool = False
+    listed_settings: bool = False
+    """The listing found the settings (read them only where :meth:`SnapshotLog.state` was asked to)."""
 
     @property
     def enabled(self) -> bool:
-        return self.settings is not None
+        return self.settings is not None or self.listed_settings
 
     @property
     def latest(self) -> int | None:
@@ -98,8 +100,9 @@ class SnapshotLog:
     def settings_key(self) -> str:
         return self.dir + SETTINGS_NAME
 
-    def state(self) -> LogState:
-        """One listing of the log's directory (and a GET of the settings, where they are)."""
+    def state(self, *, settings: bool = True) -> LogState:
+        """One listing of the log's directory, and a GET of the settings where they are (unless ``settings`` is
+        False: a reader needs only the entries)."""
         entries: list[tuple[int, datetime | None]] = []
         has_settings = foreign = False
         for info in self.store.objects.list_objects(self.dest.bucket, self.dir):
@@ -111,6 +114,8 @@ class SnapshotLog:
                 foreign = foreign or not name.endswith(".compact")
         if not has_settings:
             return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=bool(entries))
+        if not settings:
+            return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True)
         try:
             body = self.store.objects.get_object(self.dest.bucket, self.settings_key)
         except NotFoundError:  # disabled since the listing

@@ -23,10 +23,12 @@ import pytest
 
 import s3commit
 import s3commit.arrow
+from testbed.fixtures import every_server_fixture
 from tests.conftest import store_options_for
 from tests.reliability.snapshot_writer_child import ROWS, job_data
 
 pytestmark = pytest.mark.integration
+s3_server = every_server_fixture()
 CHILD = Path(__file__).with_name("snapshot_writer_child.py")
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,0 +1,146 @@
+"""Snapshot destinations (issue 55): what planning a read by the log costs against a plain listing, and the job
+commit of a plain and of a snapshot destination against its files.
+
+``plan``: a table of 1,000 Parquet files in 100 hive partitions on moto behind the simulator (``s3-standard``
+latencies), made a snapshot destination. Each round plans a read three ways, in an order rotated each round: a plain
+listing (``pyarrow.dataset.dataset`` over pyarrow's ``S3FileSystem``, as DuckDB, Trino and Athena list), the log
+through s3commit's store (``s3commit.arrow.dataset``: one listing of ``_spark_metadata/`` and one GET of the entry),
+and the log read by s3commit with pyarrow's ``S3FileSystem`` for the files. Planning ends when the dataset's file
+list is known (``.files``). Medians and paired ratios against the listing.
+
+``commit``: a magic job commit of N files (an overwrite of as many old files) on S3Wire
+(:mod:`s3commit.testing.memory_wire`, ``s3-standard`` latencies, not throttled), to a plain destination and to a
+snapshot destination, each case in a process of its own, as :mod:`benchmarks.scale_bench` prepares it.
+
+    python -m benchmarks.snapshot_bench [--plan-rounds 15] [--commit-files 100,1000,10000] [--out results.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+PARTITIONS, FILES_PER_PARTITION = 100, 10
+
+
+def plan_runs(rounds: int) -> dict[str, Any]:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    import s3commit
+    import s3commit.arrow
+    from s3commit.config.options import StoreOptions
+    from s3commit.testing.server import S3TestServer
+
+    with S3TestServer(profile="s3-standard") as server:
+        bucket = server.create_bucket("snapshot-bench")
+        options = StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
+                               access_key="testing", secret_key="testing")
+        store = s3commit.S3Store(options)
+        dest = f"s3://{bucket}/t"
+        rows = PARTITIONS * FILES_PER_PARTITION
+        table = pa.table({"id": list(range(rows)), "day": [i % PARTITIONS for i in range(rows)]})
+        for n in range(FILES_PER_PARTITION):  # ten appends: ten files in each of the 100 partitions
+            s3commit.arrow.write_dataset(table.slice(n * PARTITIONS, PARTITIONS), dest, partitioning=["day"],
+                                         store=store, threads=32)
+        s3commit.enable_snapshots(dest, store=store)
+        native = pafs.S3FileSystem(endpoint_override=server.endpoint_url.removeprefix("http://"), scheme="http",
+                                   access_key="testing", secret_key="testing", region="us-east-1")
+        paths = {
+            "listing (pyarrow S3FileSystem)": lambda: ds.dataset(f"{bucket}/t", filesystem=native,
+                                                                 partitioning="hive").files,
+            "the log (s3commit.arrow.dataset)": lambda: s3commit.arrow.dataset(dest, store=store).files,
+            "the log, files by pyarrow S3FileSystem": lambda: s3commit.arrow.dataset(
+                dest, store=store, filesystem=native).files,
+        }
+        seconds: dict[str, list[float]] = {name: [] for name in paths}
+        found: dict[str, int] = {}
+        names = list(paths)
+        for name in names:  # warm-up
+            found[name] = len(paths[name]())
+        for round_ in range(rounds):
+            for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+                started = time.perf_counter()
+                paths[name]()
+                seconds[name].append(time.perf_counter() - started)
+        base = names[0]
+        return {"files": found, "rounds": rounds, "server": "moto behind the simulator, s3-standard",
+                "median_seconds": {n: round(statistics.median(s), 4) for n, s in seconds.items()},
+                "paired_ratio_to_listing": {n: round(statistics.median(a / b for a, b in zip(s, seconds[base],
+                                                                                              strict=True)), 3)
+                                            for n, s in seconds.items()}}
+
+
+def commit_case(files: int, snapshot: bool) -> dict[str, Any]:
+    from benchmarks.scale_bench import BUCKET, PROFILE, prepare
+    from s3commit.commit.engine import CommitEngine
+    from s3commit.commit.overwrite import OverwritePlan
+    from s3commit.commit.snapshots import enable
+    from s3commit.config.options import CommitterOptions, RetryPolicy
+    from s3commit.model.paths import JobLayout
+    from s3commit.model.uri import S3Uri
+    from s3commit.testing.memory import MemoryS3
+    from s3commit.testing.memory_wire import S3Wire
+
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    job_id = str(uuid.uuid4())
+    dest = S3Uri(BUCKET, "table")
+    layout = JobLayout(dest.key, job_id)
+    keys = prepare(s3, dest, layout, job_id, files, old=files)
+    if snapshot:
+        enable(s3.store(), dest, retention=86400.0)
+    wire = S3Wire(s3, profile=PROFILE)
+    store = wire.store(retry=RetryPolicy())
+    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                          options=CommitterOptions(journal=True))
+    started = time.perf_counter()
+    success = engine.run(keys, OverwritePlan(delete_paths=("",)))
+    seconds = time.perf_counter() - started
+    return {"files": files, "snapshot": snapshot, "seconds": round(seconds, 3),
+            "requests": store.counters.snapshot()["total_requests"],
+            "deleted": success.metrics["committer_objects_deleted_by_overwrite"],
+            "replaced": success.metrics.get("committer_files_replaced", 0),
+            "timings_ms": {k.removeprefix("duration_").removesuffix("_ms"): v for k, v in success.metrics.items()
+                           if k.startswith("duration_")}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--plan-rounds", type=int, default=15, help="rounds of the planning comparison (0: skip)")
+    parser.add_argument("--commit-files", default="100,1000,10000", help="job commit sizes ('': skip)")
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,snapshot: one commit case in this process
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    if args.case:
+        files, snapshot = args.case.split(",")
+        print(json.dumps(commit_case(int(files), snapshot == "1")))
+        return 0
+    results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    if args.plan_rounds:
+        results["plan"] = plan_runs(args.plan_rounds)
+        print(json.dumps(results["plan"]), flush=True)
+    commits = []
+    for files in (int(f) for f in args.commit_files.split(",") if f):
+        for snapshot in (False, True):
+            case = f"{files},{int(snapshot)}"
+            out = subprocess.run([sys.executable, "-m", "benchmarks.snapshot_bench", "--case", case],
+                                 capture_output=True, text=True, check=True).stdout
+            commits.append(json.loads(out.strip().splitlines()[-1]))
+            print(json.dumps(commits[-1]), flush=True)
+    results["commit"] = commits
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
