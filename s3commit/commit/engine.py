@@ -507,7 +507,7 @@ class CommitEngine:
         published = self._published
         try:
             if published is not None and published[2].symlink_manifests:
-                write_manifests(self.store, self.dest, published[0], published[1],
+                write_manifests(self.store, self.dest, published[0], published[1], published[2].scheme,
                                 pool_size=self.options.pool_size)
             report = vacuum(self.store, self.dest, full=False, max_entries=VACUUM_ENTRIES_AT_COMMIT,
                             pool_size=self.options.pool_size)

@@ -120,8 +120,8 @@ class SnapshotLog:
             body = self.store.objects.get_object(self.dest.bucket, self.settings_key)
         except NotFoundError:  # disabled since the listing
             return LogState(None)
-        settings = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
-        return LogState(settings, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign)
+        found = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
+        return LogState(found, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign)
 
     def read(self, snapshot_id: int) -> Snapshot:
         key = self.entry_key(snapshot_id)
@@ -173,13 +173,13 @@ def file_of(info: ObjectInfo, dest: S3Uri, job: str = "") -> SnapshotFile:
     return SnapshotFile(relative=dest.relative(info.key), size=info.size, modified_ms=modified, job=job)
 
 
-def write_manifests(store: S3Store, dest: S3Uri, snapshot: Snapshot, base: Snapshot | None, *,
+def write_manifests(store: S3Store, dest: S3Uri, snapshot: Snapshot, base: Snapshot | None, scheme: str, *,
                     pool_size: int = 16) -> int:
     """Bring the symlink manifests up to ``snapshot``: those of the partitions whose files changed since ``base``
     (all of them where ``base`` is None) written, those of partitions it no longer has deleted. After the commit
     point: a reader of the manifests sees each partition's new files once its manifest is written (each manifest
     is whole, the set of them is not: Delta's manifests are the same). Returns how many were written."""
-    texts = manifests(snapshot, dest.bucket, dest.key)
+    texts = manifests(snapshot, scheme, dest.bucket, dest.key)
     if base is None:
         changed = set(texts)
     else:
@@ -230,7 +230,7 @@ def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a"
                 settings = replace(state.settings, symlink_manifests=True)
                 store.objects.put_object(dest.bucket, snapshots.settings_key, settings.to_json(),
                                          content_type="application/json")
-                write_manifests(store, dest, current, None)
+                write_manifests(store, dest, current, None, settings.scheme)
             return current
     elif state.foreign or state.entries:
         raise ConfigError(
@@ -245,7 +245,7 @@ def enable(store: S3Store, dest: S3Uri, *, retention: float, scheme: str = "s3a"
     store.objects.put_object(dest.bucket, snapshots.settings_key, settings.to_json(), content_type="application/json")
     snapshots.publish(first, settings)
     if symlink_manifests:
-        write_manifests(store, dest, first, None)
+        write_manifests(store, dest, first, None, scheme)
     return first
 
 

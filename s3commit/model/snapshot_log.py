@@ -33,7 +33,7 @@ SETTINGS_NAME = "s3commit-snapshots.json"
 SETTINGS_FORMAT = "s3commit-snapshots/1"
 MANIFEST_DIR = "_symlink_format_manifest"
 """Where a snapshot destination's symlink manifests are: ``<dest>/_symlink_format_manifest/<partition>/manifest``,
-one ``s3://`` URI of a live file a line (Delta's layout, read through Hive's ``SymlinkTextInputFormat``)."""
+one URI of a live file a line (Delta's layout, read through Hive's ``SymlinkTextInputFormat``)."""
 SPARK_LOG_VERSION = "v1"
 """The first line of every entry (``FileStreamSinkLog.VERSION``)."""
 COMPACT_SUFFIX = ".compact"
@@ -59,13 +59,13 @@ def entry_id(name: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
-def manifests(snapshot: Snapshot, bucket: str, dest_key: str) -> dict[str, bytes]:
+def manifests(snapshot: Snapshot, scheme: str, bucket: str, dest_key: str) -> dict[str, bytes]:
     """The symlink manifests of ``snapshot``: partition directory (relative, ``""`` for files at the top) -> the
-    manifest's text, one ``s3://`` URI a line."""
+    manifest's text, one URI a line, with the log's scheme (the one the table's readers resolve)."""
     prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
     by_dir: dict[str, list[str]] = {}
     for f in snapshot.files:
-        by_dir.setdefault(f.relative.rpartition("/")[0], []).append(f"s3://{bucket}/{prefix}{f.relative}")
+        by_dir.setdefault(f.relative.rpartition("/")[0], []).append(f"{scheme}://{bucket}/{prefix}{f.relative}")
     return {d: ("\n".join(uris) + "\n").encode() for d, uris in by_dir.items()}
 
 

@@ -225,12 +225,12 @@ def manifests_of(s3: MemoryS3) -> dict[str, list[str]]:
 def test_symlink_manifests_follow_every_commit_partition_by_partition(s3):
     write(s3, {"p=0/a": b"a0", "p=1/a": b"a1"})
     s3commit.enable_snapshots(DEST, store=s3.store(), symlink_manifests=True)
-    assert manifests_of(s3) == {"p=0/manifest": ["s3://b/t/p=0/a"], "p=1/manifest": ["s3://b/t/p=1/a"]}
+    assert manifests_of(s3) == {"p=0/manifest": ["s3a://b/t/p=0/a"], "p=1/manifest": ["s3a://b/t/p=1/a"]}
     write(s3, {"p=1/b": b"b1", "p=2/c": b"c2"}, replace_partitions=True)
-    assert manifests_of(s3) == {"p=0/manifest": ["s3://b/t/p=0/a"], "p=1/manifest": ["s3://b/t/p=1/b"],
-                                "p=2/manifest": ["s3://b/t/p=2/c"]}
+    assert manifests_of(s3) == {"p=0/manifest": ["s3a://b/t/p=0/a"], "p=1/manifest": ["s3a://b/t/p=1/b"],
+                                "p=2/manifest": ["s3a://b/t/p=2/c"]}
     write(s3, {"p=2/d": b"d2"}, delete_paths=[""])
-    assert manifests_of(s3) == {"p=2/manifest": ["s3://b/t/p=2/d"]}
+    assert manifests_of(s3) == {"p=2/manifest": ["s3a://b/t/p=2/d"]}
     s3commit.disable_snapshots(DEST, store=s3.store())
     assert manifests_of(s3) == {}
 
@@ -240,7 +240,7 @@ def test_symlink_manifests_can_be_turned_on_later(s3):
     s3commit.enable_snapshots(DEST, store=s3.store())
     assert manifests_of(s3) == {}
     s3commit.enable_snapshots(DEST, store=s3.store(), symlink_manifests=True)
-    assert manifests_of(s3) == {"manifest": ["s3://b/t/a"]}
+    assert manifests_of(s3) == {"manifest": ["s3a://b/t/a"]}
 
 
 def test_a_streaming_sink_refuses_a_snapshot_destination(s3):
