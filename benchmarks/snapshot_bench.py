@@ -112,13 +112,43 @@ def commit_case(files: int, snapshot: bool) -> dict[str, Any]:
                            if k.startswith("duration_")}}
 
 
+def plot(results: dict[str, Any], out: str) -> None:
+    """The job commit against files, plain and snapshot destinations (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for snapshot, label in ((False, "plain destination (overwrite deletes at commit)"),
+                            (True, "snapshot destination (one log entry, deletes deferred)")):
+        cases = sorted((c["files"], c["seconds"]) for c in results.get("commit", []) if c["snapshot"] is snapshot)
+        if cases:
+            ax.plot([f for f, _ in cases], [s for _, s in cases], marker="o", label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("files (an overwrite of as many old files)")
+    ax.set_ylabel("job commit, seconds")
+    ax.set_title(f"magic job commit on S3Wire, s3-standard latencies ({results.get('date', '')})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan-rounds", type=int, default=15, help="rounds of the planning comparison (0: skip)")
     parser.add_argument("--commit-files", default="100,1000,10000", help="job commit sizes ('': skip)")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # files,snapshot: one commit case in this process
     parser.add_argument("--out", help="write the results as JSON here")
+    parser.add_argument("--plot", help="draw the job commit against files here (PNG)")
+    parser.add_argument("--from", dest="earlier", help="plot these earlier results (JSON) instead of running")
     args = parser.parse_args(argv)
+    if args.earlier:
+        with open(args.earlier) as f:
+            plot(json.load(f), args.plot or "snapshot-commit.png")
+        return 0
     if args.case:
         files, snapshot = args.case.split(",")
         print(json.dumps(commit_case(int(files), snapshot == "1")))
@@ -139,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)
+    if args.plot:
+        plot(results, args.plot)
     return 0
 
 
