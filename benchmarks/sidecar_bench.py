@@ -11,8 +11,10 @@ Reported per server: CPU seconds per GiB (median of the rounds) written and read
 time per GiB in the sidecar (:mod:`benchmarks.gil`) and the ceiling it implies; and the sidecar's throughput
 and CPU with 1, 2 and 4 concurrent tasks. moto runs with no latency profile and SeaweedFS has none: the clients'
 CPU is what is measured; on this 2-core machine their throughput is the servers' and the machine's, not S3's.
-Every part carries a CRC32 (both clients' default); the sidecar checks part ETags against their MD5 on moto, which
-validates no checksum, and not on SeaweedFS, which does (its probe says so: ``s3commit doctor``).
+Every part carries a checksum (the bare client's default CRC32; the sidecar's ``auto``: CRC32C where awscrt is
+installed, else CRC32); the sidecar checks part ETags against their MD5 on moto, which validates no checksum, and not
+on SeaweedFS, which does (its probe says so: ``s3commit doctor``). ``benchmarks/write_cpu.py`` measures the write
+alone, in more rounds, with awscrt hidden or not.
 """
 
 from __future__ import annotations
