@@ -30,7 +30,8 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted
    (its first LIST sent beside the ``_SUCCESS`` PUT, nothing deleted before ``_SUCCESS`` is written), the journal
-   last (so a clean-up cut short is finished from the same records).
+   last (so a clean-up cut short is finished from the same records), the lease released beside the journal's DELETE
+   (a journal left then names pendingsets already deleted: it is finished as a clean-up).
 
 The variants, each a path through the same states (the public methods, in this order below):
 
@@ -525,18 +526,26 @@ class CommitEngine:
             self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
     def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None],
-                        listing: Future[Iterable[ObjectInfo]] | None = None) -> None:
+                        listing: Future[Iterable[ObjectInfo]] | None = None,
+                        side: ThreadPoolExecutor | None = None) -> None:
         """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
         that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
         `s3commit recover` from the same records. ``listing``: the job directory's listing, started beside the
         commit point (its first page asked for while ``_SUCCESS`` was written; nothing is deleted before
-        ``_SUCCESS`` is)."""
+        ``_SUCCESS`` is). ``side``: the job's own commit, whose lease is released on it beside the journal's DELETE,
+        once everything else of the job directory is gone (a journal left then names no pendingset that is still
+        there: whoever finds it, ``s3commit recover`` or the job committed again, only finishes the clean-up)."""
         bucket = self.dest.bucket
         wait([records])
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key},
                       listed=listing.result() if listing is not None else None)
         swept.result()
-        self.store.objects.delete_object(bucket, self.journal_key)
+        released = side.submit(self.lease.release, committed=True, files=self.stats.files) if side else None
+        try:
+            self.store.objects.delete_object(bucket, self.journal_key)
+        finally:
+            if released is not None:
+                released.result()
 
     # --- the variants ------------------------------------------------------------------------------------------
 
@@ -596,7 +605,7 @@ class CommitEngine:
         self.mark(success)  # COMMITTED
         self.success = success
         try:
-            self._finish_cleanup(records, swept, listing)  # CLEANED
+            self._finish_cleanup(records, swept, listing, side)  # CLEANED
         except S3CommitError as err:
             # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
             # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.

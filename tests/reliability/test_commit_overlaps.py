@@ -1,11 +1,12 @@
 """What a job commit sends beside its path (issue 56, outcome 5: the demo's commit near its floor), and what still
 waits for what.
 
-Two requests no longer add their round trips to the commit's: the lease is taken while the pendingsets load, and the
-job directory's LIST goes beside the ``_SUCCESS`` PUT. The order that makes a commit safe is unchanged, and each test
-stages it by holding requests at the simulator (``S3TestServer.hold``), never by latency: nothing is journalled or
-completed before every pendingset is read and the lease held, and nothing of the job directory is deleted before
-``_SUCCESS`` is written.
+Three requests no longer add their round trips to the commit's: the lease is taken while the pendingsets load, the job
+directory's LIST goes beside the ``_SUCCESS`` PUT, and the lease is released beside the journal's DELETE. The order
+that makes a commit safe is unchanged, and each test stages it by holding requests at the simulator
+(``S3TestServer.hold``), never by latency: nothing is journalled or completed before every pendingset is read and the
+lease held, nothing of the job directory is deleted before ``_SUCCESS`` is written, and the lease is not released
+before everything of the job directory but its journal is gone (a journal left then is finished as a clean-up).
 """
 
 from __future__ import annotations
@@ -78,12 +79,17 @@ def exists(client: Any, bucket: str, key: str) -> bool:
     return True
 
 
-def lease_holder(client: Any, bucket: str) -> str | None:
+def lease_state(client: Any, bucket: str) -> LeaseState | None:
     try:
         body = client.get_object(Bucket=bucket, Key=lease_key(S3Uri(bucket, "t")))["Body"].read()
     except client.exceptions.NoSuchKey:
         return None
-    holder = LeaseState.from_json(body, source="lease").holder
+    return LeaseState.from_json(body, source="lease")
+
+
+def lease_holder(client: Any, bucket: str) -> str | None:
+    state = lease_state(client, bucket)
+    holder = state.holder if state is not None else None
     return holder.job_id if holder is not None else None
 
 
@@ -153,3 +159,24 @@ def test_the_job_directory_is_listed_beside_the_success_put_and_deleted_only_aft
     assert after.count("ListObjectsV2") == 1 and after.count("DeleteObjects") == 1, after
     assert exists(s3_client, s3_bucket, "t/_SUCCESS")
     assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == []
+
+
+def test_the_lease_is_released_beside_the_journals_delete_once_the_rest_of_the_job_directory_is_gone(
+        s3_sim, s3_bucket, s3_client):
+    committer = job(s3_sim, s3_bucket)
+    message = write(committer, ["p=1/f.txt"])
+    s3_sim.hold("DeleteObject", ending=committer.layout.journal_key)
+    thread, outcome = committing(lambda: committer.commit_job([message]))
+    until(lambda: s3_sim.held().get("DeleteObject", 0) == 1, "the journal was being deleted", thread)
+    # The journal's DELETE is held, and the lease is free, recording the job's commit...
+    until(lambda: lease_holder(s3_client, s3_bucket) is None and lease_state(s3_client, s3_bucket) is not None
+          and lease_state(s3_client, s3_bucket).committed(committer.job_id) is not None,
+          "the lease was released", thread)
+    # ...while _SUCCESS is written and everything of the job directory but the journal is gone.
+    assert exists(s3_client, s3_bucket, "t/_SUCCESS")
+    assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == [committer.layout.journal_key]
+    s3_sim.release()
+    thread.join(60)
+    assert not thread.is_alive() and outcome and not isinstance(outcome[0], BaseException), outcome
+    assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == []
+    assert lease_state(s3_client, s3_bucket).committed(committer.job_id).files == 1
