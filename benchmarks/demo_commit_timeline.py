@@ -26,7 +26,8 @@ ROWS, TASKS, PARTITIONS = 500_000, 8, 4
 
 
 def spark_job_window(spark: Any, description: str) -> tuple[float, float]:
-    """Submission and completion (epoch seconds) of the Spark job(s) run under ``description``."""
+    """Submission and completion (epoch seconds) of the latest Spark job whose description starts with
+    ``description``."""
     store = spark.sparkContext._jsc.sc().statusStore()
     for _ in range(50):
         jobs = store.jobsList(None)
@@ -37,7 +38,7 @@ def spark_job_window(spark: Any, description: str) -> tuple[float, float]:
                     and job.completionTime().isDefined() and job.submissionTime().isDefined():
                 found.append((job.submissionTime().get().getTime() / 1000, job.completionTime().get().getTime() / 1000))
         if found:
-            return min(s for s, _ in found), max(e for _, e in found)
+            return max(found, key=lambda window: window[1])  # the latest: this round's
         time.sleep(0.1)
     raise RuntimeError(f"no Spark job {description}")
 
