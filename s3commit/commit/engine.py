@@ -54,7 +54,7 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -526,7 +526,7 @@ class CommitEngine:
             self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
     def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None],
-                        listing: Future[Iterable[ObjectInfo]] | None = None,
+                        listing: Future[Iterator[ObjectInfo]] | None = None,
                         side: ThreadPoolExecutor | None = None) -> None:
         """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
         that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
