@@ -14,8 +14,9 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    under the destination (or in an absolute directory a committed task declared) and outside any scratch directory,
    no key written twice. Nothing is completed or deleted before every pendingset has passed. Loaded pendingsets are
    kept up to a budget of uploads; past it they are dropped and re-read, so memory does not grow with the job.
-2. **Lease**: the destination's commit lease (:mod:`s3commit.commit.lease`) for a job; a streaming batch is serialized
-   by its sink's log instead.
+2. **Lease**: the destination's commit lease (:mod:`s3commit.commit.lease`) for a job, taken while the pendingsets load
+   (it changes nothing of the destination; the journal waits for both); a streaming batch is serialized by its sink's
+   log instead.
 3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
    rolled back, never guessed at.
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
@@ -29,8 +30,10 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    deleted, the replaced files leave the snapshot and a bounded vacuum deletes those past the retention horizon;
    for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
    (so a batch is finished forward once the log has it, never rolled back).
-7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted,
-   the journal last (so a clean-up cut short is finished from the same records).
+7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted
+   (its first LIST sent beside the ``_SUCCESS`` PUT, nothing deleted before ``_SUCCESS`` is written), the journal
+   last (so a clean-up cut short is finished from the same records), the lease released beside the journal's DELETE
+   (a journal left then names pendingsets already deleted: it is finished as a clean-up).
 
 The variants, each a path through the same states (the public methods, in this order below):
 
@@ -62,7 +65,7 @@ from s3commit.commit.job_uploads import JobRecords, JobUploads
 from s3commit.commit.lease import CommitLease, NoLease
 from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under
 from s3commit.commit.overwrite import OverwritePlan, delete_old
-from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.prefixes import delete_prefix, list_ahead
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
 from s3commit.commit.snapshots import (
     VACUUM_ENTRIES_AT_COMMIT,
@@ -93,7 +96,7 @@ from s3commit.errors import (
 )
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
-from s3commit.model.object_info import CREATE_WINDOW_KEY
+from s3commit.model.object_info import CREATE_WINDOW_KEY, ObjectInfo
 from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
 from s3commit.model.snapshot_log import Snapshot, SnapshotFile, SnapshotSettings
 from s3commit.model.uri import S3Uri
@@ -177,7 +180,8 @@ class CommitEngine:
         self.journal = journal
         #: The job's ``_SUCCESS`` data once :meth:`run` or :meth:`resume` ended.
         self.success: SuccessData | None = None
-        #: The destination's commit lease: taken after validation, checked before every step that changes it.
+        #: The destination's commit lease: taken while the pendingsets load and are validated (:meth:`run`), held
+        #: before the journal, checked before every step that changes the destination.
         self.lease = lease or NoLease()
         #: Complete with If-None-Match (conflict-mode=fail, mode="error") where the store honours it.
         self.create_only = create_only
@@ -622,24 +626,38 @@ class CommitEngine:
         if not listed:  # what the records name can be aborted without listing
             self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
-    def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None]) -> None:
+    def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None],
+                        listing: Future[Iterator[ObjectInfo]] | None = None,
+                        side: ThreadPoolExecutor | None = None) -> None:
         """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
         that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
-        `s3commit recover` from the same records."""
+        `s3commit recover` from the same records. ``listing``: the job directory's listing, started beside the
+        commit point (its first page asked for while ``_SUCCESS`` was written; nothing is deleted before
+        ``_SUCCESS`` is). ``side``: the job's own commit, whose lease is released on it beside the journal's DELETE,
+        once everything else of the job directory is gone (a journal left then names no pendingset that is still
+        there: whoever finds it, ``s3commit recover`` or the job committed again, only finishes the clean-up)."""
         bucket = self.dest.bucket
         wait([records])
-        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key})
+        delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key},
+                      listed=listing.result() if listing is not None else None)
         swept.result()
-        self.store.objects.delete_object(bucket, self.journal_key)
+        released = side.submit(self.lease.release, committed=True, files=self.stats.files) if side else None
+        try:
+            self.store.objects.delete_object(bucket, self.journal_key)
+        finally:
+            if released is not None:
+                released.result()
 
     # --- the variants ------------------------------------------------------------------------------------------
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted."""
-        # The clean-up's side: its records (task attempts' files, which a commit does not change) are read while
-        # the job commits; its sweep of orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion.
-        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-sweep") as side:
+        # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
+        # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
+        # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent beside the
+        # _SUCCESS PUT.
+        with ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
                 return self._run(keys, plan, accepted_attempts, side)
             finally:
@@ -651,14 +669,9 @@ class CommitEngine:
         records = side.submit(self._records)
         bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
-            t0 = time.monotonic()
-            self.load_and_validate(pool, keys, accepted_attempts)  # LOADED
-            self.stats.timings_ms["load"] = _ms(t0)
+            self._load_and_lease(pool, side, keys, accepted_attempts)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
-            t0 = time.monotonic()
-            self.lease.acquire()  # LEASED: nothing of this job changes the destination before it is held
-            self.stats.timings_ms["lease"] = _ms(t0)
             # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
             # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
             log_state = pool.submit(SnapshotLog(self.store, self.dest).state)
@@ -697,12 +710,14 @@ class CommitEngine:
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
+        # The job directory's first LIST beside the _SUCCESS PUT: a read; nothing is deleted before _SUCCESS is written.
+        listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
         self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
         if self.point is CommitPoint.SNAPSHOT:
             self._after_snapshot()
         try:
-            self._finish_cleanup(records, swept)  # CLEANED
+            self._finish_cleanup(records, swept, listing, side)  # CLEANED
         except S3CommitError as err:
             # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
             # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
@@ -711,6 +726,29 @@ class CommitEngine:
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
+
+    def _load_and_lease(self, pool: ThreadPoolExecutor, side: ThreadPoolExecutor, keys: Sequence[str],
+                        accepted_attempts: dict[str, set[str]] | None) -> None:
+        """LOADED and LEASED at once: the pendingsets load and are validated on ``side`` while this thread takes the
+        lease (its waits on the job's clock). The lease changes nothing of the destination, and nothing of this job
+        does before both are done (the journal and the first Complete come after). A load that failed is raised
+        once the lease is settled (the caller releases a lease taken); it comes before the lease's own error."""
+        started = time.monotonic()
+
+        def load() -> None:
+            self.load_and_validate(pool, keys, accepted_attempts)
+            self.stats.timings_ms["load"] = _ms(started)
+
+        loaded = side.submit(load)
+        try:
+            self.lease.acquire()
+        except BaseException:
+            wait([loaded])
+            loaded.result()  # the load's error first, as when it ran before the lease
+            raise
+        finally:
+            self.stats.timings_ms["lease"] = _ms(started)
+        loaded.result()
 
     # --- from a journal: resume, roll back ----------------------------------------------------------------------
 

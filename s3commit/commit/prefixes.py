@@ -8,8 +8,9 @@ the store honours it. A prefix ends with ``/`` (or is the bucket root), so that
 
 from __future__ import annotations
 
+import itertools
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from s3commit.errors import NotFoundError, PreconditionFailedError
@@ -24,27 +25,39 @@ def keys_under(store: S3Store, bucket: str, prefix: str) -> Iterator[str]:
         yield info.key
 
 
+def list_ahead(store: S3Store, bucket: str, prefix: str) -> Iterator[ObjectInfo]:
+    """The objects under ``prefix`` with the first page's LIST sent now (a listing started beside another request,
+    so that its round trip is not added to the caller's); later pages as the caller iterates."""
+    listing = iter(store.objects.list_objects(bucket, prefix))
+    first = next(listing, None)
+    return listing if first is None else itertools.chain([first], listing)
+
+
 def delete_prefix(store: S3Store, bucket: str, prefix: str, *, keep: Collection[str] = (),
-                  skip: Callable[[str], bool] | None = None) -> int:
+                  skip: Callable[[str], bool] | None = None, listed: Iterable[ObjectInfo] | None = None) -> int:
     """Delete every object under ``prefix`` except ``keep`` (and keys ``skip`` selects), in batches; returns how
-    many. ``prefix`` must end with ``/`` or be ``""`` (the bucket root) so that ``a/b`` never matches ``a/bc``."""
-    return delete_listed(store, bucket, prefix, keep=keep, skip=skip)[0]
+    many. ``prefix`` must end with ``/`` or be ``""`` (the bucket root) so that ``a/b`` never matches ``a/bc``.
+    ``listed``: the listing of ``prefix`` the caller started already (:func:`list_ahead`)."""
+    return delete_listed(store, bucket, prefix, keep=keep, skip=skip, listed=listed)[0]
 
 
 def delete_listed(store: S3Store, bucket: str, prefix: str, *, keep: Collection[str] = (),
                   skip: Callable[[str], bool] | None = None, conditional: str = "",
-                  pool: ThreadPoolExecutor | None = None) -> tuple[int, list[str]]:
+                  pool: ThreadPoolExecutor | None = None,
+                  listed: Iterable[ObjectInfo] | None = None) -> tuple[int, list[str]]:
     """Delete every object under ``prefix`` except ``keep`` (and keys ``skip`` selects) as listed; returns how many
     were deleted, and the keys kept because they changed since the listing.
 
     ``conditional``: ``""`` deletes in batches of 1,000 whatever each key holds now; ``"batch"`` sends each key of a
     batch with the ETag listed (DeleteObjects), ``"single"`` one conditional DELETE per key on ``pool`` (a store
     that honours ``If-Match`` on DELETE only): a key replaced since the listing is kept. ``prefix`` must end with
-    ``/`` or be ``""`` (the bucket root) so that ``a/b`` never matches ``a/bc``.
+    ``/`` or be ``""`` (the bucket root) so that ``a/b`` never matches ``a/bc``. ``listed``: the listing of
+    ``prefix`` the caller started already (:func:`list_ahead`).
     """
     if prefix and not prefix.endswith("/"):
         raise ValueError(f"prefix {prefix!r} must end with '/'")
-    doomed = (info for info in store.objects.list_objects(bucket, prefix)
+    listing = store.objects.list_objects(bucket, prefix) if listed is None else listed
+    doomed = (info for info in listing
                       if info.key not in keep and not (skip is not None and skip(info.key)))
     if conditional == "batch":
         return store.conditional.delete_objects_if_match(bucket, ((info.key, info.etag) for info in doomed))

@@ -3,7 +3,7 @@
 A committer decides *when* a job commits or aborts; the session owns everything *around* the engine
 (:class:`~s3commit.commit.engine.CommitEngine`) that makes one commit or abort whole:
 
-- the destination's commit lease (:mod:`s3commit.commit.lease`), taken by the engine after validation, and a dead
+- the destination's commit lease (:mod:`s3commit.commit.lease`), taken by the engine while it validates, and a dead
   holder of another job settled before this one goes on (:func:`s3commit.commit.recovery.settle_interrupted`);
 - the journal: a commit of this job that was interrupted is finished from it instead
   (:func:`~s3commit.commit.recovery.resume_commit`), and a job that committed already returns its ``_SUCCESS``;

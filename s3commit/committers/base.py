@@ -241,8 +241,9 @@ class Committer(ABC):
             create_only: no file may replace an object (``mode="error"``): each is completed with
                 ``If-None-Match: *`` where the store honours it, and one that appeared meanwhile fails the job.
 
-        The commit holds the destination's commit lease (:mod:`s3commit.commit.lease`) from its journal to its clean-up:
-        commits of concurrent jobs to the destination wait for each other, so none deletes another's files.
+        The commit holds the destination's commit lease (:mod:`s3commit.commit.lease`) from its journal to its clean-up
+        (released beside the journal's DELETE, its last request): commits of concurrent jobs to the destination wait
+        for each other, so none deletes another's files.
 
         A commit of this job that was interrupted (its process died after it wrote its journal: some uploads
         may be complete, the overwrite applied, ``_SUCCESS`` written, the clean-up begun) is finished instead,

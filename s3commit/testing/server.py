@@ -379,8 +379,9 @@ class S3TestServer:
         """The simulator's counters (requests, bytes, faults, injected delays) since the last reset."""
         return StatsSnapshot.from_dict(self._control("GET", "stats"))
 
-    def request_log(self) -> list[dict[str, str]]:
-        """The simulator's latest requests, oldest first: operation, bucket, key and Range header of each."""
+    def request_log(self) -> list[dict[str, Any]]:
+        """The simulator's latest requests, oldest first: operation, bucket, key and Range header of each, when it
+        arrived (``at``) and when it was answered (``answered``), in seconds since the epoch by the server's clock."""
         return list(self._control("GET", "requests"))
 
     def reset_stats(self) -> None:

@@ -278,12 +278,13 @@ class _Exchange:
 
     def run(self) -> None:
         stats = self.simulator.stats
-        stats.request(self.operation, self.target, self.handler.headers.get("Range"))
+        entry = stats.request(self.operation, self.target, self.handler.headers.get("Range"))
         stats.begin(self.operation)
         try:
             self._run()
         finally:
             stats.end(self.operation)
+            stats.answered(entry)
 
     def _run(self) -> None:
         stats, operation, profile = self.simulator.stats, self.operation, self.config.profile

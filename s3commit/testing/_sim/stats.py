@@ -11,6 +11,7 @@ measurements, so tests can assert on them exactly without timing races.
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -160,7 +161,7 @@ class StatsRecorder:
         self._translated: Counter[str] = Counter()
         self._in_flight: Counter[str] = Counter()
         self._max_in_flight: Counter[str] = Counter()
-        self._log: deque[tuple[str, str, str, str]] = deque(maxlen=REQUEST_LOG_LIMIT)
+        self._log: deque[list[Any]] = deque(maxlen=REQUEST_LOG_LIMIT)
 
     def reset(self) -> None:
         """Zero every counter (requests being served stay counted as in flight)."""
@@ -170,19 +171,33 @@ class StatsRecorder:
             self._in_flight = in_flight
 
     def request(self, operation: S3Operation, target: RequestTarget | None = None,
-                byte_range: str | None = None) -> None:
-        """Count one request received; with its ``target``, remember it (and its ``Range`` header) in the log."""
+                byte_range: str | None = None) -> list[Any] | None:
+        """Count one request received; with its ``target``, remember it (and its ``Range`` header) in the log, and
+        return its entry, for :meth:`answered`."""
         with self._lock:
             self._requests[operation.value] += 1
-            if target is not None:
-                self._log.append((operation.value, target.bucket, target.key, byte_range or ""))
+            if target is None:
+                return None
+            entry = [operation.value, target.bucket, target.key, byte_range or "", time.time(), None]
+            self._log.append(entry)
+            return entry
 
-    def log(self) -> list[dict[str, str]]:
+    @staticmethod
+    def answered(entry: list[Any] | None) -> None:
+        """The request of a log ``entry`` (:meth:`request`'s) was answered or dropped: its time is kept."""
+        if entry is not None:
+            entry[5] = time.time()
+
+    def log(self) -> list[dict[str, Any]]:
         """The latest requests (at most :data:`REQUEST_LOG_LIMIT`), oldest first: ``operation``, ``bucket``,
-        ``key`` and ``range`` (the ``Range`` header, ``""`` without one). Zeroed with the counters."""
+        ``key``, ``range`` (the ``Range`` header, ``""`` without one), ``at`` (the server's wall clock, in seconds
+        since the epoch, when the request arrived, before its latency) and ``answered`` (when it was answered or
+        dropped; ``None`` while it is served): a timeline of the requests a test or benchmark can read against its
+        own (a job commit's round trips). Zeroed with the counters."""
         with self._lock:
-            return [{"operation": op, "bucket": bucket, "key": key, "range": byte_range}
-                    for op, bucket, key, byte_range in self._log]
+            return [{"operation": op, "bucket": bucket, "key": key, "range": byte_range, "at": at,
+                     "answered": answered}
+                    for op, bucket, key, byte_range, at, answered in self._log]
 
     def begin(self, operation: S3Operation) -> None:
         """A request of ``operation`` is being served (until :meth:`end`)."""
