@@ -133,6 +133,8 @@ class CommitStats:
     files: int = 0
     bytes: int = 0
     completed: int = 0
+    completed_at_task_commit: int = 0
+    """Uploads the task commits completed (a snapshot destination): the job commit sent no request for them."""
     aborted: int = 0
     reverted: int = 0
     deleted_by_overwrite: int = 0
@@ -359,7 +361,8 @@ class CommitEngine:
         in_flight = self.completes_in_flight()
 
         def complete_on(executor: ThreadPoolExecutor) -> list[Failure[PendingUpload]]:
-            return run_each(executor, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
+            return run_each(executor, self._still_pending(keys),
+                            lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(in_flight), stop_on_failure=True)
 
         if in_flight == self.options.pool_size:
@@ -369,6 +372,37 @@ class CommitEngine:
                 failures = complete_on(own)
         if failures:
             raise failures[0].error
+
+    def _still_pending(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        """The uploads to complete: those a task commit completed already (a snapshot destination) are counted as
+        this commit's, with no request (a roll-back deletes them, the overwrite keeps them), and left out."""
+        for commit in self._uploads(keys):
+            if commit.completed_at_task_commit:
+                with self._lock:
+                    self._committed[commit.destination_key] = commit.upload_id
+                    self.stats.completed_at_task_commit += 1
+            else:
+                yield commit
+
+    def check_completed_at_task_commit(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """On a destination that is not (or no longer) a snapshot one, the files its task commits completed must
+        still be there (``snapshot disable`` deletes every file in no snapshot): one HEAD each, only then.
+
+        Raises:
+            CommitStateError: one is gone or is another object (the commit then rolls back).
+        """
+        if not self.stats.completed_at_task_commit:
+            return
+        early = [c for c in self._uploads(keys) if c.completed_at_task_commit]
+        found = map_ordered(pool, early, lambda c: self.store.uploads.completed_object(
+            c.bucket, c.destination_key, c.etags, length=c.length, created_ms=c.created),
+                            window=2 * self.options.pool_size)
+        for commit, future in found:
+            if future.result() is None:
+                raise CommitStateError(
+                    f"{commit.dest_uri} was completed at its task commit, when {self.dest} kept a snapshot log, and "
+                    "is gone or replaced now that it keeps none (was `s3commit snapshot disable` run while the "
+                    "job ran?): the job must run again")
 
     def mark_completed(self, commit: PendingUpload) -> None:
         """Count ``commit`` as completed by this commit (recovery found it complete): a roll-back then
@@ -520,6 +554,8 @@ class CommitEngine:
         limit = self.stats.limit
         metrics = {
             "committer_commits_completed": self.stats.completed,
+            **({"committer_commits_completed_at_task_commit": self.stats.completed_at_task_commit}
+               if self.stats.completed_at_task_commit else {}),
             "committer_bytes_committed": self.stats.bytes,
             "committer_files": self.stats.files,
             "committer_pendingsets": self.stats.pendingsets,
@@ -657,6 +693,8 @@ class CommitEngine:
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
                 state = log_state.result()
+                if not state.enabled:
+                    self.check_completed_at_task_commit(pool, keys)
                 if state.enabled:
                     t0 = time.monotonic()
                     self.publish_snapshot(keys, plan, state)  # COMMITTED (a snapshot destination)
