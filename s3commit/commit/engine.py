@@ -19,7 +19,9 @@ stopped from the journal and what S3 holds, and enters the same machine there::
 3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
    rolled back, never guessed at.
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
-   concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). On the first
+   concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). An upload its
+   task commit completed already (a snapshot destination, :func:`s3commit.commit.task_commit.complete_at_task_commit`)
+   is counted as completed with no request. On the first
    failure before the commit point: stop, abort every upload not completed, delete (revert) the completed ones,
    raise one :class:`JobCommitError`.
 5. **Overwrite**: the plan applied *after* completion: old objects under the given prefixes (or the partitions just
@@ -474,14 +476,23 @@ class CommitEngine:
         self.stats.deleted_by_overwrite += deleted
         self.stats.kept_changed += changed
 
-    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState) -> Snapshot:
-        """The commit point of a job on a snapshot destination: the next snapshot (the current one less what the
-        overwrite plan replaces under the destination, plus this job's files) published as the log's next entry.
-        Nothing is deleted here: the replaced files stay for the retention horizon."""
+    def _read_log(self) -> tuple[LogState, Snapshot | None]:
+        """The destination's log state and its current snapshot (read beside the journal and the Completes: the
+        lease keeps both as they are until this commit publishes)."""
+        snapshots = SnapshotLog(self.store, self.dest)
+        state = snapshots.state()
+        return state, snapshots.current(state) if state.enabled else None
+
+    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
+                         base: Snapshot | None = None) -> Snapshot:
+        """The commit point of a job on a snapshot destination: the next snapshot (the current one, ``base`` where
+        the caller read it, less what the overwrite plan replaces under the destination, plus this job's files)
+        published as the log's next entry. Nothing is deleted here: the replaced files stay for the retention
+        horizon."""
         assert state.settings is not None
         self.point = CommitPoint.SNAPSHOT
         snapshots = SnapshotLog(self.store, self.dest)
-        base = snapshots.current(state)
+        base = base if base is not None else snapshots.current(state)
         if base is None:
             # Enabled, but its first entry was never written (the enabling process died): the files there now,
             # less this job's, are the snapshot it would have written.
@@ -685,19 +696,19 @@ class CommitEngine:
             self.stats.timings_ms["lease"] = _ms(t0)
             # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
             # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
-            log_state = pool.submit(SnapshotLog(self.store, self.dest).state)
+            log_state = pool.submit(self._read_log)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             t0 = time.monotonic()
             try:
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
-                state = log_state.result()
+                state, base = log_state.result()
                 if not state.enabled:
                     self.check_completed_at_task_commit(pool, keys)
                 if state.enabled:
                     t0 = time.monotonic()
-                    self.publish_snapshot(keys, plan, state)  # COMMITTED (a snapshot destination)
+                    self.publish_snapshot(keys, plan, state, base)  # COMMITTED (a snapshot destination)
                     self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
@@ -725,15 +736,17 @@ class CommitEngine:
         swept = side.submit(self._sweep, records)
         self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
-        if self.point is CommitPoint.SNAPSHOT:
-            self._vacuum_quietly()
-        try:
-            self._finish_cleanup(records, swept)  # CLEANED
-        except S3CommitError as err:
-            # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
-            # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
-            log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
-                        "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
+        # A snapshot commit's bounded vacuum (files of expired entries, none of this job's) beside the clean-up.
+        with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-vacuum-{self.job_id[:8]}") as vacuuming:
+            if self.point is CommitPoint.SNAPSHOT:
+                vacuuming.submit(self._vacuum_quietly)
+            try:
+                self._finish_cleanup(records, swept)  # CLEANED
+            except S3CommitError as err:
+                # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
+                # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
+                log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
+                            "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
