@@ -21,7 +21,7 @@ from s3commit.config.options import CommitterOptions
 from s3commit.errors import JobCommitError
 from s3commit.model.paths import LEASE_NAME, is_scratch_key
 from s3commit.model.uri import S3Uri
-from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of
+from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of, s3_error
 
 BUCKET = "b"
 DEST = f"s3://{BUCKET}/t"
@@ -234,3 +234,26 @@ def test_a_task_commit_killed_at_every_request_leaves_readers_the_old_snapshot_a
     assert total >= 5  # the Completes and the pendingset, at least
     for n in range(1, total + 1):
         attempt(n)
+
+
+def test_a_job_commit_that_fails_before_its_log_entry_deletes_the_files_completed_at_task_commit(s3):
+    snapshot_dest(s3, {"p=0/old": b"old"})
+    job_id = str(uuid.uuid4())
+    opts = CommitterOptions(threads=4)
+
+    def refuse_the_entry(request: Any) -> Exception | None:
+        if request.operation == "put_object" and request.key.endswith(".compact"):
+            return s3_error("AccessDenied", 403)
+        return None
+
+    driver = create_committer("magic", DEST, job_id=job_id, store=s3.store(fail=refuse_the_entry), options=opts,
+                              process=ProcessState())
+    driver.setup_job()
+    executor = create_committer("magic", DEST, job_id=job_id, store=s3.store(), options=opts, process=ProcessState())
+    messages = [run_task(executor, {"p=1/a": b"a", "p=1/b": b"b"})]
+    assert len(data(s3)) == 3
+    with pytest.raises(JobCommitError) as failed:
+        driver.commit_job(messages)
+    assert failed.value.reverted == 2  # counted as completed by the roll-back: deleted
+    assert data(s3) == {"p=0/old": b"old"} == reader(s3)
+    assert s3.uploads(BUCKET) == []
