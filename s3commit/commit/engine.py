@@ -20,7 +20,9 @@ stopped from the journal and what S3 holds, and enters the same machine there::
 3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
    rolled back, never guessed at.
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
-   concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). On the first
+   concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). An upload its
+   task commit completed already (a snapshot destination, :func:`s3commit.commit.task_commit.complete_at_task_commit`)
+   is counted as completed with no request. On the first
    failure before the commit point: stop, abort every upload not completed, delete (revert) the completed ones,
    raise one :class:`JobCommitError`.
 5. **Overwrite**: the plan applied *after* completion: old objects under the given prefixes (or the partitions just
@@ -137,6 +139,8 @@ class CommitStats:
     files: int = 0
     bytes: int = 0
     completed: int = 0
+    completed_at_task_commit: int = 0
+    """Uploads the task commits completed (a snapshot destination): the job commit sent no request for them."""
     aborted: int = 0
     reverted: int = 0
     deleted_by_overwrite: int = 0
@@ -366,7 +370,8 @@ class CommitEngine:
         in_flight = self.completes_in_flight()
 
         def complete_on(executor: ThreadPoolExecutor) -> list[Failure[PendingUpload]]:
-            return run_each(executor, self._uploads(keys), lambda c: self._complete_one(limiter, c, if_none_match),
+            return run_each(executor, self._still_pending(keys),
+                            lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(in_flight), stop_on_failure=True)
 
         if in_flight == self.options.pool_size:
@@ -376,6 +381,37 @@ class CommitEngine:
                 failures = complete_on(own)
         if failures:
             raise failures[0].error
+
+    def _still_pending(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
+        """The uploads to complete: those a task commit completed already (a snapshot destination) are counted as
+        this commit's, with no request (a roll-back deletes them, the overwrite keeps them), and left out."""
+        for commit in self._uploads(keys):
+            if commit.completed_at_task_commit:
+                with self._lock:
+                    self._committed[commit.destination_key] = commit.upload_id
+                    self.stats.completed_at_task_commit += 1
+            else:
+                yield commit
+
+    def check_completed_at_task_commit(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
+        """On a destination that is not (or no longer) a snapshot one, the files its task commits completed must
+        still be there (``snapshot disable`` deletes every file in no snapshot): one HEAD each, only then.
+
+        Raises:
+            CommitStateError: one is gone or is another object (the commit then rolls back).
+        """
+        if not self.stats.completed_at_task_commit:
+            return
+        early = [c for c in self._uploads(keys) if c.completed_at_task_commit]
+        found = map_ordered(pool, early, lambda c: self.store.uploads.completed_object(
+            c.bucket, c.destination_key, c.etags, length=c.length, created_ms=c.created),
+                            window=2 * self.options.pool_size)
+        for commit, future in found:
+            if future.result() is None:
+                raise CommitStateError(
+                    f"{commit.dest_uri} was completed at its task commit, when {self.dest} kept a snapshot log, and "
+                    "is gone or replaced now that it keeps none (was `s3commit snapshot disable` run while the "
+                    "job ran?): the job must run again")
 
     def mark_completed(self, commit: PendingUpload) -> None:
         """Count ``commit`` as completed by this commit (recovery found it complete): a roll-back then
@@ -447,14 +483,23 @@ class CommitEngine:
         self.stats.deleted_by_overwrite += deleted
         self.stats.kept_changed += changed
 
-    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState) -> Snapshot:
-        """The commit point of a job on a snapshot destination: the next snapshot (the current one less what the
-        overwrite plan replaces under the destination, plus this job's files) published as the log's next entry.
-        Nothing is deleted here: the replaced files stay for the retention horizon."""
+    def _read_log(self) -> tuple[LogState, Snapshot | None]:
+        """The destination's log state and its current snapshot (read beside the journal and the Completes: the
+        lease keeps both as they are until this commit publishes)."""
+        snapshots = SnapshotLog(self.store, self.dest)
+        state = snapshots.state()
+        return state, snapshots.current(state) if state.enabled else None
+
+    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
+                         base: Snapshot | None = None) -> Snapshot:
+        """The commit point of a job on a snapshot destination: the next snapshot (the current one, ``base`` where
+        the caller read it, less what the overwrite plan replaces under the destination, plus this job's files)
+        published as the log's next entry. Nothing is deleted here: the replaced files stay for the retention
+        horizon."""
         assert state.settings is not None
         self.point = CommitPoint.SNAPSHOT
         snapshots = SnapshotLog(self.store, self.dest)
-        base = snapshots.current(state)
+        base = base if base is not None else snapshots.current(state)
         if base is None:
             # Enabled, but its first entry was never written (the enabling process died): the files there now,
             # less this job's, are the snapshot it would have written.
@@ -504,22 +549,31 @@ class CommitEngine:
                    if p != self.dest.prefix and not self.dest.contains_key(p)]
         return OverwritePlan(delete_outside=tuple(outside))
 
-    def _after_snapshot(self) -> None:
-        """After a snapshot's commit point: its symlink manifests (where the destination keeps them), then a bounded
-        vacuum (the files of expired entries no retained snapshot lists). A failure of either is logged: the commit
-        stands, and the next commit, ``s3commit recover`` or ``s3commit snapshot vacuum`` does it again."""
+    def _write_manifests_quietly(self) -> None:
+        """After a snapshot's commit point, where the destination keeps symlink manifests: those of the partitions
+        it changed (all of them when resumed). A failure is logged: the commit stands, and ``s3commit recover`` or
+        the next commit of those partitions writes them again."""
         published = self._published
+        if published is None or not published[2].symlink_manifests:
+            return
         try:
-            if published is not None and published[2].symlink_manifests:
-                write_manifests(self.store, self.dest, published[0], published[1], published[2].scheme,
-                                pool_size=self.options.pool_size)
+            write_manifests(self.store, self.dest, published[0], published[1], published[2].scheme,
+                            pool_size=self.options.pool_size)
+        except S3CommitError as err:
+            log.warning("job %s committed snapshot %d; writing its symlink manifests failed (`s3commit recover %s "
+                        "--job %s` writes them again): %s", self.job_id, self.stats.snapshot, self.dest,
+                        self.job_id, err)
+
+    def _vacuum_quietly(self) -> None:
+        """A bounded vacuum after a snapshot commit: the files of expired entries no retained snapshot lists (none of
+        this job's). A failure is logged: the next commit or ``s3commit snapshot vacuum`` does it."""
+        try:
             report = vacuum(self.store, self.dest, full=False, max_entries=VACUUM_ENTRIES_AT_COMMIT,
                             pool_size=self.options.pool_size)
             self.stats.vacuumed = report.deleted
         except S3CommitError as err:
-            log.warning("job %s committed snapshot %d; its symlink manifests or the vacuum after it failed "
-                        "(`s3commit recover %s --job %s` writes them again, `s3commit snapshot vacuum` vacuums): %s",
-                        self.job_id, self.stats.snapshot, self.dest, self.job_id, err)
+            log.warning("job %s committed snapshot %d; the vacuum after it failed (the next commit or `s3commit "
+                        "snapshot vacuum %s` does it): %s", self.job_id, self.stats.snapshot, self.dest, err)
 
     def mark(self, success: SuccessData) -> None:
         """The commit point of a job: ``_SUCCESS`` (unless ``success_marker`` is off). A batch's, the sink's log
@@ -536,6 +590,8 @@ class CommitEngine:
         limit = self.stats.limit
         metrics = {
             "committer_commits_completed": self.stats.completed,
+            **({"committer_commits_completed_at_task_commit": self.stats.completed_at_task_commit}
+               if self.stats.completed_at_task_commit else {}),
             "committer_bytes_committed": self.stats.bytes,
             "committer_files": self.stats.files,
             "committer_pendingsets": self.stats.pendingsets,
@@ -674,17 +730,19 @@ class CommitEngine:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
             # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
-            log_state = pool.submit(SnapshotLog(self.store, self.dest).state)
+            log_state = pool.submit(self._read_log)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             t0 = time.monotonic()
             try:
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
-                state = log_state.result()
+                state, base = log_state.result()
+                if not state.enabled:
+                    self.check_completed_at_task_commit(pool, keys)
                 if state.enabled:
                     t0 = time.monotonic()
-                    self.publish_snapshot(keys, plan, state)  # COMMITTED (a snapshot destination)
+                    self.publish_snapshot(keys, plan, state, base)  # COMMITTED (a snapshot destination)
                     self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
@@ -715,14 +773,18 @@ class CommitEngine:
         self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
         if self.point is CommitPoint.SNAPSHOT:
-            self._after_snapshot()
-        try:
-            self._finish_cleanup(records, swept, listing, side)  # CLEANED
-        except S3CommitError as err:
-            # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
-            # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
-            log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
-                        "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
+            self._write_manifests_quietly()  # under the lease, which the clean-up releases
+        # A snapshot commit's bounded vacuum (files of expired entries, none of this job's) beside the clean-up.
+        with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-vacuum-{self.job_id[:8]}") as vacuuming:
+            if self.point is CommitPoint.SNAPSHOT:
+                vacuuming.submit(self._vacuum_quietly)
+            try:
+                self._finish_cleanup(records, swept, listing, side)  # CLEANED
+            except S3CommitError as err:
+                # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
+                # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
+                log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
+                            "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
                  self.stats.bytes, self.dest, _ms(started))
         return success
@@ -867,7 +929,8 @@ class CommitEngine:
             # The snapshot's entry is the commit point: _SUCCESS (after it) and the clean-up are left.
             self.stats.snapshot = published
             self.mark(self.success_data())
-            self._after_snapshot()
+            self._write_manifests_quietly()
+            self._vacuum_quietly()
             return self._cleaned_up(f"has committed (snapshot {published} of {self.dest} is its)")
         pending_before = self._pending_upload_ids()
         try:

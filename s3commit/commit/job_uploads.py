@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from s3commit.commit.manifest_store import (
@@ -34,7 +35,8 @@ from s3commit.commit.manifest_store import (
     read_upload_marker,
     scan_attempt_dir,
 )
-from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.commit.snapshots import SnapshotLog
+from s3commit.commit.upload_actions import abort_upload_quietly, delete_completed_quietly
 from s3commit.errors import S3CommitError
 from s3commit.model.manifests import PendingUpload
 from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow, UploadInfo, UploadRef
@@ -58,6 +60,9 @@ class JobRecords:
 
     uploads: dict[str, UploadRef] = field(default_factory=dict)
     windows: dict[tuple[str, str], list[CreateWindow]] = field(default_factory=dict)
+    completed: dict[str, PendingUpload] = field(default_factory=dict)
+    """Pendingsets' entries their task commits completed (a snapshot destination), by upload id: no upload is
+    left to abort, the object is deleted instead (:meth:`JobUploads.delete_completed`)."""
 
     def add(self, ref: UploadRef) -> None:
         self.uploads[ref.upload_id] = ref
@@ -70,6 +75,7 @@ class JobRecords:
     def update(self, other: JobRecords) -> None:
         for ref in other.uploads.values():
             self.add(ref)
+        self.completed.update(other.completed)
 
     def names(self, bucket: str, upload: UploadInfo) -> bool:
         """True if a record names exactly this upload (bucket, key and id), or a recorded Create's window
@@ -165,8 +171,33 @@ class JobUploads:
                     log.warning("cannot read %s: %s", key, err)
                     continue
                 for commit in pendingset.commits:
-                    records.add_pending(commit)
+                    if commit.completed_at_task_commit:
+                        records.completed[commit.upload_id] = commit
+                    else:
+                        records.add_pending(commit)
         return records
+
+    def delete_completed(self, records: JobRecords, *, threads: int = 16) -> int:
+        """Delete the objects the job's task commits completed (:attr:`JobRecords.completed`) for a job that will
+        never publish them (aborted, dead): each only if it is still the object its upload made and the
+        destination's current snapshot does not list it. Returns how many were deleted; failures are logged."""
+        targets = [c for c in records.completed.values() if c.bucket == self.dest.bucket]
+        if not targets:
+            return 0
+        try:
+            current = SnapshotLog(self.store, self.dest).current()
+        except S3CommitError as err:
+            log.warning("job %s: cannot read the snapshot log of %s, so its %d files completed at task commit are "
+                        "left to `s3commit snapshot vacuum`: %s", self.job_id, self.dest, len(targets), err)
+            return 0
+        live = {self.dest.child(r).key for r in current.relatives} if current else set()
+        targets = [c for c in targets if c.destination_key not in live]
+        with ThreadPoolExecutor(max(1, min(threads, len(targets))),
+                                thread_name_prefix=f"s3commit-delete-{self.job_id[:8]}") as pool:
+            deleted = sum(pool.map(lambda c: delete_completed_quietly(self.store, c), targets))
+        if deleted:
+            log.info("deleted %d files job %s completed at task commit under %s", deleted, self.job_id, self.dest)
+        return deleted
 
     def belongs(self, upload: UploadInfo, records: JobRecords) -> bool:
         """Whether ``upload`` (in the destination's bucket) is this job's, by the rules of the module."""

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 
 from s3commit.commit.prefixes import keys_under
-from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.commit.upload_actions import abort_upload_quietly, delete_completed_quietly
 from s3commit.errors import NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.markers import UploadMarker
@@ -80,9 +80,16 @@ def save_task_pendingset(store: S3Store, bucket: str, key: str, pendingset: Pend
         store.objects.delete_object(bucket, key)
     if previous is not None:
         keep = {c.upload_id for c in pendingset.commits}
+        keys = {c.destination_key for c in pendingset.commits}
         for commit in previous.commits:
-            if (commit.upload_id not in keep and commit.bucket == bucket
-                    and abort_upload_quietly(store, bucket, commit.destination_key, commit.upload_id)):
+            if commit.upload_id in keep or commit.bucket != bucket:
+                continue
+            if commit.completed_at_task_commit:
+                # The loser's file, completed at its task commit: in no snapshot. Deleted unless this attempt
+                # writes the key too (its upload, pending or complete, is the file there).
+                if commit.destination_key not in keys and delete_completed_quietly(store, commit):
+                    superseded += 1
+            elif abort_upload_quietly(store, bucket, commit.destination_key, commit.upload_id):
                 superseded += 1
         log.info("s3://%s/%s: aborted %d uploads of superseded task attempt %s", bucket, key, superseded,
                  previous.task_attempt_id or "?")

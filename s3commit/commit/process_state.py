@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from s3commit.commit.clock import SYSTEM_CLOCK, Clock
@@ -40,7 +41,22 @@ class ProcessState:
     keepers: Keepers = field(default_factory=Keepers)
     said: set[tuple[str, ...]] = field(default_factory=set)
     clock: Clock = SYSTEM_CLOCK
+    snapshot_dests: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """(destination, job id) -> whether the job's destination kept a snapshot log when a task of the job first
+    asked in this process: a sidecar asks once a job, not once a task (the job commit copes with a change since)."""
     _said_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def snapshot_destination(self, dest: str, job_id: str, ask: Callable[[], bool]) -> bool:
+        """Whether ``dest`` is a snapshot destination for job ``job_id`` (``ask`` the first time in this process)."""
+        key = (dest, job_id)
+        known = self.snapshot_dests.get(key)
+        if known is None:
+            known = ask()
+            with self._said_lock:
+                if len(self.snapshot_dests) >= 1024:  # a long-lived sidecar: forget the oldest jobs
+                    self.snapshot_dests.pop(next(iter(self.snapshot_dests)))
+                self.snapshot_dests[key] = known
+        return known
 
     def end(self) -> None:
         """The process's work ends (a sidecar closing; a simulated process dying): no record is kept fresh after it."""

@@ -256,7 +256,9 @@ def _abort_uncommitted(store: S3Store, dest: S3Uri, job_id: str) -> RecoveryRepo
     if committed is not None:
         return committed
     job = JobUploads(store, dest, job_id)
-    aborted = job.abort(job.read_records())
+    records = job.read_records()
+    aborted = job.abort(records)
+    aborted += job.delete_completed(records)  # files its task commits completed (a snapshot destination)
     deleted = sum(delete_prefix(store, dest.bucket, f"{layout.job_dir}/") for layout in _layouts(dest, job_id))
     if not aborted and not deleted:
         return RecoveryReport(dest=str(dest), job_id=job_id, action=RecoveryAction.NOTHING,

@@ -276,7 +276,9 @@ class CommitSession:
                 # a task commit racing this abort writes its pendingset before it deletes its records).
                 uploads = JobUploads(job.store, job.dest, job.job_id, layouts=(job.layout,))
                 known = job.store.capabilities.get(job.dest.bucket)
-                uploads.abort(uploads.read_records(), list_uploads=known is None or known.lists_uploads)
+                records = uploads.read_records()
+                uploads.abort(records, list_uploads=known is None or known.lists_uploads)
+                uploads.delete_completed(records, threads=job.options.pool_size)  # completed at task commit
                 delete_prefix(job.store, job.dest.bucket, f"{job.layout.job_dir}/")
         finally:
             own.release()

@@ -100,6 +100,11 @@ class SnapshotLog:
     def settings_key(self) -> str:
         return self.dir + SETTINGS_NAME
 
+    def enabled(self) -> bool:
+        """Whether the destination keeps a log (its settings are there): one listing of the settings' key."""
+        return any(info.key == self.settings_key
+                   for info in self.store.objects.list_objects(self.dest.bucket, self.settings_key))
+
     def state(self, *, settings: bool = True) -> LogState:
         """One listing of the log's directory, and a GET of the settings where they are (unless ``settings`` is
         False: a reader needs only the entries)."""

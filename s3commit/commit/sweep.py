@@ -282,7 +282,9 @@ def _sweep_one(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper: str, 
                 store.objects.put_object(dest.bucket, owner_key(status.layout), taken, content_type="application/json")
         except (PreconditionFailedError, NotFoundError):
             return None
-    aborted = uploads.abort(uploads.read_records(), list_uploads=lists_uploads)
+    records = uploads.read_records()
+    aborted = uploads.abort(records, list_uploads=lists_uploads)
+    aborted += uploads.delete_completed(records)  # the files its task commits completed: in no snapshot
     deleted = delete_prefix(store, dest.bucket, status.directory)
     log.warning("swept dead %s: aborted %d pending uploads, deleted %d objects of its directory %s",
                 status.describe(), aborted, deleted, f"s3://{dest.bucket}/{status.directory}")

@@ -1,12 +1,15 @@
 """Task commit: what a task attempt's commit and abort do to S3.
 
 A committed task attempt leaves one ``<taskId>.pendingset`` in its job's directory (last attempt wins), naming
-uploads that only the job commit completes; an aborted attempt leaves no upload behind. The magic task commit
-gathers what the attempt's files left: their pending uploads in this process's memory (:mod:`.task_registry`), and
-``.pending`` files and upload markers in the attempt directory (:func:`commit_magic_task`, :func:`abort_magic_task`).
-The staging task commit uploads local files as uncompleted multipart uploads (:func:`commit_staging_task`). Each
-aborts every upload of the attempt if it fails. *When* they run, and what is checked of the attempt first, is the
-committers' (:mod:`s3commit.committers`).
+uploads that only the job commit completes; an aborted attempt leaves no upload behind. On a snapshot destination
+(:attr:`TaskAttemptRef.complete`) the task commit completes its uploads under the destination itself, with
+``If-None-Match`` (:func:`complete_at_task_commit`): the log, not a listing, says what is committed, so the job commit
+is left with its log entry; the pendingset records which are complete (:data:`.manifests.COMPLETED_KEY`). The
+magic task commit gathers what the attempt's files left: their pending uploads in this process's memory
+(:mod:`.task_registry`), and ``.pending`` files and upload markers in the attempt directory
+(:func:`commit_magic_task`, :func:`abort_magic_task`). The staging task commit uploads local files as uncompleted
+multipart uploads (:func:`commit_staging_task`). Each aborts (or deletes) every upload of the attempt if it fails.
+*When* they run, and what is checked of the attempt first, is the committers' (:mod:`s3commit.committers`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ from s3commit.commit.manifest_store import (
     scan_attempt_dir,
 )
 from s3commit.commit.task_registry import MagicTaskRegistry, TakenAttempt
-from s3commit.commit.upload_actions import abort_upload_quietly
+from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, revert_upload_quietly
 from s3commit.config.options import MAX_PARTS
-from s3commit.errors import CommitStateError, ConfigError
+from s3commit.errors import CommitStateError, ConfigError, PreconditionFailedError
 from s3commit.model import checksums
 from s3commit.model.checksums import SentPart
 from s3commit.model.manifests import PendingSet, PendingUpload, now_millis
@@ -58,6 +61,50 @@ class TaskAttemptRef:
     dest_prefix: str = ""
     """The destination's prefix (:attr:`S3Uri.prefix`): magic files outside it are in the task's absolute
     directories; a staged file's partition is its key's directory below it."""
+    complete: bool = False
+    """Complete the attempt's uploads under the destination at task commit (a snapshot destination whose store
+    honours If-None-Match on Complete, ``s3commit.snapshot.complete-at-task-commit``):
+    :func:`complete_at_task_commit`."""
+
+
+def complete_at_task_commit(store: S3Store, attempt: TaskAttemptRef, uploads: list[PendingUpload], *,
+                            executor: Executor, window: int, completed: list[PendingUpload]) -> list[PendingUpload]:
+    """Complete the uploads under the destination in parallel, each with ``If-None-Match: *``, and return the
+    pendingset's entries, those completed recorded so (:meth:`PendingUpload.as_completed`).
+
+    A key that exists (a file of the current snapshot, a replaced file the retention keeps, another attempt's) is
+    never replaced under a reader here: its upload stays pending for the job commit, as without this step. Uploads
+    outside the destination (absolute directories: no snapshot lists them) stay pending too. Each upload completed
+    is appended to ``completed`` as it is (the caller deletes them again if the task commit fails). The first other
+    failure is raised once every Complete sent has ended.
+    """
+    if not attempt.complete:
+        return uploads
+
+    def complete(pending: PendingUpload) -> PendingUpload:
+        if not pending.destination_key.startswith(attempt.dest_prefix):
+            return pending
+        try:
+            commit_upload(store, pending, if_none_match=True)
+        except PreconditionFailedError:
+            return pending  # the key exists: the job commit completes it (after its log says what is live)
+        completed.append(pending)
+        return pending.as_completed()
+
+    results, failures = gather(executor, uploads, complete, window=window)
+    if failures:
+        raise failures[0].error
+    return results
+
+
+def _undo_task_commit(store: S3Store, loaded: list[PendingUpload], completed: list[PendingUpload]) -> None:
+    """A task commit failed: delete what it completed, abort the rest (quietly: the failure is what is raised)."""
+    done = {p.upload_id for p in completed}
+    for pending in completed:
+        revert_upload_quietly(store, pending.bucket, pending.destination_key)
+    for pending in loaded:
+        if pending.upload_id not in done:
+            abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
 
 
 # --- magic ------------------------------------------------------------------------------------------------------
@@ -79,6 +126,7 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
     loaded: list[PendingUpload] = list(taken.pending.values())
     listing: AttemptListing | None = None
     windowed: set[str] = set()
+    completed: list[PendingUpload] = []
     try:
         for bucket, key, upload_id in taken.still_open:  # files never closed: their uploads are incomplete
             abort_upload_quietly(store, bucket, key, upload_id)
@@ -94,14 +142,14 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
             _abort_never_closed(store, attempt.bucket, listing.markers, pending_keys, loaded, windowed=windowed)
         if failures:
             raise failures[0].error
+        entries = complete_at_task_commit(store, attempt, sorted(loaded, key=lambda p: p.destination_key),
+                                          executor=executor, window=window, completed=completed)
         # The task's pendingset (last attempt wins): the attempt's files are committed once it is saved.
-        pendingset = PendingSet(commits=tuple(sorted(loaded, key=lambda p: p.destination_key)))
-        pendingset = pendingset.with_job(attempt.job_id, attempt.task_attempt_id)
+        pendingset = PendingSet(commits=tuple(entries)).with_job(attempt.job_id, attempt.task_attempt_id)
         saved_key = save_task_pendingset(store, attempt.bucket, attempt.pendingset_key, pendingset,
                                          first_attempt=_no_earlier_pendingset(attempt, loaded, in_memory=in_memory))
     except BaseException:
-        for pending in loaded:
-            abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
+        _undo_task_commit(store, loaded, completed)
         raise
     finally:
         if listing is not None:
@@ -230,6 +278,7 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
     a Create left under a name without the job id) and the error re-raised. The local files are the caller's.
     """
     started: list[UploadRef] = []  # each upload registered at its creation: a failure aborts it
+    completed: list[PendingUpload] = []  # completed at task commit: a failure deletes them
     try:
         uploads, failures = gather(
             executor, list(files.items()),
@@ -238,11 +287,17 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
             window=window_for(threads))
         if failures:
             raise failures[0].error
-        pendingset = PendingSet(commits=tuple(uploads)).with_job(attempt.job_id, attempt.task_attempt_id)
+        entries = complete_at_task_commit(store, attempt, uploads, executor=executor, window=window_for(threads),
+                                          completed=completed)
+        pendingset = PendingSet(commits=tuple(entries)).with_job(attempt.job_id, attempt.task_attempt_id)
         saved = save_task_pendingset(store, attempt.bucket, attempt.pendingset_key, pendingset)
     except BaseException:
+        done = {p.upload_id for p in completed}
+        for pending in completed:
+            revert_upload_quietly(store, pending.bucket, pending.destination_key)
         for ref in started:
-            abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
+            if ref.upload_id not in done:
+                abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
         # What a Create that lost its answer left under a name carrying the job id is the job's to abort (its
         # sweep finds it, keeping what it committed): another attempt of this task may have an upload of that
         # key in the window. Only a name without the id, which nothing else would find, is handled here.

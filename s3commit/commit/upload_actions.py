@@ -47,3 +47,18 @@ def revert_upload_quietly(store: S3Store, bucket: str, key: str) -> bool:
     except S3CommitError as err:
         log.warning("could not revert (delete) s3://%s/%s: %s", bucket, key, err)
         return False
+
+
+def delete_completed_quietly(store: S3Store, pending: PendingUpload) -> bool:
+    """Delete the object an upload completed at its task commit (an attempt that lost, a job aborted or dead), if
+    the object at its key is still the one that upload made (one HEAD: a later commit's file there is kept); log a
+    failure. Returns whether it was deleted."""
+    try:
+        if store.uploads.completed_object(pending.bucket, pending.destination_key, pending.etags,
+                                          length=pending.length, created_ms=pending.created) is None:
+            return False
+        store.objects.delete_object(pending.bucket, pending.destination_key)
+        return True
+    except S3CommitError as err:
+        log.warning("could not delete %s, completed at its task commit: %s", pending.dest_uri, err)
+        return False

@@ -23,6 +23,7 @@ from s3commit.commit.ownership import claim, claim_output, one_operation, releas
 from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
+from s3commit.commit.snapshots import SnapshotLog
 from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.config.options import CommitterOptions, LeaseMode
@@ -68,6 +69,9 @@ class Committer(ABC):
         self.run_token = uuid.uuid4().hex
         #: The job claimed its destination as new (an RDD write): the claim goes with the job's end.
         self.exclusive = False
+        #: Whether the destination kept a snapshot log at the job's setup (pickled with the committer to its tasks);
+        #: None: not known here (a sidecar's committer of one task call), read at task commit.
+        self.snapshot_dest: bool | None = None
         #: The job's liveness record is renewed while this object lives (the Python API); False: until the job's
         #: commit or abort in this process, whatever object runs it (a sidecar builds one committer per call).
         self.liveness_with_object = True
@@ -144,6 +148,8 @@ class Committer(ABC):
         if exclusive:
             claim_output(self.store, self.dest, self.job_id, conditional=conditional)
             self.exclusive = True
+        if self.options.complete_at_task_commit:
+            self.snapshot_dest = SnapshotLog(self.store, self.dest).enabled()
         record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
                              conditional=conditional, liveness=self.options.job_liveness)
         # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
@@ -175,6 +181,22 @@ class Committer(ABC):
             log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "
                         "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
                         "; ".join(lost), self.dest)
+
+    def completes_at_task_commit(self) -> bool:
+        """Whether task commits complete their uploads (``s3commit.snapshot.complete-at-task-commit``): only on a
+        snapshot destination (as the job's setup found it, else as read now) whose store honours If-None-Match on
+        Complete, so that no file a reader of the log may read is replaced under it. A destination enabled after
+        the job's setup gets pending uploads, disabled after it completed ones: the job commit takes both
+        (:meth:`~s3commit.commit.engine.CommitEngine.check_completed_at_task_commit`)."""
+        if not self.options.complete_at_task_commit:
+            return False
+        if self.snapshot_dest is None:
+            self.snapshot_dest = self.process.snapshot_destination(
+                str(self.dest), self.job_id, SnapshotLog(self.store, self.dest).enabled)
+        if not self.snapshot_dest:
+            return False
+        found = self.know_store()
+        return found is not None and found.conditional_complete
 
     def session(self) -> CommitSession:
         """A commit session for one commit or abort of this job (:mod:`s3commit.commit.session`)."""

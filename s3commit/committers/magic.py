@@ -231,7 +231,8 @@ class MagicCommitter(Committer):
         for writer in attempt.unclosed_writers():
             raise CommitStateError(f"task attempt {attempt.task_attempt_id} still has an open file "
                                    f"s3://{writer.bucket}/{writer.key}: close it before committing")
-        message = commit_magic_task(self.store, self._attempt_ref(attempt), executor=self.pool,
+        ref = self._attempt_ref(attempt, complete=self.completes_at_task_commit())
+        message = commit_magic_task(self.store, ref, executor=self.pool,
                                     window=window_for(self.options.pool_size),
                                     in_memory=self.options.track_commits_in_memory, registry=self.process.tasks)
         attempt.committed = True
@@ -244,9 +245,10 @@ class MagicCommitter(Committer):
         abort_magic_task(self.store, self._attempt_ref(attempt), registry=self.process.tasks)
         attempt.aborted = True
 
-    def _attempt_ref(self, attempt: MagicTaskAttempt) -> TaskAttemptRef:
+    def _attempt_ref(self, attempt: MagicTaskAttempt, *, complete: bool = False) -> TaskAttemptRef:
         """The attempt as the commit layer's task commit and abort take it."""
         return TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
                               task_attempt_id=attempt.task_attempt_id,
                               pendingset_key=self.layout.pendingset_key(attempt.task_id),
-                              attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix)
+                              attempt_dir=attempt.dir_key, dest_prefix=self.dest.prefix,
+                              complete=complete)

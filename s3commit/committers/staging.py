@@ -146,7 +146,8 @@ class StagingCommitter(Committer):
         """The attempt as the commit layer's task commit takes it (no attempt directory in S3)."""
         return TaskAttemptRef(bucket=self.dest.bucket, job_id=self.job_id, task_id=attempt.task_id,
                               task_attempt_id=attempt.task_attempt_id,
-                              pendingset_key=self.layout.pendingset_key(attempt.task_id), dest_prefix=self.dest.prefix)
+                              pendingset_key=self.layout.pendingset_key(attempt.task_id), dest_prefix=self.dest.prefix,
+                              complete=self.completes_at_task_commit())
 
     def abort_task(self, attempt: TaskAttempt) -> None:
         """Delete the local output (nothing was uploaded before task commit)."""

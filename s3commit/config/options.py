@@ -220,6 +220,12 @@ KEYS: dict[str, Key] = {
             "the store after the snapshot that dropped it was superseded, so that reads planned on it finish; "
             "vacuum deletes it after. The default of `snapshot enable`, recorded in the destination's log. A number "
             "of seconds or a duration (90s, 10m, 1h)."),
+        Key("s3commit.snapshot.complete-at-task-commit", "true",
+            "On a snapshot destination: each task commit completes its attempt's uploads (in parallel, with "
+            "If-None-Match, where the store honours it on Complete) and records them in its pendingset, so that the "
+            "job commit is its journal, the log entry and _SUCCESS, whatever the number of files. A key that exists "
+            "stays pending for the job commit. Plain listers see completed files before the job commits (readers of "
+            "the log do not); the files of aborted and dead jobs are deleted by the abort, the sweep or vacuum."),
         Key("s3commit.job.liveness", "10m",
             "How long a job may stay silent before others judge it dead. From job setup until it commits or aborts, "
             "a job's driver renews its liveness record (its owner record, _owner.json in its job directory) every "
@@ -470,6 +476,7 @@ class CommitterOptions:
     lease_duration: float = setting("s3commit.commit.lease.duration", parse_seconds)
     job_liveness: float = setting("s3commit.job.liveness", parse_seconds)
     snapshot_retention: float = setting("s3commit.snapshot.retention", parse_seconds)
+    complete_at_task_commit: bool = setting("s3commit.snapshot.complete-at-task-commit", parse_bool)
     sweep_dead_jobs: bool = setting("s3commit.job.sweep", parse_bool)
 
     def __post_init__(self) -> None:

@@ -39,6 +39,13 @@ ETAG_OBJECTS_SINCE = (3, 4, 2)
 write strings (checked with javap on each hadoop-aws jar from Maven Central, 2026-11-27). Hadoop's readers each take
 one form only: S3A 3.5.0's ``PendingSet.load`` refuses strings ("no String-argument constructor"), an S3A that reads
 strings refuses objects. s3commit reads both."""
+COMPLETED_KEY = "s3commit.completed"
+"""``extraData`` key of a pendingset's entry whose upload its task commit completed already (value
+:data:`COMPLETED_AT_TASK_COMMIT`): on a snapshot destination, where the log, not a listing, says what is committed.
+A job commit sends no Complete for it; an abort, the sweep of a dead job or a losing attempt's successor deletes the
+object. Hadoop's S3A, and s3commit before it, ignore the entry and complete the upload again, which S3 answers as
+done (the upload is gone, the object is the one its parts make)."""
+COMPLETED_AT_TASK_COMMIT = "task-commit"
 HADOOP_VERSION_ENV = "S3COMMIT_HADOOP_VERSION"
 """Set by the JVM for its sidecar: the Hadoop inside that Spark (``VersionInfo.getVersion()``)."""
 
@@ -165,6 +172,15 @@ class PendingUpload:
     @property
     def dest_uri(self) -> str:
         return f"s3://{self.bucket}/{self.destination_key}"
+
+    @property
+    def completed_at_task_commit(self) -> bool:
+        """Whether the task commit completed this upload already (:data:`COMPLETED_KEY`)."""
+        return self.extra_data.get(COMPLETED_KEY) == COMPLETED_AT_TASK_COMMIT
+
+    def as_completed(self) -> PendingUpload:
+        """This entry, recorded as completed by its task commit."""
+        return replace(self, extra_data={**self.extra_data, COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT})
 
     def validate(self, source: str | None = None) -> PendingUpload:
         src = source or self.filename

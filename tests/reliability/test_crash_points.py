@@ -26,7 +26,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -152,6 +152,18 @@ SCENARIOS: dict[str, Callable[[], Job]] = {
     "partitioned-replace": lambda: Job("partitioned", files("new"), options={"conflict_mode": "replace"}),
 }
 
+AT_JOB_COMMIT = "-at-job-commit"
+"""A scenario's name with this suffix: its tasks leave their uploads pending on a snapshot destination too
+(``s3commit.snapshot.complete-at-task-commit=false``)."""
+
+
+def scenario_job(scenario: str) -> Job:
+    """The job of a scenario (of :data:`SCENARIOS`, or one with :data:`AT_JOB_COMMIT` added)."""
+    if scenario.endswith(AT_JOB_COMMIT):
+        job = SCENARIOS[scenario.removesuffix(AT_JOB_COMMIT)]()
+        return replace(job, options={**job.options, "complete_at_task_commit": False})
+    return SCENARIOS[scenario]()
+
 
 def old_data(s3: MemoryS3, *, snapshots: bool = False) -> tuple[dict[str, bytes], str]:
     """The table before the job: three partitions written by a first job (its ``_SUCCESS``); ``snapshots``: then
@@ -203,7 +215,7 @@ def crash_at(scenario: str, stop_at: int | None, stop: str, end: Callable[[Commi
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
     old, old_job = old_data(s3, snapshots=snapshots)
-    job = SCENARIOS[scenario]()
+    job = scenario_job(scenario)
     driver, messages = job.run_tasks(s3, str(uuid.uuid4()))
     client = client_of(driver.store)
     before = len(client.requests)
@@ -221,7 +233,7 @@ def crash_at(scenario: str, stop_at: int | None, stop: str, end: Callable[[Commi
 
 def crash_commit(scenario: str, stop_at: int | None, stop: str, *, snapshots: bool = False) -> tuple[Crash, int]:
     """The scenario's job commit, its driver dying at the ``stop_at``-th request of the commit."""
-    commit_args = SCENARIOS[scenario]().commit_args
+    commit_args = scenario_job(scenario).commit_args
     return crash_at(scenario, stop_at, stop, lambda driver, messages: driver.commit_job(messages, **commit_args),
                     snapshots=snapshots)
 
@@ -298,16 +310,31 @@ def test_a_commit_killed_at_every_request_ends_in_a_serial_state(scenario, follo
     assert seen == {"before": total, "after": total}
 
 
+def in_no_snapshot(crash: Crash) -> list[str]:
+    """The crashed job's files still in the store that no snapshot of the log lists (a job that never published
+    must leave none: its abort, the sweep or the next job's settling deletes what its task commits completed)."""
+    s3 = crash.s3
+    snapshots = SnapshotLog(s3.store(), S3Uri.parse(DEST))
+    listed = {f"t/{r}" for i, _ in snapshots.state().entries for r in snapshots.read(i).relatives}
+    objects = s3.objects(BUCKET, "t/")
+    return sorted(k for k in crash.job.final(crash.driver) if k in objects and k not in listed)
+
+
+@pytest.mark.parametrize("early", [True, pytest.param(False, marks=pytest.mark.slow)],
+                         ids=["completed-at-task-commit", "completed-at-job-commit"])
 @pytest.mark.parametrize("follow_up", [f if f == "recover" else pytest.param(f, marks=pytest.mark.slow)  # budget
                                        for f in FOLLOW_UPS])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_a_snapshot_commit_killed_at_every_request_never_shows_a_reader_anything_but_one_snapshot(
-        scenario, follow_up, tally) -> None:
+        scenario, follow_up, early, tally) -> None:
     """On a snapshot destination the reader's guarantee holds at the crash itself, not only once a follow-up ran:
     a reader of the log sees exactly the old snapshot or exactly the new one whatever request the driver died at
-    (a lister of the plain directory would see the new files beside the old ones from the first Complete)."""
+    (a lister of the plain directory would see the new files beside the old ones from the first Complete). With the
+    tasks' uploads completed at task commit (the job commit is then its journal, the log entry and ``_SUCCESS``),
+    too; and once the follow-up ran no file of the job is left in the store unless a snapshot lists it."""
+    scenario = scenario if early else f"{scenario}{AT_JOB_COMMIT}"
     total = commit_requests(scenario, snapshots=True)
-    assert total > 10
+    assert total > 10 if not early else total > 5
     for stop in ("before", "after"):
         for n in range(1, total + 1):
             crash, _ = crash_commit(scenario, n, stop, snapshots=True)
@@ -315,6 +342,7 @@ def test_a_snapshot_commit_killed_at_every_request_never_shows_a_reader_anything
             assert now in (crash.old, crash.job.after(crash.old, crash.driver)), (
                 f"{crash.point}: a reader of the log sees {sorted(now)[:6]}, neither snapshot")
             FOLLOW_UPS[follow_up](crash)
+            assert in_no_snapshot(crash) == [], f"{crash.point}, after {follow_up}: the job's files left behind"
             tally["crash points (memory store)"] += 1
 
 

@@ -42,6 +42,11 @@ def test_spark_reads_only_the_current_snapshot_after_overwrites(spark, committer
     assert sorted(read.inputFiles()) == sorted(f"s3a://{s3_bucket}/snap-{fmt}/{f.relative}" for f in snapshot.files)
     assert len(list(store.objects.list_objects(s3_bucket, f"snap-{fmt}/day="))) == len(first.files) + len(
         snapshot.files)
+    # The executors' task commits completed the files (the store honours If-None-Match on Complete): the driver's
+    # job commit sent no Complete for them (s3commit.snapshot.complete-at-task-commit).
+    success = s3commit.SuccessData.from_json(store.objects.get_object(s3_bucket, f"snap-{fmt}/_SUCCESS"))
+    assert success.metrics["committer_commits_completed_at_task_commit"] == len(snapshot.files)
+    assert success.metrics["committer_commits_completed"] == 0
 
 
 def test_dynamic_partition_overwrite_append_and_sql_publish_snapshots(spark, committer, store, s3_bucket):

@@ -8,8 +8,11 @@ import pytest
 
 from s3commit.errors import ManifestError
 from s3commit.model.manifests import (
+    COMPLETED_AT_TASK_COMMIT,
+    COMPLETED_KEY,
     SUCCESS_NAME,
     CommitJournal,
+    EtagForm,
     PendingSet,
     PendingUpload,
     SuccessData,
@@ -237,3 +240,22 @@ def test_a_sidecars_stores_write_the_etag_form_it_was_given():
     for confs, form in ((Configurations(), EtagForm.OBJECTS),
                         (Configurations(etag_form=EtagForm.STRINGS), EtagForm.STRINGS)):
         assert confs.get(confs.register(conf)).store.options.etag_form is form
+
+
+def test_golden_pendingset_completed_at_task_commit_marks_the_entry_in_extra_data_only():
+    data = (GOLDEN / "completed-at-task-commit.pendingset").read_bytes()
+    loaded = PendingSet.from_json(data)
+    assert [c.completed_at_task_commit for c in loaded.commits] == [True, False]
+    # Hadoop's field names, nothing more: the mark is an extraData entry (Map<String, String>, which S3A ignores).
+    golden, ours = json.loads(data), json.loads(loaded.to_json(etag_form=EtagForm.STRINGS))
+    assert ours == golden
+    assert ours["commits"][0]["extraData"] == {COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT}
+    # Hadoop's own pendingsets record none.
+    hadoop = PendingSet.from_json((GOLDEN / "task.pendingset").read_bytes())
+    assert not any(c.completed_at_task_commit for c in hadoop.commits)
+
+
+def test_as_completed_keeps_the_recorded_checksums():
+    entry = pending(extra_data={"k": "v"}).as_completed()
+    assert entry.completed_at_task_commit and entry.extra_data == {"k": "v", COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT}
+    assert PendingUpload.from_json(entry.to_json()).completed_at_task_commit
