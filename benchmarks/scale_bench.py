@@ -46,8 +46,11 @@ FILES_PER_TASK = 100
 PROFILE = "s3-standard"
 
 
-def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: int, *, old: int) -> list[str]:
-    """``files`` uploads of one small part each, in pendingsets of FILES_PER_TASK; ``old`` files already there."""
+def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: int, *, old: int,
+            early: bool = False) -> list[str]:
+    """``files`` uploads of one small part each, in pendingsets of FILES_PER_TASK; ``old`` files already there.
+    ``early``: the uploads completed and their entries marked so, as task commits on a snapshot destination do
+    (``s3commit.snapshot.complete-at-task-commit``)."""
     client = s3.store().requests.client  # the model's own client: no latency, no throttle
     for n in range(old):
         client.put_object(Bucket=BUCKET, Key=f"{dest.key}/day={n % 30}/old-{n:06d}.parquet", Body=b"old")
@@ -58,8 +61,13 @@ def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: in
             key = f"{dest.key}/day={n % 30}/part-{task // FILES_PER_TASK:05d}-{job_id}-c{n:06d}.parquet"
             upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
             etag = client.upload_part(Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumber=1, Body=b"new")["ETag"]
-            commits.append(PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(etag,),
-                                         length=3, uri=f"s3a://{BUCKET}/{key}"))
+            commit = PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(etag,),
+                                   length=3, uri=f"s3a://{BUCKET}/{key}")
+            if early:
+                client.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id,
+                                                 MultipartUpload={"Parts": [{"ETag": etag, "PartNumber": 1}]})
+                commit = commit.as_completed()
+            commits.append(commit)
         attempt = f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
         pendingset_key = layout.pendingset_key(f"task_scale_0000_m_{task // FILES_PER_TASK:06d}")
         body = PendingSet(commits=tuple(commits)).with_job(job_id, attempt).to_json()

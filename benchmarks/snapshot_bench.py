@@ -9,8 +9,12 @@ and the log read by s3commit with pyarrow's ``S3FileSystem`` for the files. Plan
 list is known (``.files``). Medians and paired ratios against the listing.
 
 ``commit``: a magic job commit of N files (an overwrite of as many old files) on S3Wire
-(:mod:`s3commit.testing.memory_wire`, ``s3-standard`` latencies, not throttled), to a plain destination and to a
-snapshot destination, each case in a process of its own, as :mod:`benchmarks.scale_bench` prepares it.
+(:mod:`s3commit.testing.memory_wire`, ``s3-standard`` latencies, not throttled, no lease), each case in a process
+of its own, the uploads and pendingsets made in the model as :mod:`benchmarks.scale_bench` prepares them (not
+timed), three ways: to a plain destination; to a snapshot destination with every upload left to the job commit
+(``s3commit.snapshot.complete-at-task-commit=false``); and with the uploads completed by the task commits and marked
+in the pendingsets (the key's default: that work is the executors', in parallel, and not timed here). Timed: the
+driver's job commit.
 
     python -m benchmarks.snapshot_bench [--plan-rounds 15] [--commit-files 100,1000,10000] [--out results.json]
 """
@@ -78,7 +82,12 @@ def plan_runs(rounds: int) -> dict[str, Any]:
                                             for n, s in seconds.items()}}
 
 
-def commit_case(files: int, snapshot: bool) -> dict[str, Any]:
+VARIANTS = ("plain", "snapshot", "snapshot-task-commit")
+"""The job commit's three ways: a plain destination; a snapshot destination, uploads completed at job commit; the
+same, uploads completed at task commit."""
+
+
+def commit_case(files: int, variant: str) -> dict[str, Any]:
     from benchmarks.scale_bench import BUCKET, PROFILE, prepare
     from s3commit.commit.engine import CommitEngine
     from s3commit.commit.overwrite import OverwritePlan
@@ -94,8 +103,8 @@ def commit_case(files: int, snapshot: bool) -> dict[str, Any]:
     job_id = str(uuid.uuid4())
     dest = S3Uri(BUCKET, "table")
     layout = JobLayout(dest.key, job_id)
-    keys = prepare(s3, dest, layout, job_id, files, old=files)
-    if snapshot:
+    keys = prepare(s3, dest, layout, job_id, files, old=files, early=variant == "snapshot-task-commit")
+    if variant != "plain":
         enable(s3.store(), dest, retention=86400.0)
     wire = S3Wire(s3, profile=PROFILE)
     store = wire.store(retry=RetryPolicy())
@@ -104,8 +113,9 @@ def commit_case(files: int, snapshot: bool) -> dict[str, Any]:
     started = time.perf_counter()
     success = engine.run(keys, OverwritePlan(delete_paths=("",)))
     seconds = time.perf_counter() - started
-    return {"files": files, "snapshot": snapshot, "seconds": round(seconds, 3),
-            "requests": store.counters.snapshot()["total_requests"],
+    requests = store.counters.snapshot()["requests"]
+    return {"files": files, "variant": variant, "seconds": round(seconds, 3), "requests": sum(requests.values()),
+            "completes_sent": requests.get("CompleteMultipartUpload", 0),
             "deleted": success.metrics["committer_objects_deleted_by_overwrite"],
             "replaced": success.metrics.get("committer_files_replaced", 0),
             "timings_ms": {k.removeprefix("duration_").removesuffix("_ms"): v for k, v in success.metrics.items()
@@ -120,9 +130,10 @@ def plot(results: dict[str, Any], out: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for snapshot, label in ((False, "plain destination (overwrite deletes at commit)"),
-                            (True, "snapshot destination (one log entry, deletes deferred)")):
-        cases = sorted((c["files"], c["seconds"]) for c in results.get("commit", []) if c["snapshot"] is snapshot)
+    for variant, label in (("plain", "plain destination (the overwrite deletes at commit)"),
+                           ("snapshot", "snapshot destination (one log entry, no deletes)"),
+                           ("snapshot-task-commit", "snapshot destination, uploads completed at task commit")):
+        cases = sorted((c["files"], c["seconds"]) for c in results.get("commit", []) if c["variant"] == variant)
         if cases:
             ax.plot([f for f, _ in cases], [s for _, s in cases], marker="o", label=label)
     ax.set_xscale("log")
@@ -140,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan-rounds", type=int, default=15, help="rounds of the planning comparison (0: skip)")
     parser.add_argument("--commit-files", default="100,1000,10000", help="job commit sizes ('': skip)")
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,snapshot: one commit case in this process
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,variant: one commit case in this process
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--plot", help="draw the job commit against files here (PNG)")
     parser.add_argument("--from", dest="earlier", help="plot these earlier results (JSON) instead of running")
@@ -150,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             plot(json.load(f), args.plot or "snapshot-commit.png")
         return 0
     if args.case:
-        files, snapshot = args.case.split(",")
-        print(json.dumps(commit_case(int(files), snapshot == "1")))
+        files, variant = args.case.split(",")
+        print(json.dumps(commit_case(int(files), variant)))
         return 0
     results: dict[str, Any] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     if args.plan_rounds:
@@ -159,8 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(results["plan"]), flush=True)
     commits = []
     for files in (int(f) for f in args.commit_files.split(",") if f):
-        for snapshot in (False, True):
-            case = f"{files},{int(snapshot)}"
+        for variant in VARIANTS:
+            case = f"{files},{variant}"
             out = subprocess.run([sys.executable, "-m", "benchmarks.snapshot_bench", "--case", case],
                                  capture_output=True, text=True, check=True).stdout
             commits.append(json.loads(out.strip().splitlines()[-1]))
