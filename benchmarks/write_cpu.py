@@ -38,16 +38,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from benchmarks.sidecar_bench import proc_cpu
+
 MIB = 1024 * 1024
 SLOTS = 2
 NO_CRT_SITE = "import sys\nsys.modules['awscrt'] = None  # as where awscrt is not installed (benchmarks/write_cpu.py)\n"
-
-
-def proc_cpu(pid: int) -> float:
-    """CPU seconds (user + system) of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def bare_write(endpoint: str, bucket: str, prefix: str, files: int, path: str) -> dict[str, float]:

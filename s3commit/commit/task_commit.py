@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
@@ -97,14 +97,15 @@ def complete_at_task_commit(store: S3Store, attempt: TaskAttemptRef, uploads: li
     return results
 
 
-def _undo_task_commit(store: S3Store, loaded: list[PendingUpload], completed: list[PendingUpload]) -> None:
-    """A task commit failed: delete what it completed, abort the rest (quietly: the failure is what is raised)."""
+def _undo_task_commit(store: S3Store, uploads: Iterable[UploadRef], completed: list[PendingUpload]) -> None:
+    """A task commit failed: delete what it completed, abort the rest of ``uploads`` (quietly: the failure is what
+    is raised)."""
     done = {p.upload_id for p in completed}
     for pending in completed:
         revert_upload_quietly(store, pending.bucket, pending.destination_key)
-    for pending in loaded:
-        if pending.upload_id not in done:
-            abort_upload_quietly(store, pending.bucket, pending.destination_key, pending.upload_id)
+    for ref in uploads:
+        if ref.upload_id not in done:
+            abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
 
 
 # --- magic ------------------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
         saved_key = save_task_pendingset(store, attempt.bucket, attempt.pendingset_key, pendingset,
                                          first_attempt=_no_earlier_pendingset(attempt, loaded, in_memory=in_memory))
     except BaseException:
-        _undo_task_commit(store, loaded, completed)
+        _undo_task_commit(store, [upload_ref(p) for p in loaded], completed)
         raise
     finally:
         if listing is not None:
@@ -292,12 +293,7 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
         pendingset = PendingSet(commits=tuple(entries)).with_job(attempt.job_id, attempt.task_attempt_id)
         saved = save_task_pendingset(store, attempt.bucket, attempt.pendingset_key, pendingset)
     except BaseException:
-        done = {p.upload_id for p in completed}
-        for pending in completed:
-            revert_upload_quietly(store, pending.bucket, pending.destination_key)
-        for ref in started:
-            if ref.upload_id not in done:
-                abort_upload_quietly(store, ref.bucket, ref.key, ref.upload_id)
+        _undo_task_commit(store, started, completed)
         # What a Create that lost its answer left under a name carrying the job id is the job's to abort (its
         # sweep finds it, keeping what it committed): another attempt of this task may have an upload of that
         # key in the window. Only a name without the id, which nothing else would find, is handled here.

@@ -20,20 +20,8 @@ from s3commit.committers.base import Committer
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import JobCommitError
 from s3commit.model.paths import LEASE_NAME, is_scratch_key
-from s3commit.model.uri import S3Uri
 from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of, s3_error
-
-BUCKET = "b"
-DEST = f"s3://{BUCKET}/t"
-URI = S3Uri.parse(DEST)
-DAY = 24 * 3600
-
-
-@pytest.fixture
-def s3() -> MemoryS3:
-    s3 = MemoryS3()
-    s3.create_bucket(BUCKET)
-    return s3
+from tests.functional.test_snapshots import BUCKET, DAY, DEST, URI
 
 
 def committers(s3: MemoryS3, name: str = "magic", **options: Any) -> tuple[Committer, Committer]:

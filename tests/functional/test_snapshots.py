@@ -26,13 +26,6 @@ URI = S3Uri.parse(DEST)
 DAY = 24 * 3600
 
 
-@pytest.fixture
-def s3() -> MemoryS3:
-    s3 = MemoryS3()
-    s3.create_bucket(BUCKET)
-    return s3
-
-
 def write(s3: MemoryS3, files: dict[str, bytes], committer: str = "magic", options: dict[str, Any] | None = None,
           **commit_args: Any) -> s3commit.SuccessData:
     """One job: a driver and an executor process, one task writing ``files``; returns its ``_SUCCESS``."""
