@@ -15,7 +15,7 @@ from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 pytestmark = pytest.mark.spark
 
-SMALL = ["--rows", "4000", "--tasks", "2", "--partitions", "2"]
+SMALL = ["--rows", "4000", "--tasks", "2", "--partitions", "2", "--peers", "none"]  # S3A beside: tests/s3a
 
 
 def run_demo(*args: str, env: dict[str, str] | None = None) -> str:
