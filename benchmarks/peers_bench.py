@@ -14,7 +14,9 @@ committer threads; everything else is each one's default (both buffer parts on l
 are on the driver's class path (local mode), resolved once by :func:`testbed.s3a.s3a_jars`.
 
 Shapes: the demo (``s3commit demo``'s DataFrame: 8 tasks x 4 days = 32 Parquet files), small files (10 tasks x 4
-days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), each written partitioned by ``day``; and the data path:
+days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), and, only when ``--peers-shapes`` names it,
+``commit-10k`` (50 tasks x 200 days = 10,000 files of 10 rows: magic and directory of each side), each written
+partitioned by ``day``; and the data path:
 8 files of 128 MiB written through the FileSystem API (``fs.create``, the bytes copied in the JVM from one local file
 in the page cache, the file the bare clients upload; two files at a time from the driver: Spark's two slots) and read
 back whole (``fs.open``), by s3commit's FileSystem and S3A's, beside boto3 with its defaults and awscrt's S3 client
@@ -30,8 +32,10 @@ sidecars, which probe the store, send a CRC32 with each part and skip the MD5 ch
 S3A sends no checksum by default (``fs.s3a.checksum.generation`` off in Hadoop 3.5.0), boto3 and awscrt a CRC32.
 Per write: the whole write's seconds, the tasks' (Spark's status store) and the rest (the job commit: the driver's
 work after the tasks), the requests by type at the server, bytes copied server-side, uploads left pending, the CPU of
-the JVM (its JIT compilers left out) and of the s3commit sidecars. Reported: medians, and paired ratios (the median
-over rounds of a path against the reference measured in the same round).
+the JVM (its JIT compilers left out) and of the s3commit sidecars, and that CPU per file. Reported: medians, and
+paired ratios (the median over rounds of a path against the reference measured in the same round).
+``--peers-shapes`` picks what runs and how many rounds (``commit-heavy:2,commit-10k:1``; ``datapath`` by name):
+only the applications of the paths it needs start.
 """
 
 from __future__ import annotations
