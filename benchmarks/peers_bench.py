@@ -14,7 +14,9 @@ committer threads; everything else is each one's default (both buffer parts on l
 are on the driver's class path (local mode), resolved once by :func:`testbed.s3a.s3a_jars`.
 
 Shapes: the demo (``s3commit demo``'s DataFrame: 8 tasks x 4 days = 32 Parquet files), small files (10 tasks x 4
-days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), each written partitioned by ``day``; and the data path:
+days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), and, only when ``--peers-shapes`` names it,
+``commit-10k`` (50 tasks x 200 days = 10,000 files of 10 rows: magic and directory of each side), each written
+partitioned by ``day``; and the data path:
 8 files of 128 MiB written through the FileSystem API (``fs.create``, the bytes copied in the JVM from one local file
 in the page cache, the file the bare clients upload; two files at a time from the driver: Spark's two slots) and read
 back whole (``fs.open``), by s3commit's FileSystem and S3A's, beside boto3 with its defaults and awscrt's S3 client
@@ -30,8 +32,10 @@ sidecars, which probe the store, send a CRC32 with each part and skip the MD5 ch
 S3A sends no checksum by default (``fs.s3a.checksum.generation`` off in Hadoop 3.5.0), boto3 and awscrt a CRC32.
 Per write: the whole write's seconds, the tasks' (Spark's status store) and the rest (the job commit: the driver's
 work after the tasks), the requests by type at the server, bytes copied server-side, uploads left pending, the CPU of
-the JVM (its JIT compilers left out) and of the s3commit sidecars. Reported: medians, and paired ratios (the median
-over rounds of a path against the reference measured in the same round).
+the JVM (its JIT compilers left out) and of the s3commit sidecars, and that CPU per file. Reported: medians, and
+paired ratios (the median over rounds of a path against the reference measured in the same round).
+``--peers-shapes`` picks what runs and how many rounds (``commit-heavy:2,commit-10k:1``; ``datapath`` by name):
+only the applications of the paths it needs start.
 """
 
 from __future__ import annotations
@@ -63,9 +67,14 @@ LABELS = {"s3commit-magic": "s3commit magic", "s3commit-directory": "s3commit di
 DATA_PATHS = {"s3commit": "s3commit-magic", "s3a": "s3a-magic", "boto3": None, "crt": None}
 """The data path's entries: s3commit's FileSystem and S3A's (each in one of the Spark applications above: the
 committer plays no part in the FileSystem API), boto3 with its defaults and awscrt's client (fresh processes)."""
-SHAPES = ("demo", "small", "commit-heavy")
+SHAPES = ("demo", "small", "commit-heavy", "commit-10k")
+DEFAULT_SHAPES = ("demo", "small", "commit-heavy")
+"""What runs unless ``--peers-shapes`` names shapes: ``commit-10k`` (10,000 files) takes some 40 minutes on moto."""
 START_TIMEOUT = 300.0
 COMMAND_TIMEOUT = 1800.0
+SECONDS_PER_FILE_BOUND = 0.5
+"""A write's answer is awaited ``COMMAND_TIMEOUT`` or this much per file, the longer (S3A's magic committer writes
+about 8 files a second on the moto server here: 10,000 files take some 20 minutes)."""
 MIB = 1 << 20
 
 
@@ -75,30 +84,56 @@ def peers_sizes(quick: bool, shapes: str | None = None) -> dict[str, Any]:
     Full: three rounds of the demo, the small files and the data path; the commit-heavy job (2,000 files) once: S3A's
     magic committer writes its files at about 0.12 s each on this machine (12 requests per file, in its table):
     one round of every path takes about 8 minutes. FileOutputCommitter v1 (:data:`ONE_ROUND`) runs in the
-    first round only, and not at all on the commit-heavy job (its job commit renames file after file: about 0.7 s a
-    file measured on the others, some 22 minutes for 2,000). Quick (a smoke run): smaller shapes, one round, no
-    warm-up, C1 only in the JVMs; v1 on the small files only."""
+    first round only, and not at all on the commit-heavy jobs (its job commit renames file after file: about 0.7 s a
+    file measured on the others, some 22 minutes for 2,000). ``commit-10k`` (50 tasks x 200 days = 10,000 files of
+    10 rows) runs only when named, once, magic and directory of s3commit and S3A. Quick (a smoke run): smaller
+    shapes, one round, no warm-up, C1 only in the JVMs; v1 on the small files only.
+
+    ``shapes`` (``--peers-shapes``): comma-separated names among :data:`SHAPES` and ``datapath``, each optionally
+    with its rounds (``commit-heavy:2,commit-10k:1``); ``none`` is the data path alone. Unset: the
+    :data:`DEFAULT_SHAPES` and the data path."""
     sizes = _sizes(quick)
-    if shapes is not None:
-        chosen = [] if shapes.strip() == "none" else [s.strip() for s in shapes.split(",") if s.strip()]
-        unknown = sorted(set(chosen) - set(SHAPES))
-        if unknown:
-            raise ValueError(f"unknown peers shapes {', '.join(unknown)}: choose from {', '.join(SHAPES)}, or none")
-        sizes["shapes"] = {name: spec for name, spec in sizes["shapes"].items() if name in chosen}
+    sizes["datapath_runs"] = True
+    if shapes is None:
+        sizes["shapes"] = {name: spec for name, spec in sizes["shapes"].items() if name in DEFAULT_SHAPES}
+        return sizes
+    chosen: dict[str, int | None] = {}
+    for item in ([] if shapes.strip() == "none" else [s.strip() for s in shapes.split(",") if s.strip()]):
+        name, _, rounds = item.partition(":")
+        if rounds and not (rounds.isdigit() and int(rounds) > 0):
+            raise ValueError(f"peers shape {item!r}: rounds must be a positive integer")
+        chosen[name] = int(rounds) if rounds else None
+    unknown = sorted(set(chosen) - {*SHAPES, "datapath"})
+    if unknown:
+        raise ValueError(f"unknown peers shapes {', '.join(unknown)}: choose from {', '.join(SHAPES)}, datapath "
+                         "(each as NAME or NAME:ROUNDS), or none")
+    sizes["shapes"] = {name: ({**spec, "rounds": chosen[name]} if chosen[name] else spec)
+                       for name, spec in sizes["shapes"].items() if name in chosen}
+    sizes["datapath_runs"] = shapes.strip() == "none" or "datapath" in chosen
+    if chosen.get("datapath"):
+        sizes["datapath_rounds"] = chosen["datapath"]
     return sizes
+
+
+SCALE_SKIP = ("s3a-magic-inmemory", "s3a-foc-v1")
+"""Paths left out of ``commit-10k``: magic and directory of each side run, S3A's in-memory tracking and v1 do not
+(v1 would rename 10,000 files one after another for hours)."""
 
 
 def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4, "skip": ["s3a-foc-v1"]},
                            "small": {"rows": 400, "tasks": 10, "days": 4},
-                           "commit-heavy": {"rows": 1_200, "tasks": 2, "days": 30, "skip": ["s3a-foc-v1"]}},
+                           "commit-heavy": {"rows": 1_200, "tasks": 2, "days": 30, "skip": ["s3a-foc-v1"]},
+                           "commit-10k": {"rows": 1_200, "tasks": 4, "days": 30, "skip": list(SCALE_SKIP)}},
                 "datapath": {"files": 2, "mib": 12, "part_mib": 5}, "rounds": 1, "warm_up": False,
                 "jvm_options": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
     return {"shapes": {"demo": {"rows": 500_000, "tasks": 8, "days": 4},
                        "small": {"rows": 4_000, "tasks": 10, "days": 4},
                        "commit-heavy": {"rows": 20_000, "tasks": 20, "days": 100, "rounds": 1,
-                                        "skip": ["s3a-foc-v1"]}},
+                                        "skip": ["s3a-foc-v1"]},
+                       "commit-10k": {"rows": 100_000, "tasks": 50, "days": 200, "rounds": 1,
+                                      "skip": list(SCALE_SKIP)}},
             "datapath": {"files": 8, "mib": 128, "part_mib": 32}, "rounds": 3, "warm_up": True, "jvm_options": ""}
 
 
@@ -110,7 +145,7 @@ def merge_earlier(peers: dict[str, Any], earlier: dict[str, Any] | None, earlier
         return peers
     merged = dict(peers)
     ran = {shape: peers.get("started", "") for shape in (*SHAPES, "datapath") if shape in peers}
-    for shape in SHAPES:
+    for shape in (*SHAPES, "datapath"):
         if shape not in merged and shape in earlier:
             merged[shape] = earlier[shape]
             ran[shape] = earlier.get("ran", {}).get(shape, earlier.get("started", earlier_date))
@@ -160,11 +195,11 @@ class ChildApp:
             raise RuntimeError(f"{self.path}: {result.get('error')}\n{result.get('trace', '')}")
         return result
 
-    def call(self, op: str, **args: Any) -> dict[str, Any]:
+    def call(self, op: str, *, timeout: float = COMMAND_TIMEOUT, **args: Any) -> dict[str, Any]:
         assert self.process.stdin is not None
         self.process.stdin.write(json.dumps({"op": op, **args}) + "\n")
         self.process.stdin.flush()
-        return self.answer(COMMAND_TIMEOUT)
+        return self.answer(timeout)
 
     def close(self) -> None:
         try:
@@ -236,14 +271,17 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
     data = sizes["datapath"]
     config = {"endpoint": server.endpoint_url, "part_mib": data["part_mib"], "active_blocks": 4, "threads": 32,
               "jvm_options": sizes["jvm_options"]}
-    results: dict[str, Any] = {"sizes": sizes, "paths": list(PATHS), "labels": LABELS,
+    # the paths the chosen shapes write, and the two FileSystems' applications when the data path runs
+    wanted = {p for spec in sizes["shapes"].values() for p in PATHS if p not in spec.get("skip", ())}
+    if sizes.get("datapath_runs", True):
+        wanted |= {p for p in DATA_PATHS.values() if p}
+    needed = tuple(p for p in PATHS if p in wanted)
+    results: dict[str, Any] = {"sizes": sizes, "paths": list(needed), "labels": LABELS,
                                "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                "load_average_before": list(os.getloadavg()),
                                "settings": {"part_mib": data["part_mib"], "active_blocks": 4,
                                             "committer_threads": 32, "master": "local[2]"}}
     started = time.perf_counter()
-    # every path when any Spark shape runs; the data path alone needs only the two FileSystems' applications
-    needed = PATHS if sizes["shapes"] else tuple(p for p in DATA_PATHS.values() if p)
     print(f"  peers: starting {len(needed)} Spark applications (one per path)", flush=True)
     apps = {path: ChildApp(path, config, work / f"{path}.log") for path in needed}
     try:
@@ -263,7 +301,9 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
             spec = sizes["shapes"][shape]
             results[shape] = _shape_runs(apps, server, raw, bucket, fresh, shape, spec,
                                          spec.get("rounds", sizes["rounds"]))
-        results["datapath"] = _datapath_runs(apps, server, raw, bucket, fresh, data, sizes["rounds"], work)
+        if sizes.get("datapath_runs", True):
+            results["datapath"] = _datapath_runs(apps, server, raw, bucket, fresh, data,
+                                                 sizes.get("datapath_rounds", sizes["rounds"]), work)
     finally:
         for app in apps.values():
             app.close()
@@ -286,9 +326,13 @@ def _shape_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str, f
             fresh()
             prefix = f"{shape}/{path}/"
             shape_spec = {k: spec[k] for k in ("rows", "tasks", "days")}
+            files = spec["tasks"] * spec["days"]
             run = apps[path].call("write", shape=shape_spec, dest=f"s3a://{bucket}/{prefix.rstrip('/')}",
-                                  description=f"peers-{shape}-{path}-{number}")
-            print(f"    {run['seconds']:.2f} s (tasks {run['task_phase_seconds']:.2f} s)", flush=True)
+                                  description=f"peers-{shape}-{path}-{number}",
+                                  timeout=max(COMMAND_TIMEOUT, files * SECONDS_PER_FILE_BOUND))
+            print(f"    {run['seconds']:.2f} s (tasks {run['task_phase_seconds']:.2f} s, job commit "
+                  f"{run['job_commit_seconds']:.2f} s; CPU JVM {run['jvm_cpu_seconds']:.2f} s, sidecars "
+                  f"{run['sidecar_cpu_seconds']:.2f} s)", flush=True)
             stats = server.stats()
             run.update(requests=dict(stats.requests), copy_bytes=stats.copy_bytes, round=number,
                        total_requests=sum(stats.requests.values()))
@@ -384,7 +428,7 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
             for figure, column in (("whole", "seconds"), ("job_commit", "job_commit_seconds"),
                                    ("tasks", "task_phase_seconds")):
                 for reference in (REFERENCE, "s3a-magic-inmemory"):
-                    if path == reference:
+                    if path == reference or reference not in runs:
                         continue
                     # each run against the reference's run of the same round
                     base = {r["round"]: max(1e-6, r[column]) for r in runs[reference]}
@@ -392,6 +436,11 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
                         [r[column] for r in runs[path]], [base[r["round"]] for r in runs[path]])
             median = results[shape]["medians"][path]
             out[f"{key}_requests_per_file"] = median["total_requests"] / max(1, median["files"])
+            files = max(1, median["files"])
+            out[f"{key}_jvm_cpu_ms_per_file"] = 1000 * median["jvm_cpu_seconds"] / files
+            out[f"{key}_sidecar_cpu_ms_per_file"] = 1000 * median["sidecar_cpu_seconds"] / files
+    if "datapath" not in results:
+        return out
     data = results["datapath"]
     runs, gib = data["runs"], data["gib"]
     for phase in ("write", "read"):
@@ -451,7 +500,7 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                   + (f" (ran {when})" if when else ""), "",
                   _row(["path", "tasks s", "job commit s (paired ratio)", "whole s (paired ratio)", "files",
                         "requests / file", "requests", "bytes copied", "uploads left", "JVM + sidecar CPU s",
-                        "_SUCCESS"]), _row(["---"] * 11)]
+                        "CPU ms / file, JVM + sidecar", "_SUCCESS"]), _row(["---"] * 12)]
         for path in medians:
             m = medians[path]
             key = f"{shape}_{path}".replace("-", "_")
@@ -462,9 +511,13 @@ def peers_markdown(peers: dict[str, Any]) -> list[str]:
                 f"{m['job_commit_seconds']:.2f}" + (f" ({job:.2f}x)" if job is not None else ""),
                 f"{m['seconds']:.2f}" + (f" ({whole:.2f}x)" if whole is not None else ""), f"{m['files']:g}",
                 f"{r[f'{key}_requests_per_file']:.2f}", _ops(m["requests"]), f"{m['copy_bytes']:,.0f}",
-                m["uploads_left"], f"{m['jvm_cpu_seconds']:.2f} + {m['sidecar_cpu_seconds']:.2f}", m["committer"]]))
+                m["uploads_left"], f"{m['jvm_cpu_seconds']:.2f} + {m['sidecar_cpu_seconds']:.2f}",
+                f"{1000 * m['jvm_cpu_seconds'] / max(1, m['files']):.2f} + "
+                f"{1000 * m['sidecar_cpu_seconds'] / max(1, m['files']):.2f}", m["committer"]]))
         lines += ["", "Whole write by round: " + "; ".join(
             f"{path} " + ", ".join(f"{x:.2f}" for x in medians[path]["round_seconds"]) for path in medians), ""]
+    if "datapath" not in peers:
+        return [*lines, "The data path was not run (`--peers-shapes` did not name it).", ""]
     data = peers["datapath"]
     lines += [f"### Data path: {data['files']} x {data['mib']} MiB through the FileSystem API (2 at a time), then "
               "read back", "",
@@ -504,7 +557,7 @@ def peers_plot(peers: dict[str, Any], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     shapes = [s for s in SHAPES if s in peers]
-    fig, axes = plt.subplots(1, len(shapes) + 1, figsize=(4 * len(shapes) + 4, 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, len(shapes) + ("datapath" in peers), figsize=(4 * len(shapes) + 4, 4.5), squeeze=False)
     axes = axes[0]
     for ax, shape in zip(axes, shapes, strict=False):
         medians = peers[shape]["medians"]
@@ -513,12 +566,17 @@ def peers_plot(peers: dict[str, Any], out: Path) -> None:
         tasks = [medians[p]["task_phase_seconds"] for p in paths]
         ax.bar(names, tasks, label="tasks")
         ax.bar(names, [medians[p]["job_commit_seconds"] for p in paths], bottom=tasks, label="job commit")
-        files = medians[PATHS[0]]["files"]
+        files = next(iter(medians.values()))["files"]
         ax.set_title(f"{shape} ({files:g} files)")
         ax.set_ylabel("seconds (median)")
         ax.tick_params(axis="x", labelrotation=60, labelsize=7)
         ax.legend(fontsize=7)
-    data = peers["datapath"]
+    data = peers.get("datapath")
+    if data is None:
+        fig.tight_layout()
+        fig.savefig(out / "peers.png", dpi=110)
+        plt.close(fig)
+        return
     entries = list(data["medians"])
     ax = axes[-1]
     xs = range(len(entries))

@@ -10,9 +10,17 @@ needs pyspark and a JDK) and ``python`` (pyarrow Parquet through the Python API)
 it is usable. With ``--bucket`` (and ``--endpoint-url`` for an S3 other than AWS's) it runs against that S3
 instead, with credentials from boto3's chain; requests are then counted at the client.
 
+Beside S3A (``--peers``, Spark on the embedded S3): S3A's magic committer (hadoop-aws's ``S3AFileSystem`` and
+spark-hadoop-cloud's ``PathOutputCommitProtocol``) writes the same DataFrame third, in a Spark application of its
+own, when S3A's jars are at hand: ``--peers s3a`` resolves them once from Maven Central into s3commit's cache
+(``mvn`` on PATH), ``auto`` (the default) uses them when cached and otherwise says how to get them, ``none``
+leaves S3A out.
+
 The package: this module parses the options and picks the engine; :mod:`~s3commit.demo.spark_engine` and
 :mod:`~s3commit.demo.python_engine` run the writes; :mod:`~s3commit.demo.measure` measures one write (time, requests,
-bytes copied); :mod:`~s3commit.demo.report` prints the summary.
+bytes copied); :mod:`~s3commit.demo.report` prints the summary; :mod:`~s3commit.demo.s3a` holds S3A's jars (resolved
+once, cached) and settings, for the demo and the repository's tests and benchmarks; :mod:`~s3commit.demo.s3a_write`
+runs S3A's write in its own Spark application.
 
 May import: everything of s3commit, the test API's server included (the embedded S3). Nothing imports the demo but
 the CLI, by name.
@@ -44,13 +52,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bucket",
                         help="a bucket of a real S3 to write to (AWS unless --endpoint-url) instead of the embedded S3")
     parser.add_argument("--region")
+    parser.add_argument("--peers", choices=["auto", "s3a", "none"], default="auto",
+                        help="S3A's magic committer beside (Spark, embedded S3): s3a resolves S3A's jars once from "
+                        "Maven Central (~690 MB, needs mvn); auto (default) shows it when they are cached; none: not")
     args = parser.parse_args(argv)
 
     if args.endpoint_url and not args.bucket:
         parser.error("--bucket is required with --endpoint-url")
+    if args.peers == "s3a" and args.bucket:
+        parser.error("--peers s3a writes beside on the embedded S3 only: not with --bucket")
     engine = args.engine
     if engine == "auto":
         engine = "spark" if _spark_usable() else "python"
+    if args.peers == "s3a" and engine != "spark":
+        parser.error("--peers s3a needs the Spark engine (pyspark and a JDK)")
     if engine == "spark":
         from s3commit.demo.spark_engine import run_spark_demo
 

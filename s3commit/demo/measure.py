@@ -158,10 +158,29 @@ def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store
     report.requests, report.bytes_copied = meter.read()
     tasks = job_seconds(spark, description)
     report.phases = {"tasks (write)": tasks, "job commit": max(0.0, total - tasks)}  # commit + driver work
+    return read_outcome(report, store, dest)
+
+
+def read_outcome(report: RunReport, store: S3Store, dest: str) -> RunReport:
+    """What a write left under ``dest``, read through ``store`` into ``report``: its data files (count, bytes; not
+    ``_SUCCESS``, scratch keys or directory markers) and its ``_SUCCESS``, parsed (``None`` when absent, empty or
+    not JSON)."""
     uri = S3Uri.from_location(dest)
+    # data files: not the lease, nor the directory markers S3A keeps (empty objects named ``dest/``)
     sizes = [o.size for o in store.objects.list_objects(uri.bucket, uri.prefix)
-                     if not o.key.endswith("/_SUCCESS") and not is_scratch_key(o.key)]  # data files: not the lease
+             if not o.key.endswith(("/_SUCCESS", "/")) and not is_scratch_key(o.key)]
     report.files, report.bytes = len(sizes), sum(sizes)
     marker = store.objects.get_object(uri.bucket, uri.child("_SUCCESS").key)
-    report.success = json.loads(marker) if marker else None
+    try:
+        report.success = json.loads(marker) if marker else None
+    except ValueError:  # a _SUCCESS that is not JSON (Hadoop's FileOutputCommitter writes an empty one)
+        report.success = None
     return report
+
+
+def demo_frame(spark: Any, rows: int, tasks: int, partitions: int) -> Any:
+    """The demo's DataFrame: ``rows`` rows in ``tasks`` tasks, a ``day`` column of ``partitions`` values (every task
+    holds every day: a write partitioned by ``day`` makes tasks x partitions files)."""
+    day = f"concat('2026-11-', lpad(cast(id % {partitions} + 1 as string), 2, '0')) as day"
+    return (spark.range(rows, numPartitions=tasks)
+            .selectExpr("id", day, "id * 0.5 as value", "sha2(cast(id as string), 256) as payload"))

@@ -11,9 +11,11 @@ from typing import Any
 from s3commit.demo.measure import RunReport
 
 
-def print_report(reports: Sequence[RunReport], *, out: Any = None) -> None:
+def print_report(reports: Sequence[RunReport], *, notes: Sequence[str] = (), out: Any = None) -> None:
     """The summary a user wants: time per phase, requests by type, bytes copied, files, _SUCCESS; to ``out``
-    (default: ``sys.stdout`` at the time of the call)."""
+    (default: ``sys.stdout`` at the time of the call). The first report is s3commit's: a line compares its job
+    commit and whole write with each other report's (FileOutputCommitter v1's, S3A's magic committer's when shown);
+    each of ``notes`` is a line after those (e.g. why S3A is not shown)."""
     def line(text: str = "") -> None:
         print(text, file=out or sys.stdout)
 
@@ -34,11 +36,13 @@ def print_report(reports: Sequence[RunReport], *, out: Any = None) -> None:
     for r in reports:
         line(f"{r.label}: {r.files} files, {r.bytes / 1e6:.1f} MB written, "
              f"{r.bytes_copied / 1e6:.1f} MB copied server-side")
-    if len(reports) >= 2 and reports[0].phases.get("job commit"):
-        base, ours = reports[-1], reports[0]
+    ours = reports[0]
+    for base in reports[1:] if ours.phases.get("job commit") else ():
         line(f"job commit: {ours.label} {ours.phases['job commit']:.2f}s vs {base.label} "
              f"{base.phases['job commit']:.2f}s ({base.phases['job commit'] / ours.phases['job commit']:.1f}x); "
              f"whole write {base.total / ours.total:.1f}x")
+    for note in notes:
+        line(note)
     for r in reports:
         if r.success:
             line()

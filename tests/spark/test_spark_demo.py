@@ -15,7 +15,7 @@ from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 pytestmark = pytest.mark.spark
 
-SMALL = ["--rows", "4000", "--tasks", "2", "--partitions", "2"]
+SMALL = ["--rows", "4000", "--tasks", "2", "--partitions", "2", "--peers", "none"]  # S3A beside: tests/s3a
 
 
 def run_demo(*args: str, env: dict[str, str] | None = None) -> str:
@@ -73,3 +73,18 @@ def test_demo_on_another_endpoint_counts_requests_at_the_client(s3_server, s3_bu
     assert not [k for k in keys if "__magic_job-" in k or "_temporary" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
 
+
+
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
+def test_demo_without_s3a_jars_says_s3a_is_not_shown_and_how_to_get_it(tmp_path):
+    from s3commit.demo.spark_engine import NOT_SHOWN
+
+    env = {**os.environ, "S3COMMIT_S3A_JARS": str(tmp_path / "no-jars-here")}
+    result = subprocess.run([sys.executable, "-m", "s3commit.demo", "--engine", "spark", *SMALL[:-2],
+                             "--profile", "none"], capture_output=True, text=True, timeout=600, env=env, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert_summary(out)  # magic and v1 only
+    assert [line for line in out.splitlines() if "not shown" in line] == [NOT_SHOWN]
+    assert "S3A-magic" not in out
+    assert not (tmp_path / "no-jars-here").exists()  # looked, resolved nothing
