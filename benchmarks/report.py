@@ -109,6 +109,10 @@ def write_markdown(results: dict[str, Any], path: Path) -> None:
         from benchmarks.peers_bench import peers_markdown
 
         lines += peers_markdown(results["peers"])
+    if results.get("scale"):
+        from benchmarks.scale_bench import scale_markdown
+
+        lines += scale_markdown(results["scale"])
     path.write_text("\n".join(lines))
 
 
@@ -234,6 +238,10 @@ def write_plots(results: dict[str, Any], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if results.get("scale"):
+        from benchmarks.scale_bench import scale_plot
+
+        scale_plot(results["scale"], out / "scale.png")
     commit = results.get("commit")
     if commit:
         names = list(commit["committers"])

@@ -118,6 +118,64 @@ def run_case(files: int, *, rate: float | None, overwrite: bool, lean: bool = Fa
     }
 
 
+def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3500.0, overwrite: bool = False,
+               lean: bool = False) -> dict[str, Any]:
+    """Every case (files x throttled or not, and an overwrite of as many old files where asked), each in a process
+    of its own; the ``scale`` section of ``benchmarks/main.py``."""
+    results = []
+    for files in file_counts:
+        for replaces in ([False, True] if overwrite else [False]):
+            for throttle in throttled:
+                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)}"
+                out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
+                                     capture_output=True, text=True, check=True).stdout
+                results.append(json.loads(out.strip().splitlines()[-1]))
+                print(f"  scale: {json.dumps(results[-1])}", flush=True)
+    return {"profile": PROFILE, "rate": rate, "lean": lean, "cases": results}
+
+
+def scale_markdown(scale: dict[str, Any]) -> list[str]:
+    lines = [f"## The job commit at scale (S3Wire, `{scale['profile']}`; throttled: {scale['rate']:.0f} writes a "
+             "second per prefix)", "",
+             "| files | overwrite | throttled | seconds | floor s | ratio | Completes per CPU-s | SlowDowns | failures "
+             "| concurrency low / high / final | peak RSS MiB | exact |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
+    for c in scale["cases"]:
+        conc = c["concurrency"]
+        lines.append(f"| {c['files']:,} | {'yes' if c['overwrite'] else 'no'} | "
+                     f"{'yes' if c['writes_per_second'] else 'no'} | {c['seconds']:.2f} | {c['floor_seconds']:.2f} | "
+                     f"{c['ratio']:.2f} | {c['completes_per_cpu_second']:,} | {c['slowdowns_answered']} | "
+                     f"{c['failures']} | {conc['low']} / {conc['high']} / {conc['final']} | {c['peak_rss_mib']} | "
+                     f"{'yes' if c['exact'] else 'NO'} |")
+    return [*lines, ""]
+
+
+def scale_plot(scale: dict[str, Any], out: Any) -> None:
+    """The job commit against files, throttled and not, beside its floor (log-log)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for throttled, label in ((False, "not throttled"), (True, f"throttled at {scale['rate']:.0f}/s")):
+        cases = sorted((c["files"], c["seconds"], c["floor_seconds"]) for c in scale["cases"]
+                       if bool(c["writes_per_second"]) is throttled and not c["overwrite"])
+        if cases:
+            line, = ax.plot([f for f, _, _ in cases], [s for _, s, _ in cases], marker="o", label=label)
+            ax.plot([f for f, _, _ in cases], [fl for _, _, fl in cases], linestyle="--", color=line.get_color(),
+                    label=f"floor, {label}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("files")
+    ax.set_ylabel("job commit, seconds")
+    ax.set_title(f"magic job commit at scale (S3Wire, {scale['profile']})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", default="1000,10000", help="comma-separated file counts")
@@ -134,20 +192,12 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]
-    results = []
-    for files in (int(f) for f in args.files.split(",")):
-        for overwrite in ([False, True] if args.overwrite else [False]):
-            for throttled in throttles:
-                case = f"{files},{args.rate if throttled else 0},{int(overwrite)},{int(args.lean)}"
-                out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
-                                     capture_output=True, text=True, check=True).stdout
-                result = json.loads(out.strip().splitlines()[-1])
-                results.append(result)
-                print(json.dumps(result), flush=True)
+    scale = scale_runs([int(f) for f in args.files.split(",")], throttled=throttles, rate=args.rate,
+                       overwrite=args.overwrite, lean=args.lean)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "profile": PROFILE,
-                       "results": results}, f, indent=2)
+                       "results": scale["cases"]}, f, indent=2)
     return 0
 
 
