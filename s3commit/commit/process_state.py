@@ -43,7 +43,8 @@ class ProcessState:
     clock: Clock = SYSTEM_CLOCK
     snapshot_dests: dict[tuple[str, str], bool] = field(default_factory=dict)
     """(destination, job id) -> whether the job's destination kept a snapshot log when a task of the job first
-    asked in this process: a sidecar asks once a job, not once a task (the job commit copes with a change since)."""
+    asked in this process: a sidecar asks once a job, not once a task (the job commit copes with a change since);
+    (sink, "") for a streaming sink, asked once a sink."""
     _said_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def snapshot_destination(self, dest: str, job_id: str, ask: Callable[[], bool]) -> bool:

@@ -175,12 +175,20 @@ class BatchCommit:
 
     def _refuse_snapshot_destination(self) -> None:
         """A snapshot destination's log is s3commit's (``_spark_metadata/<n>.compact``, every entry whole): a file
-        sink's batches there would be read by no one, or make Spark read the sink's batch instead of the table."""
+        sink's batches there would be read by no one, or make Spark read the sink's batch instead of the table.
+        Asked once a sink in a process (its first batch here): a sink's directory, whose log is not s3commit's, can
+        never be made a snapshot destination later (``snapshot enable`` refuses it)."""
         sink = self.engine.dest
         settings = f"{sink.prefix}{SINK_LOG_DIR}/{SETTINGS_NAME}"
-        try:
-            self.engine.store.objects.head_object(sink.bucket, settings)
-        except NotFoundError:
+
+        def snapshot_destination() -> bool:
+            try:
+                self.engine.store.objects.head_object(sink.bucket, settings)
+            except NotFoundError:
+                return False
+            return True
+
+        if not self.committer.process.snapshot_destination(str(sink), "", snapshot_destination):
             return
         raise ConfigError(f"{sink} is a snapshot destination (s3://{sink.bucket}/{settings}): a Structured "
                           "Streaming file sink cannot write there, its log would be the snapshots' log. Write the "
