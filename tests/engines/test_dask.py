@@ -106,3 +106,42 @@ def test_a_worker_killed_mid_upload_on_a_distributed_cluster_leaves_every_row_ex
     assert sorted(success["filenames"]) == [f"/{k}" for k in keys]
     assert not [k for k in list_keys(s3_client, s3_bucket) if "__magic" in k]
     assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def snapshot_keys(store, dest: str) -> list[str]:
+    """The current snapshot of ``dest`` as ``/key`` names (the form of ``_SUCCESS``'s ``filenames``)."""
+    import s3commit
+    from s3commit.model.uri import S3Uri
+
+    prefix = S3Uri.parse(dest).prefix
+    return sorted(f"/{prefix}{f.relative}" for f in s3commit.current_files(dest, store=store).files)
+
+
+@pytest.mark.parametrize("committer", ["magic", "directory"])
+def test_on_a_snapshot_destination_each_write_publishes_one_snapshot_of_exactly_its_files(
+        store, s3_client, s3_bucket, staging_dir, committer):
+    import s3commit
+    import s3commit.arrow
+
+    dest = f"s3://{s3_bucket}/t"
+    assert s3commit.enable_snapshots(dest, store=store).files == ()  # an empty destination: snapshot 0, no file
+    threads = {"scheduler": "threads"}
+
+    first = to_parquet(frame(40, 2), dest, partition_on=["day"], committer=committer, store=store,
+                       staging_dir=staging_dir, compute_kwargs=threads)
+    assert first["metrics"]["committer_snapshot"] == 1 and s3commit.current_files(dest, store=store).id == 1
+    old = snapshot_keys(store, dest)
+    assert len(old) == 4 and old == sorted(first["filenames"]) == [f"/{k}" for k in data_keys(s3_client, s3_bucket)]
+    assert sorted(s3commit.arrow.dataset(dest, store=store).to_table().column("id").to_pylist()) == list(range(40))
+
+    second = to_parquet(frame(30, 3, offset=1000), dest, partition_on=["day"], mode="overwrite",
+                        committer=committer, store=store, staging_dir=staging_dir, compute_kwargs=threads)
+    assert second["metrics"]["committer_snapshot"] == 2 and second["metrics"]["committer_files_replaced"] == 4
+    new = snapshot_keys(store, dest)
+    assert len(new) == 6 and new == sorted(second["filenames"]) and not set(new) & set(old)
+    # The replaced files are still in the store (the retention horizon): a lister sees both, the log only the new.
+    assert [f"/{k}" for k in data_keys(s3_client, s3_bucket)] == sorted(old + new)
+    table = s3commit.arrow.dataset(dest, store=store).to_table()
+    assert sorted(table.column("id").to_pylist()) == list(range(1000, 1030))
+    assert sorted(set(table.column("day").to_pylist())) == ["d0", "d1"]
+    assert_no_pending_uploads(s3_client, s3_bucket)
