@@ -148,3 +148,38 @@ def test_the_sink_is_refused_inside_mock_aws_naming_the_fixtures(monkeypatch):
     with moto.mock_aws(), pytest.raises(InProcessMockError, match="Ray Data's write tasks") as caught:
         CommitDatasink("s3://bkt1/t")
     assert all(name in str(caught.value) for name in ("mock_aws", "s3_env", "s3_bucket", "s3_server"))
+
+
+def test_on_a_snapshot_destination_each_write_publishes_one_snapshot_of_exactly_its_files(ray_cluster, store,
+                                                                                          s3_client, s3_bucket):
+    import s3commit
+    import s3commit.arrow
+
+    def snapshot_keys():
+        return sorted(f"/t/{f.relative}" for f in s3commit.current_files(dest, store=store).files)
+
+    def parquet_keys():
+        return sorted(f"/{k}" for k in list_keys(s3_client, s3_bucket, "t/") if k.endswith(".parquet"))
+
+    dest = f"s3://{s3_bucket}/t"
+    assert s3commit.enable_snapshots(dest, store=store).files == ()  # an empty destination: snapshot 0, no file
+    first = CommitDatasink(dest, partition_cols=["day"], store=store)
+    dataset(40, 2).write_datasink(first)
+    assert first.result is not None and first.result["metrics"]["committer_snapshot"] == 1
+    old = snapshot_keys()
+    assert old == sorted(first.result["filenames"]) == parquet_keys() and len(old) >= 2
+    assert sorted(s3commit.arrow.dataset(dest, store=store).to_table().column("id").to_pylist()) == list(range(40))
+
+    second = CommitDatasink(dest, partition_cols=["day"], mode="overwrite", store=store)
+    dataset(30, 3).map_batches(lambda b: {"id": b["id"] + 1000, "day": b["day"]}, batch_format="numpy") \
+        .write_datasink(second)
+    assert second.result is not None and second.result["metrics"]["committer_snapshot"] == 2
+    assert second.result["metrics"]["committer_files_replaced"] == len(old)
+    new = snapshot_keys()
+    assert new == sorted(second.result["filenames"]) and not set(new) & set(old)
+    # The replaced files are still in the store (the retention horizon): a lister sees both, the log only the new.
+    assert parquet_keys() == sorted(old + new)
+    table = s3commit.arrow.dataset(dest, store=store).to_table()
+    assert sorted(table.column("id").to_pylist()) == list(range(1000, 1030))
+    assert sorted(set(table.column("day").to_pylist())) == ["d0", "d1"]
+    assert_no_pending_uploads(s3_client, s3_bucket)
