@@ -70,3 +70,45 @@ def test_dynamic_partition_overwrite_append_and_sql_publish_snapshots(spark, com
     snapshot = SnapshotLog(store, S3Uri.parse(dest)).current()
     assert snapshot is not None
     assert {f.relative.split("/")[0] for f in snapshot.files} == {"day=0", "day=1", "day=2", "day=3"}
+
+
+def test_rdd_writes_publish_snapshots_that_stock_spark_reads(spark, store, s3_bucket):
+    """``saveAsNewAPIHadoopFile`` (magic) then ``saveAsTextFile`` (directory, conflict mode ``replace``: the RDD
+    API's overwrite) to a snapshot destination: each publishes the next snapshot of exactly its files, and
+    ``spark.read`` of the destination reads exactly that snapshot."""
+    dest = f"s3a://{s3_bucket}/snap-rdd"
+    first_rows, second_rows = [f"first {i:02d}" for i in range(20)], [f"second {i:02d}" for i in range(9)]
+    sc = spark.sparkContext
+    hadoop = sc._jsc.hadoopConfiguration()
+    assert s3commit.enable_snapshots(dest, store=store).files == ()  # snapshot 0: no file
+    # The destination exists now (its log): Spark's output-spec check would refuse it before any committer is asked
+    # (docs/spark.md, RDD writes: "Existing output").
+    sc._conf.set("spark.hadoop.validateOutputSpecs", "false")
+    try:
+        sc.parallelize(first_rows, 4).map(lambda line: (line, len(line))).saveAsNewAPIHadoopFile(
+            dest, "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat", keyClass="org.apache.hadoop.io.Text",
+            valueClass="org.apache.hadoop.io.IntWritable")
+        first = s3commit.current_files(dest, store=store)
+        assert first.id == 1 and sorted(first.relatives) == [f"part-r-{n:05d}" for n in range(4)]
+        read = spark.read.text(dest)
+        assert sorted(r.value for r in read.collect()) == sorted(f"{line}\t{len(line)}" for line in first_rows)
+        assert sorted(read.inputFiles()) == [f"{dest}/part-r-{n:05d}" for n in range(4)]
+
+        hadoop.set("fs.s3a.committer.name", "directory")
+        hadoop.set("fs.s3a.committer.staging.conflict-mode", "replace")
+        sc.parallelize(second_rows, 3).saveAsTextFile(dest)
+        marker = s3commit.SuccessData.from_json(store.objects.get_object(s3_bucket, "snap-rdd/_SUCCESS"))
+        second = s3commit.current_files(dest, store=store)
+        assert second.id == 2 and marker.metrics["committer_snapshot"] == 2
+        assert sorted(second.relatives) == [f"part-{n:05d}-{marker.job_id}" for n in range(3)]
+        assert marker.metrics["committer_files_replaced"] == 4
+        read = spark.read.text(dest)
+        assert sorted(r.value for r in read.collect()) == second_rows
+        assert sorted(read.inputFiles()) == sorted(f"{dest}/{relative}" for relative in second.relatives)
+        # The replaced files stay in the store for the retention horizon: only the log leaves them out.
+        listed = {info.key for info in store.objects.list_objects(s3_bucket, "snap-rdd/part-")}
+        assert listed == {f"snap-rdd/{r}" for r in first.relatives | second.relatives}
+    finally:
+        sc._conf.set("spark.hadoop.validateOutputSpecs", "true")
+        hadoop.set("fs.s3a.committer.name", "magic")  # what the session's configure() set
+        hadoop.unset("fs.s3a.committer.staging.conflict-mode")
