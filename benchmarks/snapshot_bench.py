@@ -178,7 +178,7 @@ def plot(results: dict[str, Any], out: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
     engine = "in-process engine, S3Wire, overwrite: "
     for variant, label in (("plain", "plain destination (the overwrite deletes at commit)"),
                            ("snapshot", "snapshot destination (one log entry, no deletes)"),
@@ -195,7 +195,7 @@ def plot(results: dict[str, Any], out: str) -> None:
     ax.set_xlabel("files committed")
     ax.set_ylabel("job commit, seconds")
     ax.set_title(f"magic job commit, s3-standard latencies ({results.get('date', '')})", fontsize=10)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # below: the points stay seen
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
