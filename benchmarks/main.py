@@ -276,8 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         f" ({', '.join(OPT_IN)}: only when named)")
     parser.add_argument("--peers-shapes", default=None,
                         help="peers: what to run, comma-separated, each NAME or NAME:ROUNDS: demo, small, commit-heavy "
-                        "(2,000 files), commit-10k (10,000 files; only when named), datapath; 'none': the data path "
-                        "alone; the others keep the earlier run's figures")
+                        "(2,000 files), commit-10k (10,000 files; only when named), snap-100, snap-1k, snap-10k "
+                        "(s3commit magic to a plain and to a snapshot destination, S3A magic; only when named), "
+                        "datapath; 'none': the data path alone; the others keep the earlier run's figures")
     parser.add_argument("--profile", default="s3-standard")
     parser.add_argument("--out", default=None, help="results directory (default: results/ beside this module)")
     args = parser.parse_args(argv)

@@ -7,7 +7,12 @@ with S3A's jars never holds s3commit's sessions), all started at once and kept f
 - ``s3a-magic`` (in-memory tracking off: a ``.pending`` object per file), ``s3a-magic-inmemory``
   (``fs.s3a.committer.magic.track.commits.in.memory.enabled``), ``s3a-directory``: S3A's committers through
   ``PathOutputCommitProtocol``;
-- ``s3a-foc-v1``: Spark's default protocol with Hadoop's FileOutputCommitter (algorithm 1) over S3A's FileSystem.
+- ``s3a-foc-v1``: Spark's default protocol with Hadoop's FileOutputCommitter (algorithm 1) over S3A's FileSystem;
+- ``s3commit-magic-snapshot`` (the ``snap-*`` shapes only): ``s3commit-magic``'s application writing to a snapshot
+  destination (issue 55): after the server is emptied the parent makes the empty destination one
+  (``s3commit.enable_snapshots`` through an ``S3Store`` on the same server; its requests not counted), and the
+  write appends (the default mode refuses a destination that exists: its log does). The job commits one log entry;
+  the uploads are completed by the task commits (``s3commit.snapshot.complete-at-task-commit``, the default there).
 
 Both FileSystems get the same part size, parts in flight per file (``fs.s3a.fast.upload.active.blocks``) and
 committer threads; everything else is each one's default (both buffer parts on local disk by default). S3A's jars
@@ -16,7 +21,10 @@ are on the driver's class path (local mode), resolved once by :func:`testbed.s3a
 Shapes: the demo (``s3commit demo``'s DataFrame: 8 tasks x 4 days = 32 Parquet files), small files (10 tasks x 4
 days = 40), a commit-heavy job (20 tasks x 100 days = 2,000), and, only when ``--peers-shapes`` names it,
 ``commit-10k`` (50 tasks x 200 days = 10,000 files of 10 rows: magic and directory of each side), each written
-partitioned by ``day``; and the data path:
+partitioned by ``day``; the snapshot comparison's shapes, only when named, each run by s3commit's magic committer to a
+plain and to a snapshot destination and by S3A's magic committer (:data:`SNAPSHOT_SHAPES`: ``snap-100``, 10 tasks x
+10 days; ``snap-1k``, 10 x 100; ``snap-10k``, 50 x 200; 10 rows a file; ``python -m benchmarks.snapshot_bench
+--peers 100,1000`` runs them and plots them beside the engine's in-process job commits); and the data path:
 8 files of 128 MiB written through the FileSystem API (``fs.create``, the bytes copied in the JVM from one local file
 in the page cache, the file the bare clients upload; two files at a time from the driver: Spark's two slots) and read
 back whole (``fs.open``), by s3commit's FileSystem and S3A's, beside boto3 with its defaults and awscrt's S3 client
@@ -58,16 +66,25 @@ from benchmarks.runs import paired_median
 
 CHILD = Path(__file__).with_name("peers_child.py")
 MARK = "@@peers "
-PATHS = ("s3commit-magic", "s3commit-directory", "s3a-magic", "s3a-magic-inmemory", "s3a-directory", "s3a-foc-v1")
+PATHS = ("s3commit-magic", "s3commit-directory", "s3a-magic", "s3a-magic-inmemory", "s3a-directory", "s3a-foc-v1",
+         "s3commit-magic-snapshot")
+SNAPSHOT_PATHS = ("s3commit-magic-snapshot",)
+"""Paths that write to a snapshot destination: only in a shape that names them (``paths``), the others leave them
+out."""
 REFERENCE = "s3a-magic"
 """The path every Spark shape's ratios compare against: S3A's magic committer as it is by default."""
 LABELS = {"s3commit-magic": "s3commit magic", "s3commit-directory": "s3commit directory",
           "s3a-magic": "S3A magic", "s3a-magic-inmemory": "S3A magic, in-memory tracking",
-          "s3a-directory": "S3A directory", "s3a-foc-v1": "FileOutputCommitter v1 on S3A"}
+          "s3a-directory": "S3A directory", "s3a-foc-v1": "FileOutputCommitter v1 on S3A",
+          "s3commit-magic-snapshot": "s3commit magic, snapshot destination"}
 DATA_PATHS = {"s3commit": "s3commit-magic", "s3a": "s3a-magic", "boto3": None, "crt": None}
 """The data path's entries: s3commit's FileSystem and S3A's (each in one of the Spark applications above: the
 committer plays no part in the FileSystem API), boto3 with its defaults and awscrt's client (fresh processes)."""
-SHAPES = ("demo", "small", "commit-heavy", "commit-10k")
+SNAPSHOT_SHAPES = {100: "snap-100", 1000: "snap-1k", 10_000: "snap-10k"}
+"""The snapshot comparison's shapes by files (issue 55): s3commit magic to a plain and to a snapshot destination, and
+S3A magic (:data:`SNAPSHOT_COMPARED`)."""
+SNAPSHOT_COMPARED = ["s3commit-magic", "s3commit-magic-snapshot", "s3a-magic"]
+SHAPES = ("demo", "small", "commit-heavy", "commit-10k", *SNAPSHOT_SHAPES.values())
 DEFAULT_SHAPES = ("demo", "small", "commit-heavy")
 """What runs unless ``--peers-shapes`` names shapes: ``commit-10k`` (10,000 files) takes some 40 minutes on moto."""
 START_TIMEOUT = 300.0
@@ -86,8 +103,9 @@ def peers_sizes(quick: bool, shapes: str | None = None) -> dict[str, Any]:
     one round of every path takes about 8 minutes. FileOutputCommitter v1 (:data:`ONE_ROUND`) runs in the
     first round only, and not at all on the commit-heavy jobs (its job commit renames file after file: about 0.7 s a
     file measured on the others, some 22 minutes for 2,000). ``commit-10k`` (50 tasks x 200 days = 10,000 files of
-    10 rows) runs only when named, once, magic and directory of s3commit and S3A. Quick (a smoke run): smaller
-    shapes, one round, no warm-up, C1 only in the JVMs; v1 on the small files only.
+    10 rows) runs only when named, once, magic and directory of s3commit and S3A; so do the snapshot comparison's
+    (:data:`SNAPSHOT_SHAPES`: ``snap-100`` and ``snap-1k`` three rounds, ``snap-10k`` once). Quick (a smoke run):
+    smaller shapes, one round, no warm-up, C1 only in the JVMs; v1 on the small files only.
 
     ``shapes`` (``--peers-shapes``): comma-separated names among :data:`SHAPES` and ``datapath``, each optionally
     with its rounds (``commit-heavy:2,commit-10k:1``); ``none`` is the data path alone. Unset: the
@@ -120,12 +138,26 @@ SCALE_SKIP = ("s3a-magic-inmemory", "s3a-foc-v1")
 (v1 would rename 10,000 files one after another for hours)."""
 
 
+def shape_paths(spec: dict[str, Any], paths: tuple[str, ...] = PATHS) -> tuple[str, ...]:
+    """The paths among ``paths`` that write a shape: those it names (``paths``), else all but the snapshot paths;
+    less those it skips."""
+    named, skip = spec.get("paths"), spec.get("skip", ())
+    return tuple(p for p in paths if (p in named if named else p not in SNAPSHOT_PATHS) and p not in skip)
+
+
+def _snapshot_shapes(rows_per_file: int) -> dict[str, dict[str, Any]]:
+    sizes = {"snap-100": (10, 10, None), "snap-1k": (10, 100, None), "snap-10k": (50, 200, 1)}
+    return {name: {"rows": rows_per_file * tasks * days, "tasks": tasks, "days": days, "paths": SNAPSHOT_COMPARED,
+                   **({"rounds": rounds} if rounds else {})} for name, (tasks, days, rounds) in sizes.items()}
+
+
 def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4, "skip": ["s3a-foc-v1"]},
                            "small": {"rows": 400, "tasks": 10, "days": 4},
                            "commit-heavy": {"rows": 1_200, "tasks": 2, "days": 30, "skip": ["s3a-foc-v1"]},
-                           "commit-10k": {"rows": 1_200, "tasks": 4, "days": 30, "skip": list(SCALE_SKIP)}},
+                           "commit-10k": {"rows": 1_200, "tasks": 4, "days": 30, "skip": list(SCALE_SKIP)},
+                           **_snapshot_shapes(4)},
                 "datapath": {"files": 2, "mib": 12, "part_mib": 5}, "rounds": 1, "warm_up": False,
                 "jvm_options": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
     return {"shapes": {"demo": {"rows": 500_000, "tasks": 8, "days": 4},
@@ -133,7 +165,8 @@ def _sizes(quick: bool) -> dict[str, Any]:
                        "commit-heavy": {"rows": 20_000, "tasks": 20, "days": 100, "rounds": 1,
                                         "skip": ["s3a-foc-v1"]},
                        "commit-10k": {"rows": 100_000, "tasks": 50, "days": 200, "rounds": 1,
-                                      "skip": list(SCALE_SKIP)}},
+                                      "skip": list(SCALE_SKIP)},
+                       **_snapshot_shapes(10)},
             "datapath": {"files": 8, "mib": 128, "part_mib": 32}, "rounds": 3, "warm_up": True, "jvm_options": ""}
 
 
@@ -246,6 +279,29 @@ def _listing(client: Any, bucket: str, prefix: str) -> tuple[int, int, str]:
     return files, size, str(json.loads(body).get("committer", "?"))
 
 
+def snapshot_destination(server: Any, bucket: str) -> Any:
+    """A function making ``s3a://bucket/<prefix>`` a snapshot destination (``s3commit.enable_snapshots`` through an
+    ``S3Store`` on ``server``), the server's request counts reset after it: the enabling is not the write's."""
+    import s3commit
+    from s3commit.config.options import StoreOptions
+
+    store = s3commit.S3Store(StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
+                                          access_key="testing", secret_key="testing"))
+
+    def make(prefix: str) -> None:
+        s3commit.enable_snapshots(f"s3a://{bucket}/{prefix.strip('/')}", store=store)
+        server.reset_stats()
+
+    return make
+
+
+def _snapshot_entry(client: Any, bucket: str, prefix: str) -> dict[str, Any]:
+    """What the destination's ``_SUCCESS`` says of its snapshot (``committer_snapshot``, its files)."""
+    body = json.loads(client.get_object(Bucket=bucket, Key=f"{prefix}_SUCCESS")["Body"].read())
+    metrics = body.get("metrics", body)
+    return {k: metrics[k] for k in ("committer_snapshot", "committer_snapshot_files") if k in metrics}
+
+
 def _uploads_left(client: Any, bucket: str) -> int:
     return sum(len(page.get("Uploads", [])) for page in
                client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket))
@@ -272,7 +328,7 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
     config = {"endpoint": server.endpoint_url, "part_mib": data["part_mib"], "active_blocks": 4, "threads": 32,
               "jvm_options": sizes["jvm_options"]}
     # the paths the chosen shapes write, and the two FileSystems' applications when the data path runs
-    wanted = {p for spec in sizes["shapes"].values() for p in PATHS if p not in spec.get("skip", ())}
+    wanted = {p for spec in sizes["shapes"].values() for p in shape_paths(spec)}
     if sizes.get("datapath_runs", True):
         wanted |= {p for p in DATA_PATHS.values() if p}
     needed = tuple(p for p in PATHS if p in wanted)
@@ -284,6 +340,7 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
     started = time.perf_counter()
     print(f"  peers: starting {len(needed)} Spark applications (one per path)", flush=True)
     apps = {path: ChildApp(path, config, work / f"{path}.log") for path in needed}
+    snapshot = snapshot_destination(server, bucket) if set(needed) & set(SNAPSHOT_PATHS) else None
     try:
         results["jvm_pids"] = {path: app.answer(START_TIMEOUT)["jvm_pid"] for path, app in apps.items()}
         results["start_seconds"] = time.perf_counter() - started
@@ -295,12 +352,14 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
         for path, app in apps.items() if sizes["warm_up"] else ():
             print(f"  peers: warm-up of {path}", flush=True)
             fresh()
+            if path in SNAPSHOT_PATHS and snapshot is not None:  # the snapshot code warmed up too
+                snapshot(f"warm-up/{path}/table")
             results["warm_up_seconds"][path] = app.call("warm_up", warm=warm)["seconds"]
             print(f"    {results['warm_up_seconds'][path]:.1f} s", flush=True)
         for shape in (s for s in SHAPES if s in sizes["shapes"]):
             spec = sizes["shapes"][shape]
             results[shape] = _shape_runs(apps, server, raw, bucket, fresh, shape, spec,
-                                         spec.get("rounds", sizes["rounds"]))
+                                         spec.get("rounds", sizes["rounds"]), snapshot)
         if sizes.get("datapath_runs", True):
             results["datapath"] = _datapath_runs(apps, server, raw, bucket, fresh, data,
                                                  sizes.get("datapath_rounds", sizes["rounds"]), work)
@@ -314,8 +373,8 @@ def peers_runs(server: Any, bucket: str, *, sizes: dict[str, Any], workdir: str)
 
 
 def _shape_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str, fresh: Any, shape: str,
-                spec: dict[str, Any], rounds: int) -> dict[str, Any]:
-    paths = tuple(path for path in apps if path not in spec.get("skip", ()))
+                spec: dict[str, Any], rounds: int, snapshot: Any = None) -> dict[str, Any]:
+    paths = shape_paths(spec, tuple(apps))
     runs: dict[str, list[dict[str, Any]]] = {path: [] for path in paths}
     for number in range(1, rounds + 1):
         for path in round_order(paths, number):
@@ -325,6 +384,8 @@ def _shape_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str, f
                   f"{path}", flush=True)
             fresh()
             prefix = f"{shape}/{path}/"
+            if path in SNAPSHOT_PATHS:
+                snapshot(prefix)
             shape_spec = {k: spec[k] for k in ("rows", "tasks", "days")}
             files = spec["tasks"] * spec["days"]
             run = apps[path].call("write", shape=shape_spec, dest=f"s3a://{bucket}/{prefix.rstrip('/')}",
@@ -338,6 +399,8 @@ def _shape_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str, f
                        total_requests=sum(stats.requests.values()))
             run["files"], run["bytes"], run["committer"] = _listing(raw, bucket, prefix)
             run["uploads_left"] = _uploads_left(raw, bucket)
+            if path in SNAPSHOT_PATHS:
+                run.update(_snapshot_entry(raw, bucket, prefix))
             runs[path].append(run)
     return {"spec": spec, "runs": runs, "medians": {path: _medians(r) for path, r in runs.items()}}
 
@@ -427,7 +490,7 @@ def ratios(results: dict[str, Any]) -> dict[str, float]:
             key = f"{shape}_{path}".replace("-", "_")
             for figure, column in (("whole", "seconds"), ("job_commit", "job_commit_seconds"),
                                    ("tasks", "task_phase_seconds")):
-                for reference in (REFERENCE, "s3a-magic-inmemory"):
+                for reference in (REFERENCE, "s3a-magic-inmemory", *(["s3commit-magic"] * (path in SNAPSHOT_PATHS))):
                     if path == reference or reference not in runs:
                         continue
                     # each run against the reference's run of the same round

@@ -1,7 +1,8 @@
 """One Spark application of the ``peers`` section (:mod:`benchmarks.peers_bench`), in a process of its own: one
 path (s3commit's magic or directory committer with s3commit's FileSystem, or Hadoop's S3A with one of its
-committers or with FileOutputCommitter v1), started once, warmed up, then driven by the parent one command at a
-time so that the parent can interleave the paths' rounds.
+committers or with FileOutputCommitter v1; ``s3commit-magic-snapshot`` is s3commit's magic committer writing to
+snapshot destinations, which the parent makes, in mode ``append``), started once, warmed up, then driven by the
+parent one command at a time so that the parent can interleave the paths' rounds.
 
 ``python benchmarks/peers_child.py CONFIG_JSON``; then one JSON command per line on stdin, one JSON answer per
 command on stdout, on a line starting with :data:`MARK` (Spark's own output goes to stderr). Commands:
@@ -121,7 +122,8 @@ def session(config: dict[str, Any]) -> Any:
     if path.startswith("s3commit-"):
         from s3commit.spark import configure
 
-        builder = configure(builder, committer=path.removeprefix("s3commit-"), endpoint_url=endpoint,
+        committer = path.removeprefix("s3commit-").removesuffix("-snapshot")
+        builder = configure(builder, committer=committer, endpoint_url=endpoint,
                             region="us-east-1", access_key="testing", secret_key="testing", threads=threads,
                             part_size=f"{part}M", extra={"fs.s3a.fast.upload.active.blocks": blocks})
     else:
@@ -175,9 +177,12 @@ class Child:
         from s3commit.demo.measure import job_seconds
 
         df = frame(self.spark, shape)
+        writer = df.write.partitionBy("day")
+        if self.config["path"].endswith("-snapshot"):  # the destination exists (its log): the default mode refuses it
+            writer = writer.mode("append")
         self.spark.sparkContext.setJobDescription(description)
         self.meter.start()
-        df.write.partitionBy("day").parquet(dest)
+        writer.parquet(dest)
         run = self.meter.stop()
         self.spark.sparkContext.setJobDescription(None)
         tasks = job_seconds(self.spark, description)

@@ -16,7 +16,17 @@ timed), three ways: to a plain destination; to a snapshot destination with every
 in the pendingsets (the key's default: that work is the executors', in parallel, and not timed here). Timed: the
 driver's job commit.
 
-    python -m benchmarks.snapshot_bench [--plan-rounds 15] [--commit-files 100,1000,10000] [--out results.json]
+``peers`` (``--peers 100,1000``, only when asked): the same job commit through Spark, beside S3A's magic committer,
+on moto behind the simulator (``s3-standard``, checksums validated): :mod:`benchmarks.peers_bench`'s shapes
+``snap-100`` (10 tasks x 10 days) and ``snap-1k`` (10 x 100; ``snap-10k``, 50 x 200, when 10000 is named), 10 rows a
+file, each written by s3commit's magic committer to a plain destination (``s3commit-magic``) and to an empty
+snapshot destination (``s3commit-magic-snapshot``, appended to; uploads completed at task commit, the default), and
+by S3A's magic committer (``s3a-magic``), each in its Spark application, rounds in an order rotated each round. The
+job commit there is the whole write less the Spark jobs' time (job setup and planning included); nothing is
+overwritten. Medians and paired ratios against S3A magic; the plot adds them as dashed series.
+
+    python -m benchmarks.snapshot_bench [--plan-rounds 15] [--commit-files 100,1000,10000] [--peers 100,1000
+        --peers-rounds 3] [--out results.json] [--plot snapshot-commit.png]
 """
 
 from __future__ import annotations
@@ -122,26 +132,70 @@ def commit_case(files: int, variant: str) -> dict[str, Any]:
                            if k.startswith("duration_")}}
 
 
+def peers_runs(files: list[int], rounds: int) -> dict[str, Any]:
+    """:mod:`benchmarks.peers_bench`'s snapshot shapes (``snap-100``, ``snap-1k``, ``snap-10k``) on a server of
+    their own, each shape ``rounds`` rounds (``snap-10k`` once unless ``rounds`` is given for it too)."""
+    import tempfile
+
+    from benchmarks.peers_bench import SNAPSHOT_SHAPES, peers_markdown, peers_sizes
+    from benchmarks.peers_bench import peers_runs as run_peers
+    from s3commit.testing.server import S3TestServer
+
+    unknown = sorted(set(files) - set(SNAPSHOT_SHAPES))
+    if unknown:
+        raise SystemExit(f"--peers {unknown}: choose among {', '.join(map(str, SNAPSHOT_SHAPES))}")
+    sizes = peers_sizes(False, ",".join(f"{SNAPSHOT_SHAPES[f]}:{rounds}" for f in files))
+    with S3TestServer(profile="s3-standard") as server, tempfile.TemporaryDirectory() as work:
+        bucket = server.create_bucket("snapshot-bench")
+        peers = run_peers(server, bucket, sizes=sizes, workdir=work)
+    print("\n".join(peers_markdown(peers)), flush=True)
+    return peers
+
+
+SPARK_SERIES = {"s3commit-magic": "s3commit magic, plain destination",
+                "s3commit-magic-snapshot": "s3commit magic, snapshot destination (completed at task commit)",
+                "s3a-magic": "S3A magic (plain destination)"}
+"""The Spark job commits drawn beside the engine's (:func:`peers_runs`), by path."""
+
+
+def spark_series(peers: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
+    """Per path, (files, median job commit seconds) over the snapshot shapes the run measured."""
+    from benchmarks.peers_bench import SNAPSHOT_SHAPES
+
+    series: dict[str, list[tuple[int, float]]] = {}
+    for files, shape in sorted(SNAPSHOT_SHAPES.items()):
+        for path, median in peers.get(shape, {}).get("medians", {}).items():
+            series.setdefault(path, []).append((files, median["job_commit_seconds"]))
+    return series
+
+
 def plot(results: dict[str, Any], out: str) -> None:
-    """The job commit against files, plain and snapshot destinations (log-log)."""
+    """The job commit against files (log-log): the engine in-process on S3Wire, plain and snapshot destinations;
+    and, when the run has them (``--peers``), the Spark job commits of s3commit and S3A's magic committer on moto
+    behind the simulator (dashed)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    engine = "in-process engine, S3Wire, overwrite: "
     for variant, label in (("plain", "plain destination (the overwrite deletes at commit)"),
                            ("snapshot", "snapshot destination (one log entry, no deletes)"),
                            ("snapshot-task-commit", "snapshot destination, uploads completed at task commit")):
         cases = sorted((c["files"], c["seconds"]) for c in results.get("commit", []) if c["variant"] == variant)
         if cases:
-            ax.plot([f for f, _ in cases], [s for _, s in cases], marker="o", label=label)
+            ax.plot([f for f, _ in cases], [s for _, s in cases], marker="o", label=engine + label)
+    spark = "through Spark, moto+simulator, append: "
+    for path, cases in spark_series(results.get("peers", {})).items():
+        ax.plot([f for f, _ in cases], [s for _, s in cases], marker="s", linestyle="--",
+                label=spark + SPARK_SERIES.get(path, path))
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("files (an overwrite of as many old files)")
+    ax.set_xlabel("files committed")
     ax.set_ylabel("job commit, seconds")
-    ax.set_title(f"magic job commit on S3Wire, s3-standard latencies ({results.get('date', '')})")
-    ax.legend()
+    ax.set_title(f"magic job commit, s3-standard latencies ({results.get('date', '')})", fontsize=10)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14))  # below: the points stay seen
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -151,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plan-rounds", type=int, default=15, help="rounds of the planning comparison (0: skip)")
     parser.add_argument("--commit-files", default="100,1000,10000", help="job commit sizes ('': skip)")
+    parser.add_argument("--peers", default="", help="the Spark comparison with S3A magic at these files (100,1000;"
+                        " 10000 too): benchmarks.peers_bench's snap-* shapes ('': skip, the default)")
+    parser.add_argument("--peers-rounds", type=int, default=3, help="rounds of each --peers size")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # files,variant: one commit case in this process
     parser.add_argument("--out", help="write the results as JSON here")
     parser.add_argument("--plot", help="draw the job commit against files here (PNG)")
@@ -177,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
             commits.append(json.loads(out.strip().splitlines()[-1]))
             print(json.dumps(commits[-1]), flush=True)
     results["commit"] = commits
+    if args.peers:
+        results["peers"] = peers_runs([int(f) for f in args.peers.split(",") if f], args.peers_rounds)
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=2)

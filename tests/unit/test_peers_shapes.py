@@ -55,3 +55,39 @@ def test_figures_without_the_in_memory_reference_or_the_data_path():
     assert "| s3commit magic | 60.00 | 40.00 (0.80x) | 100.00 (0.10x) | 10000 |" in text
     assert "| 2.00 + 5.00 |" in text  # CPU per file, ms: the JVM's and the sidecars'
     assert "The data path was not run" in text
+
+
+def test_the_snapshot_shapes_run_only_when_named_and_only_their_three_paths():
+    from benchmarks.peers_bench import SNAPSHOT_PATHS, SNAPSHOT_SHAPES, shape_paths
+
+    assert not set(SNAPSHOT_SHAPES.values()) & set(peers_sizes(False)["shapes"])
+    sizes = peers_sizes(False, "snap-100:1,snap-1k")
+    assert not sizes["datapath_runs"]
+    for files, name in ((100, "snap-100"), (1000, "snap-1k")):
+        spec = sizes["shapes"][name]
+        assert spec["tasks"] * spec["days"] == files and spec["rows"] == 10 * files
+        assert shape_paths(spec) == ("s3commit-magic", "s3a-magic", "s3commit-magic-snapshot")
+    assert sizes["shapes"]["snap-100"]["rounds"] == 1 and "rounds" not in sizes["shapes"]["snap-1k"]
+    for name, spec in peers_sizes(False, "demo,small,commit-heavy,commit-10k")["shapes"].items():
+        assert not set(shape_paths(spec)) & set(SNAPSHOT_PATHS), name  # the other shapes never write a snapshot
+
+
+def test_the_snapshot_path_is_also_compared_with_s3commit_magic_and_drawn_beside_the_engine(tmp_path):
+    from benchmarks.snapshot_bench import plot, spark_series
+
+    paths = {"s3commit-magic": run("s3commit-magic", 10.0, 8.0, 1.0, 1.0),
+             "s3commit-magic-snapshot": run("s3commit-magic-snapshot", 9.0, 8.5, 1.0, 1.0),
+             "s3a-magic": run("s3a-magic", 20.0, 18.0, 1.0, 0.0)}
+    block = {"spec": {"rows": 1_000, "tasks": 10, "days": 10}, "runs": {p: [r] for p, r in paths.items()},
+             "medians": paths}
+    figures = ratios({"snap-100": block})
+    assert figures["snap_100_s3commit_magic_snapshot_job_commit_over_s3a_magic"] == pytest.approx(0.25)
+    assert figures["snap_100_s3commit_magic_snapshot_job_commit_over_s3commit_magic"] == pytest.approx(0.25)
+    assert "snap_100_s3commit_magic_job_commit_over_s3commit_magic" not in figures
+    series = spark_series({"snap-100": block})
+    assert series == {"s3commit-magic": [(100, 2.0)], "s3commit-magic-snapshot": [(100, 0.5)],
+                      "s3a-magic": [(100, 2.0)]}
+    results = {"date": "today", "peers": {"snap-100": block},
+               "commit": [{"files": 100, "variant": "plain", "seconds": 0.4}]}
+    plot(results, str(tmp_path / "plot.png"))
+    assert (tmp_path / "plot.png").stat().st_size > 0
