@@ -120,8 +120,9 @@ def commit_case(files: int, variant: str) -> dict[str, Any]:
     store = wire.store(retry=RetryPolicy())
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
                           options=CommitterOptions(journal=True))
+    known = carried(s3, keys, job_id) if variant == "snapshot-task-commit" else None
     started = time.perf_counter()
-    success = engine.run(keys, OverwritePlan(delete_paths=("",)))
+    success = engine.run(keys, OverwritePlan(delete_paths=("",)), known=known)
     seconds = time.perf_counter() - started
     requests = store.counters.snapshot()["requests"]
     return {"files": files, "variant": variant, "seconds": round(seconds, 3), "requests": sum(requests.values()),
@@ -167,6 +168,24 @@ def spark_series(peers: dict[str, Any]) -> dict[str, list[tuple[int, float]]]:
         for path, median in peers.get(shape, {}).get("medians", {}).items():
             series.setdefault(path, []).append((files, median["job_commit_seconds"]))
     return series
+
+
+def carried(s3: Any, keys: list[str], job_id: str) -> dict[str, Any]:
+    """The pendingsets the task commit messages carry (every upload completed at task commit), as the driver gets
+    them from Spark: read from the model here, not timed."""
+    from benchmarks.scale_bench import BUCKET
+    from s3commit.model.manifests import PendingSet
+    from s3commit.model.task_message import TaskCommitMessage, completed_files
+
+    client = s3.store().requests.client
+    known = {}
+    for key in keys:
+        pendingset = PendingSet.from_json(client.get_object(Bucket=BUCKET, Key=key)["Body"].read(), source=key)
+        message = TaskCommitMessage(job_id=job_id, task_id="t", task_attempt_id=pendingset.task_attempt_id,
+                                    pendingset_key=key, files=len(pendingset.commits), bytes=pendingset.total_length,
+                                    completed=completed_files(pendingset))
+        known[key] = message.completed_pendingset(BUCKET)
+    return known
 
 
 def plot(results: dict[str, Any], out: str) -> None:

@@ -55,7 +55,7 @@ def messages_of(lines: Iterator[bytes]) -> Iterator[tuple[int, TaskCommitMessage
     for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
-            message = TaskCommitMessage(**{**record, "absolute_dirs": tuple(record.get("absolute_dirs") or ())})
+            message = TaskCommitMessage.from_dict(record)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"task commit message {number} is not valid: {err}") from err
         yield number, message

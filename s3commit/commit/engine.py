@@ -58,9 +58,10 @@ import enum
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from typing import Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
@@ -86,6 +87,7 @@ from s3commit.errors import (
     CommitConflictError,
     CommitStateError,
     CompletionUnknownError,
+    ConfigError,
     JobCommitError,
     JournalExistsError,
     LeaseLostError,
@@ -100,11 +102,11 @@ from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY, ObjectInfo
 from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
-from s3commit.model.snapshot_log import Snapshot, SnapshotFile, SnapshotSettings
+from s3commit.model.snapshot_log import SETTINGS_NAME, Snapshot, SnapshotFile, SnapshotSettings, entry_uris, file_uri
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
-from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, run_each, window_for
+from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, resolved, run_each, window_for
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +203,8 @@ class CommitEngine:
         self.job_id_source = job_id_source
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
+        self._from_messages: set[str] = set()
+        """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._committed: dict[str, str] = {}  # key -> upload id
         self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
@@ -253,14 +257,19 @@ class CommitEngine:
         return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
 
     def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
-                          accepted_attempts: dict[str, set[str]] | None = None) -> None:
-        """Read and check every pendingset before anything is completed (raises on the first problem)."""
+                          accepted_attempts: dict[str, set[str]] | None = None,
+                          known: Mapping[str, PendingSet] | None = None) -> None:
+        """Read and check every pendingset before anything is completed (raises on the first problem). ``known``:
+        pendingsets the caller has already (from the task commit messages): checked the same, not read."""
         seen: set[str] = set()
         cached = 0
+        known = known or {}
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
-        loads = map_ordered(pool, keys, lambda key: load_pendingset(self.store, self.dest.bucket, key),
-                            window=2 * self.options.pool_size)
+        read = map_ordered(pool, [k for k in keys if k not in known],
+                           lambda key: load_pendingset(self.store, self.dest.bucket, key),
+                           window=2 * self.options.pool_size)
+        loads = chain(((k, resolved(known[k])) for k in keys if k in known), read)
         for key, future in loads:
             try:
                 pendingset = future.result()
@@ -273,7 +282,10 @@ class CommitEngine:
                            (accepted_attempts or {}).get(key, set()))
             self.stats.files += len(pendingset.commits)
             self.stats.bytes += pendingset.total_length
-            if cached + len(pendingset.commits) <= CACHE_BUDGET:
+            if key in known:
+                self._cache[key] = pendingset  # held already: never read again
+                self._from_messages.add(key)
+            elif cached + len(pendingset.commits) <= CACHE_BUDGET:
                 self._cache[key] = pendingset
                 cached += len(pendingset.commits)
         self.stats.pendingsets = len(keys)
@@ -402,7 +414,10 @@ class CommitEngine:
         """
         if not self.stats.completed_at_task_commit:
             return
-        early = [c for c in self._uploads(keys) if c.completed_at_task_commit]
+        # Read from the store where the message gave the entries (it carries no part ETags): a rare path.
+        early = [c for key in keys for c in (load_pendingset(self.store, self.dest.bucket, key)
+                                             if key in self._from_messages else self._load(key)).commits
+                 if c.completed_at_task_commit]
         found = map_ordered(pool, early, lambda c: self.store.uploads.completed_object(
             c.bucket, c.destination_key, c.etags, length=c.length, created_ms=c.created),
                             window=2 * self.options.pool_size)
@@ -483,49 +498,116 @@ class CommitEngine:
         self.stats.deleted_by_overwrite += deleted
         self.stats.kept_changed += changed
 
-    def _read_log(self) -> tuple[LogState, Snapshot | None]:
-        """The destination's log state and its current snapshot (read beside the journal and the Completes: the
-        lease keeps both as they are until this commit publishes)."""
-        snapshots = SnapshotLog(self.store, self.dest)
-        state = snapshots.state()
-        return state, snapshots.current(state) if state.enabled else None
+    def _read_log(self, beside: ThreadPoolExecutor) -> tuple[LogState, Future[bytes | None]]:
+        """The destination's log state, and its latest entry being fetched on ``beside`` (read beside the journal
+        and the Completes: the lease keeps both as they are until this commit publishes)."""
+        return SnapshotLog(self.store, self.dest).state_and_latest(beside)
+
+    def _refuse_snapshots_without_conditions(self) -> None:
+        """Before anything: a snapshot destination on a store seen to ignore conditional writes (its log copied
+        there by hand: ``s3commit snapshot enable`` refuses such a store) is refused, naming why. Its entry, the
+        commit point, is an ``If-None-Match`` PUT: ignored, two commits would publish one snapshot id and the later
+        entry would hide the earlier job's files. One LIST of the log's settings, on such a store only.
+
+        Raises:
+            ConfigError: the destination keeps a snapshot log and the store ignores conditional writes.
+        """
+        known = self.store.capabilities.get(self.dest.bucket)
+        if known is None or known.conditional_writes or not SnapshotLog(self.store, self.dest).enabled():
+            return
+        raise ConfigError(
+            f"{self.dest} keeps a snapshot log (_spark_metadata/{SETTINGS_NAME}), but its store ({known.endpoint}) "
+            "was not seen to honour conditional writes: a snapshot is published with If-None-Match, and two jobs "
+            "could publish the same one, hiding one's files. Commit to it on a store that honours them, or run "
+            f"`s3commit snapshot disable {self.dest}` to make it a plain directory")
+
+    def _refuse_rewriting_live_files(self, keys: Sequence[str],
+                                     log_state: Future[tuple[LogState, Future[bytes | None]]]) -> None:
+        """Before any Complete, where task commits completing at task commit (a snapshot destination) found keys
+        there and left those uploads pending (:meth:`PendingUpload.key_there_at_task_commit`): a key the current
+        snapshot lists would be rewritten in place under its readers. Checked against the log's latest entry (its
+        paths, no line parsed); nothing is waited for where no key was there.
+
+        Raises:
+            ConfigError: a file of the job has the name of a file of the current snapshot.
+        """
+        there = [c for c in self._uploads(keys) if c.key_there_at_task_commit]
+        if not there:
+            return
+        state, latest = log_state.result()
+        data = latest.result()
+        if state.settings is None or data is None:
+            return
+        live, scheme, prefix = entry_uris(data), state.settings.scheme, self.dest.prefix
+        clashes = [c.dest_uri for c in there if c.destination_key.startswith(prefix)
+                   and file_uri(scheme, self.dest.bucket, self.dest.key, c.destination_key[len(prefix):]) in live]
+        if clashes:
+            raise ConfigError(
+                f"{len(clashes)} files of job {self.job_id} have the names of files of snapshot {state.latest} of "
+                f"{self.dest} (first: {clashes[0]}): committing would rewrite them in place under the readers of "
+                "that snapshot. On a snapshot destination every job's files need names of their own, as Spark's "
+                "DataFrame writes and s3commit's engines give them; an RDD write through the magic committer names "
+                "them part-r-NNNNN: set mapreduce.output.basename to a name unique to the job, or write through the "
+                "directory committer")
 
     def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
-                         base: Snapshot | None = None) -> Snapshot:
-        """The commit point of a job on a snapshot destination: the next snapshot (the current one, ``base`` where
-        the caller read it, less what the overwrite plan replaces under the destination, plus this job's files)
-        published as the log's next entry. Nothing is deleted here: the replaced files stay for the retention
-        horizon."""
-        assert state.settings is not None
+                         latest: Future[bytes | None] | None = None) -> Snapshot:
+        """The commit point of a job on a snapshot destination: the next snapshot (the current one, entry
+        ``latest`` where the caller is fetching it, less what the overwrite plan replaces under the destination,
+        plus this job's files) published as the log's next entry. An overwrite of the whole destination keeps
+        nothing of the current snapshot: it is published without waiting for it, and what it replaced is counted
+        from the entry's paths (parsed only where symlink manifests need it). Nothing is deleted here: the replaced
+        files stay for the retention horizon."""
+        settings = state.settings
+        assert settings is not None
         self.point = CommitPoint.SNAPSHOT
         snapshots = SnapshotLog(self.store, self.dest)
-        base = base if base is not None else snapshots.current(state)
-        if base is None:
+        if latest is None:
+            latest = resolved(snapshots.fetch(state.latest) if state.latest is not None else None)
+
+        def current() -> Snapshot:
+            data = latest.result()
+            if data is not None:
+                return snapshots.parse(state.latest or 0, data)
             # Enabled, but its first entry was never written (the enabling process died): the files there now,
             # less this job's, are the snapshot it would have written.
-            base = Snapshot.of(-1, [file_of(i, self.dest) for i in data_files(self.store, self.dest)
+            return Snapshot.of(-1, [file_of(i, self.dest) for i in data_files(self.store, self.dest)
                                     if i.key not in self._committed])
+
         now = int(time.time() * 1000)
-        added = [SnapshotFile(relative=self.dest.relative(c.destination_key), size=c.length, modified_ms=now,
-                              job=self.job_id)
-                 for c in self.validated_uploads(keys) if self.dest.contains_key(c.destination_key)]
+        prefix = self.dest.prefix  # S3Uri.contains_key and relative, inline: a snapshot may add 100,000 files
+        added = [SnapshotFile(c.destination_key[len(prefix):], c.length, now, self.job_id)
+                 for c in self.validated_uploads(keys)
+                 if c.destination_key.startswith(prefix) and len(c.destination_key) > len(prefix)]
         replaced = ["" if p == self.dest.prefix else self.dest.relative(p)
                     for p in plan.prefixes(self.dest, self._committed)
                     if p == self.dest.prefix or self.dest.contains_key(p)]
-        snapshot = next_snapshot(base, added=added, replaced=replaced)
+        whole = "" in replaced
+        base = None if whole else current()
+        previous = base or Snapshot(state.latest if state.latest is not None else -1)
+        snapshot = next_snapshot(previous, added=added, replaced=replaced)
         self.lease.check()
         try:
-            snapshots.publish(snapshot, state.settings)
+            snapshots.publish(snapshot, settings)
         except CommitConflictError:
             raise
         except S3CommitError:
             # The answer may have been lost after S3 applied it: published is published.
             if self.published_snapshot() != snapshot.id:
                 raise
-        self._published = (snapshot, base, state.settings)
         self.stats.snapshot = snapshot.id
         self.stats.snapshot_files = len(snapshot.files)
-        self.stats.replaced = len(base.relatives - snapshot.relatives)
+        try:  # past the commit point: a failure here only leaves the count, or the manifests, to later
+            if base is None and settings.symlink_manifests:
+                base = current()
+            if base is not None:
+                self.stats.replaced = len(base.relatives - snapshot.relatives)
+            elif (data := latest.result()) is not None:
+                self.stats.replaced = snapshot.dropped_from(data, settings.scheme, self.dest.bucket, self.dest.key)
+        except S3CommitError as err:
+            log.warning("job %s: published snapshot %d of %s, but could not read the one before (%s)", self.job_id,
+                        snapshot.id, self.dest, err)
+        self._published = (snapshot, base, settings)
         log.info("job %s published snapshot %d of %s: %d files, %d replaced", self.job_id, snapshot.id, self.dest,
                  len(snapshot.files), self.stats.replaced)
         return snapshot
@@ -707,34 +789,42 @@ class CommitEngine:
     # --- the variants ------------------------------------------------------------------------------------------
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,
-            accepted_attempts: dict[str, set[str]] | None = None) -> SuccessData:
-        """The whole commit. On failure everything this job uploaded is aborted or reverted."""
+            accepted_attempts: dict[str, set[str]] | None = None, *,
+            beside: Callable[[], None] | None = None, known: Mapping[str, PendingSet] | None = None) -> SuccessData:
+        """The whole commit. On failure everything this job uploaded is aborted or reverted. ``beside``: work that
+        runs beside the commit from its start and is done before ``_SUCCESS`` is written (the session's sweep of
+        dead jobs, whose counts ``_SUCCESS`` reports); it must not raise. ``known``: pendingsets of ``keys`` the
+        caller holds (:meth:`load_and_validate`)."""
         # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent beside the
         # _SUCCESS PUT.
         with ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
-                return self._run(keys, plan, accepted_attempts, side)
+                return self._run(keys, plan, accepted_attempts, side, beside, known)
             finally:
                 self.end_limit_watch()
 
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
-             side: ThreadPoolExecutor) -> SuccessData:
+             side: ThreadPoolExecutor, beside: Callable[[], None] | None,
+             known: Mapping[str, PendingSet] | None = None) -> SuccessData:
         started = time.monotonic()
+        self._refuse_snapshots_without_conditions()
+        besides = side.submit(beside) if beside is not None else None
         records = side.submit(self._records)
         bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
-            self._load_and_lease(pool, side, keys, accepted_attempts)  # LOADED and LEASED
+            self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
             # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
-            log_state = pool.submit(self._read_log)
+            log_state = pool.submit(self._read_log, side)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             t0 = time.monotonic()
             try:
+                self._refuse_rewriting_live_files(keys, log_state)
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
                 state, base = log_state.result()
@@ -765,6 +855,11 @@ class CommitEngine:
         self.apply_overwrite(self._outside(plan) if self.point is CommitPoint.SNAPSHOT else plan)
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
+        if besides is not None:
+            try:
+                besides.result()
+            except Exception as err:  # past the commit point: what ran beside never fails the job
+                log.warning("job %s: work beside its commit failed (the commit stands): %s", self.job_id, err)
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
@@ -790,7 +885,8 @@ class CommitEngine:
         return success
 
     def _load_and_lease(self, pool: ThreadPoolExecutor, side: ThreadPoolExecutor, keys: Sequence[str],
-                        accepted_attempts: dict[str, set[str]] | None) -> None:
+                        accepted_attempts: dict[str, set[str]] | None,
+                        known: Mapping[str, PendingSet] | None = None) -> None:
         """LOADED and LEASED at once: the pendingsets load and are validated on ``side`` while this thread takes the
         lease (its waits on the job's clock). The lease changes nothing of the destination, and nothing of this job
         does before both are done (the journal and the first Complete come after). A load that failed is raised
@@ -798,7 +894,7 @@ class CommitEngine:
         started = time.monotonic()
 
         def load() -> None:
-            self.load_and_validate(pool, keys, accepted_attempts)
+            self.load_and_validate(pool, keys, accepted_attempts, known)
             self.stats.timings_ms["load"] = _ms(started)
 
         loaded = side.submit(load)

@@ -26,7 +26,7 @@ interrupted batch is finished or rolled back (``recover_sink``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from s3commit.commit.engine import CommitEngine, CommitStats
@@ -50,7 +50,7 @@ from s3commit.errors import (
     PendingsetMissingError,
     S3CommitError,
 )
-from s3commit.model.manifests import SuccessData
+from s3commit.model.manifests import PendingSet, SuccessData
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
@@ -100,6 +100,8 @@ class CommitRequest:
     plan: OverwritePlan
     absolute_dirs: Sequence[str] = ()
     create_only: bool = False
+    known: Mapping[str, PendingSet] = field(default_factory=dict)
+    """Pendingsets the messages carried whole (:meth:`TaskCommitMessage.completed_pendingset`): not read."""
 
 
 class CommitSession:
@@ -122,11 +124,12 @@ class CommitSession:
                            options=job.options, job_id_source=job.job_id_source, absolute_dirs=request.absolute_dirs,
                            lease=lease, create_only=request.create_only)
         self.stats = engine.stats
-        self._sweep_dead_jobs(engine)
         committed = False
         try:
             done = self._committed_already(engine, request) if request.listed and not request.pendingsets else None
-            success = done or engine.run(list(request.pendingsets), request.plan, accepted_attempts=request.pendingsets)
+            # The sweep of dead jobs runs beside the commit (it changes nothing of this job), done before _SUCCESS.
+            success = done or engine.run(list(request.pendingsets), request.plan, accepted_attempts=request.pendingsets,
+                                         beside=lambda: self._sweep_dead_jobs(engine), known=request.known)
             committed = True
         except (JournalExistsError, PendingsetMissingError) as err:
             # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this

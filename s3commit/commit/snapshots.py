@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
@@ -44,6 +44,7 @@ from s3commit.model.snapshot_log import (
 )
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
+from s3commit.transfer.parallel import resolved
 
 log = logging.getLogger(__name__)
 
@@ -119,20 +120,42 @@ class SnapshotLog:
                 foreign = foreign or not name.endswith(".compact")
         if not has_settings:
             return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=bool(entries))
-        if not settings:
-            return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True)
+        listed = LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True)
+        return self.with_settings(listed) if settings else listed
+
+    def with_settings(self, listed: LogState) -> LogState:
+        """``listed`` (a listing that found the settings) with the settings read; not enabled if they went since."""
         try:
             body = self.store.objects.get_object(self.dest.bucket, self.settings_key)
         except NotFoundError:  # disabled since the listing
             return LogState(None)
         found = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
-        return LogState(found, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign)
+        return replace(listed, settings=found, listed_settings=False)
+
+    def state_and_latest(self, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
+        """:meth:`state`, and the latest entry being fetched on ``beside`` (as written: :meth:`parse` reads it), in
+        two round trips: the listing, then the settings and the entry at once. The entry's future answers None where
+        the log is not enabled, or has no entry."""
+        listed = self.state(settings=False)
+        if not listed.listed_settings or listed.latest is None:
+            return (self.with_settings(listed) if listed.listed_settings else listed), resolved(None)
+        latest = beside.submit(self.fetch, listed.latest)
+        state = self.with_settings(listed)
+        if not state.enabled:  # disabled since the listing: its entries went with its settings
+            latest.add_done_callback(lambda f: f.exception())  # what the fetch found is not wanted
+            return state, resolved(None)
+        return state, latest
 
     def read(self, snapshot_id: int) -> Snapshot:
-        key = self.entry_key(snapshot_id)
-        data = self.store.objects.get_object(self.dest.bucket, key)
+        return self.parse(snapshot_id, self.fetch(snapshot_id))
+
+    def fetch(self, snapshot_id: int) -> bytes:
+        """Entry ``snapshot_id`` as written (:meth:`parse` reads it)."""
+        return self.store.objects.get_object(self.dest.bucket, self.entry_key(snapshot_id))
+
+    def parse(self, snapshot_id: int, data: bytes) -> Snapshot:
         return Snapshot.from_entry(snapshot_id, data, self.dest.bucket, self.dest.key,
-                                   source=f"s3://{self.dest.bucket}/{key}")
+                                   source=f"s3://{self.dest.bucket}/{self.entry_key(snapshot_id)}")
 
     def current(self, state: LogState | None = None) -> Snapshot | None:
         """The last committed snapshot, or None where the destination keeps no log."""

@@ -37,7 +37,7 @@ from s3commit.model.checksums import SentPart
 from s3commit.model.manifests import PendingSet, PendingUpload, now_millis
 from s3commit.model.object_info import CREATE_WINDOW_KEY, CreateWindow, UploadRef
 from s3commit.model.paths import PENDING_SUFFIX, UPLOAD_MARKER_SUFFIX, TaskAttemptId, carries_job_id, partition_of
-from s3commit.model.task_message import TaskCommitMessage
+from s3commit.model.task_message import TaskCommitMessage, completed_files
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import gather, run_each, window_for
 from s3commit.transfer.parts import file_parts, staged_part_size
@@ -87,7 +87,7 @@ def complete_at_task_commit(store: S3Store, attempt: TaskAttemptRef, uploads: li
         try:
             commit_upload(store, pending, if_none_match=True)
         except PreconditionFailedError:
-            return pending  # the key exists: the job commit completes it (after its log says what is live)
+            return pending.as_key_there()  # the job commit completes it, unless a live file has its name
         completed.append(pending)
         return pending.as_completed()
 
@@ -159,7 +159,8 @@ def commit_magic_task(store: S3Store, attempt: TaskAttemptRef, *, executor: Exec
                             if not c.destination_key.startswith(attempt.dest_prefix)})
     return TaskCommitMessage(job_id=attempt.job_id, task_id=attempt.task_id, task_attempt_id=attempt.task_attempt_id,
                              pendingset_key=saved_key, files=len(pendingset.commits),
-                             bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs))
+                             bytes=pendingset.total_length, absolute_dirs=tuple(absolute_dirs),
+                             completed=completed_files(pendingset))
 
 
 def abort_magic_task(store: S3Store, attempt: TaskAttemptRef, *, registry: MagicTaskRegistry) -> int:
@@ -300,7 +301,8 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
         abort_create_orphans(store, [r for r in started if not carries_job_id(r.key, attempt.job_id)])
         raise
     return TaskCommitMessage(job_id=attempt.job_id, task_id=attempt.task_id, task_attempt_id=attempt.task_attempt_id,
-                             pendingset_key=saved, files=len(uploads), bytes=pendingset.total_length)
+                             pendingset_key=saved, files=len(uploads), bytes=pendingset.total_length,
+                             completed=completed_files(pendingset))
 
 
 def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, started: list[UploadRef], *,

@@ -28,7 +28,7 @@ from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.config.options import CommitterOptions, LeaseMode
 from s3commit.errors import CommitStateError, ConfigError, JobSweptError
-from s3commit.model.manifests import SuccessData
+from s3commit.model.manifests import PendingSet, SuccessData
 from s3commit.model.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
@@ -290,7 +290,7 @@ class Committer(ABC):
             plan=OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
                                   replace_partitions=replace_partitions or committer_plan.replace_partitions),
             absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
-            create_only=create_only or self.creates_only())
+            create_only=create_only or self.creates_only(), known=self._carried_pendingsets(messages))
         session = self.session()
         try:
             success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease))
@@ -319,6 +319,17 @@ class Committer(ABC):
                 # Attempts of one task share one pendingset (the last to commit wins): read it once.
                 keys.setdefault(message.pendingset_key, set()).add(message.task_attempt_id)
         return keys
+
+    def _carried_pendingsets(self, messages: Sequence[TaskCommitMessage] | None) -> dict[str, PendingSet]:
+        """The pendingsets the messages carry whole (tasks that completed every upload at their commit): the job
+        commit does not read them. Not where two attempts' messages name one pendingset (the last saved wins)."""
+        named: dict[str, list[TaskCommitMessage]] = {}
+        for message in messages or ():
+            if message is not None and message.pendingset_key is not None:
+                named.setdefault(message.pendingset_key, []).append(message)
+        carried = {key: found[0].completed_pendingset(self.dest.bucket) for key, found in named.items()
+                   if len(found) == 1}
+        return {key: pendingset for key, pendingset in carried.items() if pendingset is not None}
 
     def abort_job(self) -> None:
         """Abort every upload of this job and delete its scratch data. Idempotent, best effort per step.

@@ -46,6 +46,10 @@ A job commit sends no Complete for it; an abort, the sweep of a dead job or a lo
 object. Hadoop's S3A, and s3commit before it, ignore the entry and complete the upload again, which S3 answers as
 done (the upload is gone, the object is the one its parts make)."""
 COMPLETED_AT_TASK_COMMIT = "task-commit"
+KEY_THERE_AT_TASK_COMMIT = "key-there"
+""":data:`COMPLETED_KEY`'s value for an entry its task commit left pending because its key was there: the job
+commit completes it, unless the key is a file of the destination's current snapshot (a rewrite in place under
+its readers, refused)."""
 HADOOP_VERSION_ENV = "S3COMMIT_HADOOP_VERSION"
 """Set by the JVM for its sidecar: the Hadoop inside that Spark (``VersionInfo.getVersion()``)."""
 
@@ -177,6 +181,15 @@ class PendingUpload:
     def completed_at_task_commit(self) -> bool:
         """Whether the task commit completed this upload already (:data:`COMPLETED_KEY`)."""
         return self.extra_data.get(COMPLETED_KEY) == COMPLETED_AT_TASK_COMMIT
+
+    @property
+    def key_there_at_task_commit(self) -> bool:
+        """Whether its task commit, completing uploads, found the key there (:data:`KEY_THERE_AT_TASK_COMMIT`)."""
+        return self.extra_data.get(COMPLETED_KEY) == KEY_THERE_AT_TASK_COMMIT
+
+    def as_key_there(self) -> PendingUpload:
+        """This entry, recorded as left pending by its task commit because its key was there."""
+        return replace(self, extra_data={**self.extra_data, COMPLETED_KEY: KEY_THERE_AT_TASK_COMMIT})
 
     def as_completed(self) -> PendingUpload:
         """This entry, recorded as completed by its task commit."""

@@ -19,8 +19,10 @@ fields it does not know). Names Spark cannot parse as a batch id (the settings) 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from s3commit.errors import ManifestError
@@ -80,10 +82,10 @@ def is_batch_name(name: str) -> bool:
     return entry_id(name) is not None
 
 
-@dataclass(frozen=True, kw_only=True)
-class SnapshotFile:
+class SnapshotFile(NamedTuple):
     """One live data file of a snapshot: its key relative to the destination, its size and modification time (ms),
-    and the job that committed it (empty for the files a destination held when its log was enabled)."""
+    and the job that committed it (empty for the files a destination held when its log was enabled). A named
+    tuple: a snapshot of 100,000 files makes as many."""
 
     relative: str
     size: int
@@ -148,16 +150,24 @@ class Snapshot:
         return sum(f.size for f in self.files)
 
     def to_entry(self, scheme: str, bucket: str, dest_key: str) -> bytes:
-        """The entry Spark reads: the version line, then one line per file with its absolute URI."""
-        base = f"{scheme}://{bucket}/"
+        """The entry Spark reads: the version line, then one line per file with its absolute URI (the JSON of
+        ``{"path", "size", "isDir", "modificationTime", "blockReplication", "blockSize", "action", "s3commitJob"}``,
+        written by hand: a URI as :func:`_uri_path` makes it needs no JSON escape)."""
         prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+        head = f'{{"path":"{scheme}://{bucket}/{_uri_path(prefix)}'
+        tail = f',"isDir":false,"modificationTime":%d,"blockReplication":1,"blockSize":{BLOCK_SIZE},"action":"add",'
+        jobs: dict[str, str] = {}
         lines = [SPARK_LOG_VERSION]
         for f in self.files:
-            lines.append(json.dumps({
-                "path": base + quote(prefix + f.relative, safe=_URI_SAFE), "size": f.size, "isDir": False,
-                "modificationTime": f.modified_ms, "blockReplication": 1, "blockSize": BLOCK_SIZE,
-                "action": "add", "s3commitJob": f.job}, separators=(",", ":")))
+            job = jobs.get(f.job) or jobs.setdefault(f.job, json.dumps(f.job))
+            lines.append(f'{head}{_uri_path(f.relative)}","size":{f.size}{tail % f.modified_ms}"s3commitJob":{job}}}')
         return "\n".join(lines).encode()
+
+    def dropped_from(self, entry: bytes, scheme: str, bucket: str, dest_key: str) -> int:
+        """How many files ``entry`` (an earlier snapshot's, as written) lists that this snapshot does not: what it
+        replaced, counted from the entry's paths alone (no line parsed)."""
+        mine = {file_uri(scheme, bucket, dest_key, f.relative) for f in self.files}
+        return sum(1 for uri in entry_uris(entry) if uri not in mine)
 
     @classmethod
     def from_entry(cls, snapshot_id: int, data: bytes, bucket: str, dest_key: str, *, source: str) -> Snapshot:
@@ -172,25 +182,62 @@ class Snapshot:
         if lines[0].strip() != SPARK_LOG_VERSION:
             raise ManifestError(f"{source}: not a version-1 file sink log entry (first line {lines[0][:20]!r})")
         prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+        numbered = [(number, line) for number, line in enumerate(lines[1:], start=2) if line.strip()]
+        try:  # the lines as one JSON array: one parse in C, not one a line
+            objs = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+        except ValueError:
+            objs = None  # which line is bad: parsed one by one below, to name it
         files: dict[str, SnapshotFile] = {}
-        for number, line in enumerate(lines[1:], start=2):
-            if not line.strip():
-                continue
+        for index, (number, line) in enumerate(numbered):
             try:
-                obj = json.loads(line)
-                uri = urlsplit(obj["path"])
-                key = unquote(uri.path.lstrip("/"))
+                obj = objs[index] if objs is not None else json.loads(line)
+                netloc, key = _bucket_and_key(obj["path"])
                 size, modified, action = int(obj["size"]), int(obj.get("modificationTime", 0)), obj["action"]
             except (ValueError, KeyError, TypeError) as err:
                 raise ManifestError(f"{source}: line {number} is not a file entry ({err})") from err
             if action != "add" or obj.get("isDir"):
                 raise ManifestError(f"{source}: line {number} is a {action!r} entry"
                                     f"{' of a directory' if obj.get('isDir') else ''}; a snapshot lists files only")
-            if uri.netloc != bucket or not key.startswith(prefix) or key == prefix:
+            if netloc != bucket or not key.startswith(prefix) or key == prefix:
                 raise ManifestError(f"{source}: line {number} names {obj['path']}, outside s3://{bucket}/{prefix}")
             relative = key[len(prefix):]
             if relative in files:
                 raise ManifestError(f"{source}: line {number} lists {relative} a second time")
-            files[relative] = SnapshotFile(relative=relative, size=size, modified_ms=modified,
-                                           job=str(obj.get("s3commitJob", "")))
+            files[relative] = SnapshotFile(relative, size, modified, str(obj.get("s3commitJob", "")))
         return cls.of(snapshot_id, files.values())
+
+
+_PATHS = re.compile(rb'^\{"path":"([^"\\]*)"', re.MULTILINE)
+"""The path of each line of an entry as s3commit writes it (``path`` its first field, a URI needing no escape)."""
+_PLAIN = re.compile(r"[A-Za-z0-9/=:@!$&'()*+,;\-._~]*")
+"""Paths :func:`quote` leaves as they are with :data:`_URI_SAFE` (and no JSON string needs to escape)."""
+
+
+def file_uri(scheme: str, bucket: str, dest_key: str, relative: str) -> bytes:
+    """The path an entry gives the file ``relative`` (to the destination ``dest_key``), as :func:`entry_uris` finds
+    it."""
+    prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
+    return f"{scheme}://{bucket}/{_uri_path(prefix + relative)}".encode()
+
+
+def entry_uris(entry: bytes) -> set[bytes]:
+    """The paths an entry (as s3commit writes it) lists, found without parsing its lines."""
+    return set(_PATHS.findall(entry))
+
+
+def _uri_path(key: str) -> str:
+    """``key`` as the path of a URI, as Hadoop's ``Path.toUri()`` writes it."""
+    return key if _PLAIN.fullmatch(key) else quote(key, safe=_URI_SAFE)
+
+
+def _bucket_and_key(uri: str) -> tuple[str, str]:
+    """The bucket (netloc) and key of an ``s3a://bucket/key`` URI, percent-decoded; :func:`urlsplit`'s answer,
+    taken by hand where the URI has no query, fragment or escape (every line s3commit writes for a plain name)."""
+    if not isinstance(uri, str):
+        raise TypeError(f"path is {type(uri).__name__}, not a string")
+    scheme, sep, rest = uri.partition("://")
+    if not sep or "?" in rest or "#" in rest or "%" in rest or not scheme.isalnum():
+        split = urlsplit(uri)
+        return split.netloc, unquote(split.path.lstrip("/"))
+    netloc, _, path = rest.partition("/")
+    return netloc, path.lstrip("/")

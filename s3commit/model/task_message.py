@@ -4,6 +4,9 @@ engine carries from its tasks to the job commit (the sidecar as an NDJSON record
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+from s3commit.model.manifests import COMPLETED_AT_TASK_COMMIT, COMPLETED_KEY, PendingSet, PendingUpload
 
 
 @dataclass(frozen=True)
@@ -19,3 +22,38 @@ class TaskCommitMessage:
     absolute_dirs: tuple[str, ...] = ()
     """Directories outside the destination (keys in its bucket) the task wrote files to; the job commit
     accepts uploads there only for directories a committed task declared."""
+    completed: tuple[tuple[str, int, str], ...] = ()
+    """What a task commit that completed every upload of its pendingset (a snapshot destination) completed: each
+    file's key, length and upload id. The job commit then takes the pendingset's entries from here and reads no
+    pendingset of the task (the pendingset, saved the same, stays the record ``s3commit recover`` reads). Empty
+    otherwise."""
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> TaskCommitMessage:
+        """A message from its fields as JSON gives them back (lists for tuples).
+
+        Raises:
+            TypeError, ValueError: a field is missing, unknown or of the wrong shape.
+        """
+        completed = tuple((str(k), int(n), str(u)) for k, n, u in record.get("completed") or ())
+        return cls(**{**record, "absolute_dirs": tuple(record.get("absolute_dirs") or ()), "completed": completed})
+
+    def completed_pendingset(self, bucket: str) -> PendingSet | None:
+        """The task's pendingset as its commit saved it, from :attr:`completed` (in ``bucket``, the destination's),
+        or None where the message does not carry it."""
+        if not self.completed:
+            return None
+        done = {COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT}
+        commits = tuple(PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id, etags=(), length=length,
+                                      uri=f"s3a://{bucket}/{key}", job_id=self.job_id, task_id=self.task_attempt_id,
+                                      extra_data=done)
+                        for key, length, upload_id in self.completed)
+        return PendingSet(commits=commits, job_id=self.job_id, extra_data={"task.attempt.id": self.task_attempt_id})
+
+
+def completed_files(pendingset: PendingSet) -> tuple[tuple[str, int, str], ...]:
+    """What :attr:`TaskCommitMessage.completed` carries for ``pendingset``: its entries where its task commit
+    completed every one, else nothing (the job commit then reads the pendingset)."""
+    if not pendingset.commits or not all(c.completed_at_task_commit for c in pendingset.commits):
+        return ()
+    return tuple((c.destination_key, c.length, c.upload_id) for c in pendingset.commits)

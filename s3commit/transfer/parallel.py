@@ -88,6 +88,13 @@ def run_each(pool: Executor, items: Iterable[Item], fn: Callable[[Item], object]
     return failures
 
 
+def resolved(value: Result) -> Future[Result]:
+    """``value`` as a future already done: where a caller takes futures, a value it has already."""
+    future: Future[Result] = Future()
+    future.set_result(value)
+    return future
+
+
 def map_ordered(pool: Executor, items: Iterable[Item], fn: Callable[[Item], Result], *,
                 window: int) -> Iterator[tuple[Item, Future[Result]]]:
     """``fn(item)`` for every item on ``pool``, yielded in the order of the items as ``(item, future)``, with

@@ -5,7 +5,9 @@ that superseded them, or a full vacuum)."""
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -20,6 +22,7 @@ from s3commit.committers.base import Committer
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import JobCommitError
 from s3commit.model.paths import LEASE_NAME, is_scratch_key
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of, s3_error
 from tests.functional.test_snapshots import BUCKET, DAY, DEST, URI
 
@@ -87,14 +90,67 @@ def test_the_job_commit_sends_no_complete_for_uploads_completed_at_task_commit(s
     assert s3.uploads(BUCKET) == []
 
 
-def test_a_key_that_exists_stays_pending_until_the_job_commit(s3):
+def test_the_job_commit_takes_what_tasks_completed_from_their_messages_and_reads_no_pendingset(s3):
+    """A task that completed every upload at its commit says which in its message (as Spark carries it to the
+    driver): the job commit checks those entries as a pendingset's and reads none; the pendingset stays the
+    record `recover` reads. Where two attempts' messages name one pendingset, it is read (the last saved wins)."""
+    snapshot_dest(s3, {})
+    driver, executor = committers(s3)
+    messages = [run_task(executor, {f"p={t}/f{i}": f"{t}{i}".encode() for i in range(3)}, task=t) for t in range(3)]
+    for t, message in enumerate(messages):
+        assert sorted((k, n) for k, n, _ in message.completed) == [(f"t/p={t}/f{i}", 2) for i in range(3)]
+        assert TaskCommitMessage.from_dict(json.loads(json.dumps(asdict(message)))) == message
+    second = run_task(executor, {"p=9/x": b"x"}, task=9, attempt=1)
+    first = run_task(executor, {"p=9/x": b"x"}, task=9, attempt=0)  # attempt 0 ran late: it loses
+    assert first.pendingset_key == second.pendingset_key
+    client = client_of(driver.store)
+    before = len(client.requests)
+    success = driver.commit_job([*messages, second, first])
+    read = [r.key for r in client.requests[before:] if r.operation == "get_object" and r.key.endswith(".pendingset")]
+    assert read == [second.pendingset_key]
+    # The late attempt 0 found attempt 1's file there and left its upload pending: the job commit completed it.
+    assert success.metrics["committer_commits_completed_at_task_commit"] == 9
+    assert success.metrics["committer_commits_completed"] == 1
+    assert reader(s3) == {**{f"p={t}/f{i}": f"{t}{i}".encode() for t in range(3) for i in range(3)}, "p=9/x": b"x"}
+    assert reader(s3) == data(s3) and s3.uploads(BUCKET) == []
+
+
+def test_a_message_of_a_task_that_left_an_upload_pending_carries_no_entries(s3):
+    snapshot_dest(s3, {"p=0/a": b"old"})
+    s3commit.disable_snapshots(DEST, store=s3.store())
+    s3.store().objects.put_object(BUCKET, "t/_keep", b"")
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    driver, executor = committers(s3)
+    s3.store().objects.put_object(BUCKET, "t/p=0/b", b"left")  # in no snapshot: the task commit leaves it pending
+    message = run_task(executor, {"p=0/b": b"new", "p=0/c": b"c"})
+    assert message.completed == ()
+    assert completed_flags(s3, message) == {"p=0/b": False, "p=0/c": True}
+
+
+def test_a_key_of_the_current_snapshot_is_never_rewritten_in_place(s3):
     snapshot_dest(s3, {"p=0/a": b"old"})
     driver, executor = committers(s3)
     message = run_task(executor, {"p=0/a": b"new", "p=0/b": b"b"})
-    # The live file is not replaced under a reader: its upload stays pending for the job commit.
+    # The live file is not replaced under a reader at task commit: its upload stays pending, marked so.
     assert completed_flags(s3, message) == {"p=0/a": False, "p=0/b": True}
     assert s3.objects(BUCKET, "t/p=0/a")["t/p=0/a"] == b"old"
     assert len(s3.uploads(BUCKET)) == 1
+    # Nor at job commit: the job is refused, naming why, before any Complete; what it completed is deleted.
+    with pytest.raises(JobCommitError, match=r"names of files of snapshot 0 .*rewrite them in place"):
+        driver.commit_job([message])
+    assert reader(s3) == {"p=0/a": b"old"}
+    assert data(s3) == {"p=0/a": b"old"}
+    assert s3.uploads(BUCKET) == []
+
+
+def test_a_key_there_but_in_no_snapshot_is_completed_by_the_job_commit(s3):
+    """A key there that no snapshot lists (a file a failed job left, not vacuumed yet) is no reader's: the job
+    commit completes it."""
+    snapshot_dest(s3, {})
+    s3.store().objects.put_object(BUCKET, "t/p=0/a", b"left")
+    driver, executor = committers(s3)
+    message = run_task(executor, {"p=0/a": b"new", "p=0/b": b"b"})
+    assert completed_flags(s3, message) == {"p=0/a": False, "p=0/b": True}
     success = driver.commit_job([message])
     assert success.metrics["committer_commits_completed"] == 1
     assert success.metrics["committer_commits_completed_at_task_commit"] == 1

@@ -169,6 +169,25 @@ def test_the_entry_is_spark_file_sink_log_format_with_uri_paths(s3):
         Snapshot.from_entry(3, entry.replace(b'"add"', b'"delete"'), BUCKET, "t", source="x")
 
 
+@pytest.mark.parametrize("relative", ["day=2026-11-29/part-00000-c000.snappy.parquet", 'p="q"/back\\slash',
+                                      "p=caf\u00e9/\u65e5\u672c.csv", "sp ace/100%.orc", "a?b#c/d", "x/\u0001ctl",
+                                      "k=v/p=x+y,z;w@1!$&'()*~.txt", "deep//double"])
+def test_entry_lines_are_the_json_of_spark_fields_for_any_name(relative):
+    """The hand-written lines are exactly json.dumps of the fields, with the path as Hadoop's Path.toUri() writes
+    it, and read back to the same file, whatever characters the name holds."""
+    from urllib.parse import quote
+
+    snapshot = Snapshot.of(1, [SnapshotFile(relative, 12, 34, 'job "x"'), SnapshotFile("plain", 1, 2, "")])
+    entry = snapshot.to_entry("s3a", BUCKET, "t/sub")
+    lines = [json.loads(line) for line in entry.decode().split("\n")[1:]]
+    expected = {f.relative: {"path": "s3a://b/" + quote(f"t/sub/{f.relative}", safe="/=:@!$&'()*+,;-._~"),
+                             "size": f.size, "isDir": False, "modificationTime": f.modified_ms,
+                             "blockReplication": 1, "blockSize": 32 * 1024 * 1024, "action": "add",
+                             "s3commitJob": f.job} for f in snapshot.files}
+    assert lines == [expected[f.relative] for f in snapshot.files]
+    assert Snapshot.from_entry(1, entry, BUCKET, "t/sub", source="x") == snapshot
+
+
 def test_next_snapshot_replaces_prefixes_and_rewritten_keys():
     base = Snapshot.of(4, [SnapshotFile(relative=r, size=1, modified_ms=0) for r in ("p=1/a", "p=10/a", "x")])
     new = [SnapshotFile(relative="x", size=2, modified_ms=1, job="j")]

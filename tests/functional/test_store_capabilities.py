@@ -430,40 +430,27 @@ def test_enabling_snapshots_where_conditional_writes_are_ignored_is_refused_nami
 
 @pytest.mark.slow
 @pytest.mark.rclone
-def test_a_write_to_a_hand_copied_snapshot_log_where_conditional_writes_are_ignored_stays_correct_alone(
-        rclone_server, caplog):
-    """One writer at a time: the commit (no lease, with its warning) publishes the next snapshot, exactly its files,
-    as on a store that honours conditions."""
+def test_a_write_to_a_hand_copied_snapshot_log_where_conditional_writes_are_ignored_is_refused_naming_why(
+        rclone_server):
+    """A log copied by hand onto a store that ignores If-None-Match (``enable`` refuses such a store): the commit
+    is refused before anything changes, naming why; the job's uploads are aborted and the log is as it was."""
     import s3commit
-    import s3commit.arrow
 
     bucket = rclone_server.create_bucket(f"hand-{uuid.uuid4().hex[:8]}")
     store = S3Store(store_options_for(rclone_server))
     dest = f"s3://{bucket}/t"
     hand_enabled_snapshot_destination(rclone_server, bucket, dest)
-    first = ids_written(store, dest, range(10))
-    assert first["metrics"]["committer_snapshot"] == 1
-    old = s3commit.current_files(dest, store=store).relatives
-    assert len(old) == 2 and {f"/t/{r}" for r in old} == set(first["filenames"])
-
-    second = ids_written(store, dest, range(100, 106, 2), mode="overwrite")  # day=0 only: one file
-    snapshot = s3commit.current_files(dest, store=store)
-    assert snapshot.id == second["metrics"]["committer_snapshot"] == 2
-    assert {f"/t/{r}" for r in snapshot.relatives} == set(second["filenames"]) and not snapshot.relatives & old
-    assert sorted(s3commit.arrow.dataset(dest, store=store).to_table().column("id").to_pylist()) == [100, 102, 104]
-    assert any("no commit lease" in r.getMessage() for r in caplog.records)
-    # The replaced files stay in the store for the retention horizon; the log leaves them out.
-    parquet = {k[2:] for k in list_keys(rclone_server.client(), bucket, "t/") if k.endswith(".parquet")}
-    assert parquet == old | snapshot.relatives and len(parquet) == 3
+    log_before = list_keys(rclone_server.client(), bucket, "t/_spark_metadata/")
+    with pytest.raises(ConfigError, match=r"keeps a snapshot log .* not seen to honour conditional writes"):
+        ids_written(store, dest, range(10))
+    assert list_keys(rclone_server.client(), bucket, "t/_spark_metadata/") == log_before
+    assert s3commit.current_files(dest, store=store).id == 0
+    assert not [k for k in list_keys(rclone_server.client(), bucket, "t/") if k.endswith(".parquet")]
+    assert left_under(rclone_server, bucket, "")[1] == []
 
 
 @pytest.mark.slow
 @pytest.mark.rclone
-@pytest.mark.xfail(strict=False, reason=(
-    "bug: a job commit to a snapshot destination on a store that ignores conditional writes publishes its entry "
-    "with no lease, and the entry's If-None-Match is ignored: two writers publish the same snapshot id, the later "
-    "entry overwrites the earlier, and a job that reported success is missing from every log reader's view "
-    "(s3commit/commit/engine.py publish_snapshot; enable refuses such a store, the commit does not)"))
 def test_racing_writers_to_a_hand_copied_snapshot_log_where_conditional_writes_are_ignored_lose_no_commit(
         rclone_server):
     """Two appends at once, 8 rounds: each either is refused or its rows are in the snapshot both leave."""

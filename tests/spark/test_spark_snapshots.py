@@ -114,12 +114,13 @@ def test_rdd_writes_publish_snapshots_that_stock_spark_reads(spark, store, s3_bu
         hadoop.unset("fs.s3a.committer.staging.conflict-mode")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: RDD writes through magic name their files without the job id (part-r-00000), so a second write rewrites "
-    "the files of the retained snapshot in place: readers that planned on it read the new bytes (its entry records "
-    "the old sizes), the append replaces rows, and committer_files_replaced says 0 (docs/snapshots.md, Limits, says "
-    "Spark's names carry the job id)"))
-def test_a_second_magic_rdd_write_leaves_the_retained_snapshots_files_as_they_were(spark, store, s3_bucket):
+def test_a_second_magic_rdd_write_is_refused_rather_than_rewrite_the_snapshots_files_in_place(spark, store,
+                                                                                               s3_bucket):
+    """RDD writes through magic name their files without the job id (part-r-00000): a second write to a snapshot
+    destination would rewrite the files of the retained snapshot under its readers. It is refused, naming why and
+    the fix; the snapshot and its files stay as they were."""
+    from py4j.protocol import Py4JJavaError
+
     dest = f"s3a://{s3_bucket}/snap-rdd-again"
     sc = spark.sparkContext
     s3commit.enable_snapshots(dest, store=store)
@@ -135,11 +136,12 @@ def test_a_second_magic_rdd_write_leaves_the_retained_snapshots_files_as_they_we
         write(first_rows, 4)
         first = s3commit.current_files(dest, store=store)
         bodies = {f.relative: store.objects.get_object(s3_bucket, f"snap-rdd-again/{f.relative}") for f in first.files}
-        write(second_rows, 2)  # an append (the RDD API has no mode), two tasks
-        # Snapshot 1 is retained (24 h): its files must read as they did when it was published.
+        with pytest.raises(Py4JJavaError, match=r"rewrite them in place.*mapreduce.output.basename"):
+            write(second_rows, 2)  # an append (the RDD API has no mode), two tasks, the same names
+        assert s3commit.current_files(dest, store=store) == first
         now = {r: store.objects.get_object(s3_bucket, f"snap-rdd-again/{r}") for r in bodies}
         assert now == bodies
-        assert sorted(r.value.split("\t")[0] for r in spark.read.text(dest).collect()) == sorted(
-            first_rows + second_rows)
+        assert sorted(r.value.split("\t")[0] for r in spark.read.text(dest).collect()) == sorted(first_rows)
+        assert list(store.uploads.list_multipart_uploads(s3_bucket, "snap-rdd-again/")) == []
     finally:
         sc._conf.set("spark.hadoop.validateOutputSpecs", "true")
