@@ -33,7 +33,8 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
    (so a batch is finished forward once the log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted
-   (its first LIST sent beside the ``_SUCCESS`` PUT, nothing deleted before ``_SUCCESS`` is written), the journal
+   (its first LIST sent once the journal is written, beside the commit; nothing deleted before ``_SUCCESS`` is
+   written), the journal
    last (so a clean-up cut short is finished from the same records), the lease released beside the journal's DELETE
    (a journal left then names pendingsets already deleted: it is finished as a clean-up).
 
@@ -62,7 +63,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
 from s3commit.commit.lease import CommitLease, NoLease
@@ -107,6 +108,9 @@ from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, resolved, run_each, window_for
+
+if TYPE_CHECKING:
+    from s3commit.commit.process_state import SeenObjects
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +183,11 @@ class CommitEngine:
                  options: CommitterOptions, job_id_source: str = "s3commit",
                  absolute_dirs: Sequence[str] = (), lease: CommitLease | NoLease | None = None,
                  create_only: bool = False, point: CommitPoint = CommitPoint.SUCCESS,
-                 finisher: str | None = None, journal: CommitJournal | None = None) -> None:
+                 finisher: str | None = None, journal: CommitJournal | None = None,
+                 seen: SeenObjects | None = None) -> None:
         self.store = store
+        #: What the process saw of the destination's log (:class:`~s3commit.commit.process_state.SeenObjects`).
+        self.seen = seen
         self.point = point
         self.finisher = finisher
         self.journal = journal
@@ -204,6 +211,8 @@ class CommitEngine:
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
         self._from_messages: set[str] = set()
+        self._log_before: LogState | None = None
+        """The snapshot log as this commit found it before it published (its vacuum's view)."""
         """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._committed: dict[str, str] = {}  # key -> upload id
         self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
@@ -501,7 +510,7 @@ class CommitEngine:
     def _read_log(self, beside: ThreadPoolExecutor) -> tuple[LogState, Future[bytes | None]]:
         """The destination's log state, and its latest entry being fetched on ``beside`` (read beside the journal
         and the Completes: the lease keeps both as they are until this commit publishes)."""
-        return SnapshotLog(self.store, self.dest).state_and_latest(beside)
+        return SnapshotLog(self.store, self.dest, seen=self.seen).state_and_latest(beside)
 
     def _refuse_snapshots_without_conditions(self) -> None:
         """Before anything: a snapshot destination on a store seen to ignore conditional writes (its log copied
@@ -561,6 +570,7 @@ class CommitEngine:
         settings = state.settings
         assert settings is not None
         self.point = CommitPoint.SNAPSHOT
+        self._log_before = state
         snapshots = SnapshotLog(self.store, self.dest)
         if latest is None:
             latest = resolved(snapshots.fetch(state.latest) if state.latest is not None else None)
@@ -650,8 +660,10 @@ class CommitEngine:
         """A bounded vacuum after a snapshot commit: the files of expired entries no retained snapshot lists (none of
         this job's). A failure is logged: the next commit or ``s3commit snapshot vacuum`` does it."""
         try:
+            # The log as this commit listed it before publishing (the lease kept it so), not listed again: the entry
+            # it published left out, its predecessor counts as current and waits for the next commit's vacuum.
             report = vacuum(self.store, self.dest, full=False, max_entries=VACUUM_ENTRIES_AT_COMMIT,
-                            pool_size=self.options.pool_size)
+                            pool_size=self.options.pool_size, state=self._log_before)
             self.stats.vacuumed = report.deleted
         except S3CommitError as err:
             log.warning("job %s committed snapshot %d; the vacuum after it failed (the next commit or `s3commit "
@@ -797,8 +809,8 @@ class CommitEngine:
         caller holds (:meth:`load_and_validate`)."""
         # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
-        # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent beside the
-        # _SUCCESS PUT.
+        # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
+        # journal is written.
         with ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
                 return self._run(keys, plan, accepted_attempts, side, beside, known)
@@ -822,6 +834,9 @@ class CommitEngine:
             log_state = pool.submit(self._read_log, side)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
+            # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
+            # there from here on; nothing is deleted before _SUCCESS is written.
+            listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
             t0 = time.monotonic()
             try:
                 self._refuse_rewriting_live_files(keys, log_state)
@@ -863,8 +878,6 @@ class CommitEngine:
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
-        # The job directory's first LIST beside the _SUCCESS PUT: a read; nothing is deleted before _SUCCESS is written.
-        listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
         self.mark(success)  # COMMITTED (a snapshot destination: marked)
         self.success = success
         if self.point is CommitPoint.SNAPSHOT:

@@ -34,7 +34,7 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.config.options import CommitterOptions, LeaseMode
@@ -52,6 +52,9 @@ from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import LEASE_NAME
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
+
+if TYPE_CHECKING:
+    from s3commit.commit.process_state import SeenObjects
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +82,7 @@ class CommitLease:
 
     def __init__(self, store: S3Store, dest: S3Uri, job_id: str, *, operation: str = "commit", journal: str = "",
                  duration: float = 120.0, wait: float = 1200.0, settle: Callable[[Holder], bool] | None = None,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, seen: SeenObjects | None = None) -> None:
         self.store = store
         self.dest = dest
         self.key = lease_key(dest)
@@ -88,6 +91,8 @@ class CommitLease:
         self.wait = wait
         self.settle = settle
         self._clock = clock
+        self._seen = seen
+        self._endpoint = store.options.endpoint_url or ""
         self.etag: str | None = None
         self.state = LeaseState()
         """What the lease object holds while this operation holds it (its holder: ours)."""
@@ -120,7 +125,7 @@ class CommitLease:
         started = self._clock.monotonic()
         logged = started
         delay = FIRST_DELAY
-        while True:
+        while not self._take_as_released():
             seen = self._read()
             if seen is None:  # no lease object yet: the first commit here creates it
                 if self._create():
@@ -163,6 +168,16 @@ class CommitLease:
                 self.release()
                 raise
         return self
+
+    def _take_as_released(self) -> bool:
+        """Where this process released the lease last (:class:`~s3commit.commit.process_state.SeenObjects`), take
+        it with ``If-Match`` on the ETag of that release, reading nothing: the lease is free if nothing wrote it
+        since. Taken before the first read only; False (and a read follows) if another took it since."""
+        if self._seen is None or (known := self._seen.get(self._endpoint, self.dest.bucket, self.key)) is None:
+            return False
+        self._seen.forget(self._endpoint, self.dest.bucket, self.key)  # tried once: the loop reads from here on
+        etag, released = known
+        return self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
 
     def _read(self) -> tuple[LeaseState | None, ObjectInfo, datetime] | None:
         """The lease object (None: there is none), its metadata and the store's clock; an unreadable body is
@@ -265,10 +280,12 @@ class CommitLease:
             return
         done = {**({self.job_id: files} if committed else {}), **{job: -1 for job in self.settled}}
         self.requests += 1
+        released = self.state.with_committed(done)
         try:
-            self.store.conditional.put_if_match(self.dest.bucket, self.key,
-                                                self.state.with_committed(done).to_json(), etag,
-                                                content_type="application/json")
+            etag = self.store.conditional.put_if_match(self.dest.bucket, self.key, released.to_json(), etag,
+                                                       content_type="application/json")
+            if self._seen is not None:
+                self._seen.put(self._endpoint, self.dest.bucket, self.key, etag, released)
         except (PreconditionFailedError, NotFoundError):
             log.warning("job %s: its commit lease on %s had been taken over when it released it", self.job_id,
                         self.dest)
@@ -357,7 +374,8 @@ class NoLease:
 
 def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOptions, *, operation: str = "commit",
               journal: str = "", settle: Callable[[Holder], Any] | None = None,
-              warn: bool = True, clock: Clock = SYSTEM_CLOCK) -> CommitLease | NoLease:
+              warn: bool = True, clock: Clock = SYSTEM_CLOCK,
+              seen: SeenObjects | None = None) -> CommitLease | NoLease:
     """The lease a job's ``operation`` on ``dest`` takes, as ``options.lease`` and the store's capabilities say.
 
     Raises:
@@ -380,4 +398,4 @@ def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOption
                         "protected", job_id, dest, why)
         return NoLease()
     return CommitLease(store, dest, job_id, operation=operation, journal=journal, duration=options.lease_duration,
-                       wait=options.lease_wait, settle=settle, clock=clock)
+                       wait=options.lease_wait, settle=settle, clock=clock, seen=seen)

@@ -5,6 +5,8 @@
 - ``keepers``: the liveness records this process keeps fresh, each ending with its job
   (:class:`~s3commit.commit.liveness.Keepers`);
 - ``said``: the warnings said once in this process (``say_once``);
+- ``seen``: objects it wrote or read whose ETag says whether they changed since (its commit lease as it released
+  it, a snapshot log's settings) (:class:`SeenObjects`);
 - ``clock``: what its waits and timers run on (a lease's wait, a liveness record's renewals); a test passes one
   it moves (:class:`~s3commit.commit.clock.Clock`). Whether a lease or a record is old is never this clock's to
   say: the store's clock says it.
@@ -27,10 +29,41 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.commit.liveness import Keepers
 from s3commit.commit.task_registry import MagicTaskRegistry
+
+
+class SeenObjects:
+    """Objects this process wrote or read, by store endpoint, bucket and key: the ETag it saw and what the object
+    held then (parsed). S3 gives every write a new ETag, so a listing or a conditional request that finds the same
+    ETag finds the same object: what it held need not be read again. Bounded (the oldest forgotten first)."""
+
+    LIMIT = 1024
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, str, str], tuple[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, endpoint: str, bucket: str, key: str) -> tuple[str, Any] | None:
+        """(ETag, what it held) of the object last seen at ``key``, or None."""
+        with self._lock:
+            return self._seen.get((endpoint, bucket, key))
+
+    def put(self, endpoint: str, bucket: str, key: str, etag: str, value: Any) -> None:
+        if not etag:
+            return
+        with self._lock:
+            self._seen.pop((endpoint, bucket, key), None)
+            if len(self._seen) >= self.LIMIT:
+                self._seen.pop(next(iter(self._seen)))
+            self._seen[(endpoint, bucket, key)] = (etag, value)
+
+    def forget(self, endpoint: str, bucket: str, key: str) -> None:
+        with self._lock:
+            self._seen.pop((endpoint, bucket, key), None)
 
 
 @dataclass(eq=False)
@@ -41,6 +74,7 @@ class ProcessState:
     keepers: Keepers = field(default_factory=Keepers)
     said: set[tuple[str, ...]] = field(default_factory=set)
     clock: Clock = SYSTEM_CLOCK
+    seen: SeenObjects = field(default_factory=SeenObjects)
     snapshot_dests: dict[tuple[str, str], bool] = field(default_factory=dict)
     """(destination, job id) -> whether the job's destination kept a snapshot log when a task of the job first
     asked in this process: a sidecar asks once a job, not once a task (the job commit copes with a change since);

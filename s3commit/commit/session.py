@@ -77,7 +77,7 @@ class JobIdentity:
         return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation,
                          journal=f"s3://{self.dest.bucket}/{self.layout.journal_key}",
                          settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options),
-                         clock=self.process.clock)
+                         clock=self.process.clock, seen=self.process.seen)
 
     def report(self, summary: SuccessData) -> None:
         if self.options.summary_report_dir:
@@ -122,7 +122,7 @@ class CommitSession:
         lease = job.lease("commit")
         engine = CommitEngine(job.store, dest=job.dest, layout=job.layout, job_id=job.job_id, committer=job.committer,
                            options=job.options, job_id_source=job.job_id_source, absolute_dirs=request.absolute_dirs,
-                           lease=lease, create_only=request.create_only)
+                           lease=lease, create_only=request.create_only, seen=job.process.seen)
         self.stats = engine.stats
         committed = False
         try:

@@ -25,6 +25,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
+from typing import TYPE_CHECKING
 
 from s3commit._version import __version__
 from s3commit.errors import CommitConflictError, ConfigError, NotFoundError, PreconditionFailedError
@@ -45,6 +46,9 @@ from s3commit.model.snapshot_log import (
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import resolved
+
+if TYPE_CHECKING:
+    from s3commit.commit.process_state import SeenObjects
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,8 @@ class LogState:
     foreign: bool = False
     listed_settings: bool = False
     """The listing found the settings (read them only where :meth:`SnapshotLog.state` was asked to)."""
+    settings_etag: str = ""
+    """The settings' ETag as the listing gave it."""
 
     @property
     def enabled(self) -> bool:
@@ -86,10 +92,12 @@ class LogState:
 class SnapshotLog:
     """The snapshot log of one destination."""
 
-    def __init__(self, store: S3Store, dest: S3Uri) -> None:
+    def __init__(self, store: S3Store, dest: S3Uri, *, seen: SeenObjects | None = None) -> None:
         self.store = store
         self.dest = dest
         self.dir = f"{dest.prefix}{LOG_DIR}/"
+        self.seen = seen
+        """Where this process keeps the settings it read, by ETag: a listing that finds them unchanged reads none."""
 
     def __repr__(self) -> str:
         return f"SnapshotLog(s3://{self.dest.bucket}/{self.dir})"
@@ -111,25 +119,34 @@ class SnapshotLog:
         False: a reader needs only the entries)."""
         entries: list[tuple[int, datetime | None]] = []
         has_settings = foreign = False
+        settings_etag = ""
         for info in self.store.objects.list_objects(self.dest.bucket, self.dir):
             name = info.key[len(self.dir):]
             if name == SETTINGS_NAME:
-                has_settings = True
+                has_settings, settings_etag = True, info.etag.strip('"')
             elif (snapshot_id := entry_id(name)) is not None:
                 entries.append((snapshot_id, info.last_modified))
                 foreign = foreign or not name.endswith(".compact")
         if not has_settings:
             return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=bool(entries))
-        listed = LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True)
+        listed = LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True,
+                          settings_etag=settings_etag)
         return self.with_settings(listed) if settings else listed
 
     def with_settings(self, listed: LogState) -> LogState:
-        """``listed`` (a listing that found the settings) with the settings read; not enabled if they went since."""
+        """``listed`` (a listing that found the settings) with the settings read (or as this process read them
+        before, where the listing gives the same ETag); not enabled if they went since."""
+        endpoint = self.store.options.endpoint_url or ""
+        known = self.seen.get(endpoint, self.dest.bucket, self.settings_key) if self.seen is not None else None
+        if known is not None and listed.settings_etag and known[0] == listed.settings_etag:
+            return replace(listed, settings=known[1], listed_settings=False)
         try:
-            body = self.store.objects.get_object(self.dest.bucket, self.settings_key)
+            body, info, _ = self.store.objects.read_object(self.dest.bucket, self.settings_key)
         except NotFoundError:  # disabled since the listing
             return LogState(None)
         found = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
+        if self.seen is not None:
+            self.seen.put(endpoint, self.dest.bucket, self.settings_key, info.etag.strip('"'), found)
         return replace(listed, settings=found, listed_settings=False)
 
     def state_and_latest(self, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
@@ -139,7 +156,7 @@ class SnapshotLog:
         listed = self.state(settings=False)
         if not listed.listed_settings or listed.latest is None:
             return (self.with_settings(listed) if listed.listed_settings else listed), resolved(None)
-        latest = beside.submit(self.fetch, listed.latest)
+        latest: Future[bytes | None] = beside.submit(self.fetch, listed.latest)
         state = self.with_settings(listed)
         if not state.enabled:  # disabled since the listing: its entries went with its settings
             latest.add_done_callback(lambda f: f.exception())  # what the fetch found is not wanted

@@ -27,11 +27,13 @@ DAY = 24 * 3600
 
 
 def write(s3: MemoryS3, files: dict[str, bytes], committer: str = "magic", options: dict[str, Any] | None = None,
+          driver_process: ProcessState | None = None, driver_store: s3commit.S3Store | None = None,
           **commit_args: Any) -> s3commit.SuccessData:
     """One job: a driver and an executor process, one task writing ``files``; returns its ``_SUCCESS``."""
     job_id = str(uuid.uuid4())
     opts = CommitterOptions(threads=4, **(options or {}))
-    driver = create_committer(committer, DEST, job_id=job_id, store=s3.store(), options=opts, process=ProcessState())
+    driver = create_committer(committer, DEST, job_id=job_id, store=driver_store or s3.store(), options=opts,
+                              process=driver_process or ProcessState())
     driver.setup_job()
     executor = create_committer(committer, DEST, job_id=job_id, store=s3.store(), options=opts,
                                 process=ProcessState())
@@ -304,3 +306,26 @@ def test_two_jobs_committing_at_once_end_as_a_serial_order_of_snapshots(s3):
     assert current(s3) == {"p=0/x": b"x0", "p=1/a": b"a1", "p=1/y": b"y1", "p=2/y": b"y2"}
     middle = log.read(1).relatives
     assert middle in ({"p=0/x", "p=1/a"}, {"p=0/a", "p=1/a", "p=1/y", "p=2/y"})
+
+
+def test_a_driver_reads_the_settings_once_while_their_etag_stays_the_same(s3):
+    """A long-lived driver (a sidecar) reads the log's settings at its first commit; later commits see the same
+    ETag in the log's listing and read none, until the settings change."""
+    write(s3, {"p=0/a": b"a"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    driver, store = ProcessState(), s3.store()
+    settings_key = "t/_spark_metadata/s3commit-snapshots.json"
+
+    def settings_reads(files: dict[str, bytes]) -> int:
+        client = store.requests.client
+        before = len(client.requests)
+        write(s3, files, driver_process=driver, driver_store=store)
+        return sum(1 for r in client.requests[before:] if r.operation == "get_object" and r.key == settings_key)
+
+    assert settings_reads({"p=1/a": b"1"}) == 1
+    assert settings_reads({"p=2/a": b"2"}) == 0
+    s3commit.disable_snapshots(DEST, store=s3.store())
+    s3commit.enable_snapshots(DEST, store=s3.store(), retention=60)  # new settings, a new ETag
+    assert settings_reads({"p=3/a": b"3"}) == 1
+    assert SnapshotLog(s3.store(), URI).state().settings.retention == 60
+    assert sorted(current(s3)) == ["p=0/a", "p=1/a", "p=2/a", "p=3/a"]

@@ -206,9 +206,10 @@ def fake_lease(client, bucket: str, *, host: str, duration: float, job_id: str =
     client.put_object(Bucket=bucket, Key=lease_key(S3Uri(bucket, "t")), Body=LeaseState(holder).to_json())
 
 
-def one_file_job(server, bucket: str, tmp_path, **options):
+def one_file_job(server, bucket: str, tmp_path, *, process: ProcessState | None = None, **options):
     store = S3Store(store_options_for(server))
-    committer = create_committer("magic", f"s3://{bucket}/t", store=store, staging_dir=str(tmp_path), **options)
+    committer = create_committer("magic", f"s3://{bucket}/t", store=store, staging_dir=str(tmp_path),
+                                 **({"process": process} if process is not None else {}), **options)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     with attempt.open("p=1/new.txt") as out:
@@ -279,6 +280,36 @@ def test_the_lease_adds_three_requests_to_a_commit(s3_server, tmp_path):
         # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
         assert success.metrics["committer_lease_requests"] == (2 if mode == "on" else 0)
     assert counts["on"] - counts["off"] == 3  # the GET that reads it, the PUT that takes it, the PUT that frees it
+
+
+def test_a_process_takes_the_lease_it_released_last_with_one_put_and_reads_it_where_another_took_it(s3_server,
+                                                                                                    tmp_path):
+    """The lease as this process released it (its ETag remembered) is taken again with one If-Match PUT and no
+    GET; where another process took and freed it since, that PUT fails and the lease is read and taken as before."""
+    if not conditional(s3_server):
+        pytest.skip("no lease on rclone")
+    bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
+    here, elsewhere = ProcessState(), ProcessState()
+
+    def lease_requests(process: ProcessState) -> tuple[int, dict[str, int]]:
+        committer, message = one_file_job(s3_server, bucket, tmp_path, process=process, lease="on")
+        before = dict(committer.store.counters.snapshot()["requests"])
+        success = committer.commit_job([message])
+        after = committer.store.counters.snapshot()["requests"]
+        return success.metrics["committer_lease_requests"], {k: after[k] - before.get(k, 0) for k in after}
+
+    first, _ = lease_requests(here)
+    assert first == 2  # read, then taken
+    again, sent = lease_requests(here)
+    assert again == 1  # taken as released: no read
+    lease_gets = sent.get("GetObject", 0)
+    other, _ = lease_requests(elsewhere)
+    assert other == 2
+    after_other, sent = lease_requests(here)
+    assert after_other == 3  # the remembered ETag is stale: refused, then read and taken
+    assert sent.get("GetObject", 0) == lease_gets + 1
+    state = lease_state(s3_server.client(), bucket)
+    assert state.holder is None and len(state.recent) == 4
 
 
 def test_two_arrow_overwrites_in_two_processes_end_with_one_writers_data(s3_server, tmp_path):
