@@ -597,14 +597,18 @@ class CommitEngine:
         previous = base or Snapshot(state.latest if state.latest is not None else -1)
         snapshot = next_snapshot(previous, added=added, replaced=replaced)
         self.lease.check()
-        try:
-            snapshots.publish(snapshot, settings)
-        except CommitConflictError:
-            raise
-        except S3CommitError:
-            # The answer may have been lost after S3 applied it: published is published.
-            if self.published_snapshot() != snapshot.id:
+        with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-count-{self.job_id[:8]}") as beside:
+            # A whole overwrite's count of what it replaced, from the entry before it, beside its own PUT.
+            counted = beside.submit(lambda: None if (data := latest.result()) is None else snapshot.dropped_from(
+                data, settings.scheme, self.dest.bucket, self.dest.key)) if whole else None
+            try:
+                snapshots.publish(snapshot, settings)
+            except CommitConflictError:
                 raise
+            except S3CommitError:
+                # The answer may have been lost after S3 applied it: published is published.
+                if self.published_snapshot() != snapshot.id:
+                    raise
         self.stats.snapshot = snapshot.id
         self.stats.snapshot_files = len(snapshot.files)
         try:  # past the commit point: a failure here only leaves the count, or the manifests, to later
@@ -612,8 +616,8 @@ class CommitEngine:
                 base = current()
             if base is not None:
                 self.stats.replaced = len(base.relatives - snapshot.relatives)
-            elif (data := latest.result()) is not None:
-                self.stats.replaced = snapshot.dropped_from(data, settings.scheme, self.dest.bucket, self.dest.key)
+            elif counted is not None:
+                self.stats.replaced = counted.result() or 0
         except S3CommitError as err:
             log.warning("job %s: published snapshot %d of %s, but could not read the one before (%s)", self.job_id,
                         snapshot.id, self.dest, err)

@@ -25,7 +25,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from s3commit._version import __version__
 from s3commit.errors import CommitConflictError, ConfigError, NotFoundError, PreconditionFailedError
@@ -140,14 +140,35 @@ class SnapshotLog:
         known = self.seen.get(endpoint, self.dest.bucket, self.settings_key) if self.seen is not None else None
         if known is not None and listed.settings_etag and known[0] == listed.settings_etag:
             return replace(listed, settings=known[1], listed_settings=False)
+        found = self.read_settings()
+        if found is None:  # disabled since the listing
+            return LogState(None)
+        return replace(listed, settings=found, listed_settings=False)
+
+    def settings(self) -> SnapshotSettings | None:
+        """The settings (None: not a snapshot destination): one listing of their key, and a GET only where this
+        process has not seen them as they are (:attr:`seen`)."""
+        found = [info for info in self.store.objects.list_objects(self.dest.bucket, self.settings_key)
+                 if info.key == self.settings_key]
+        if not found:
+            return None
+        endpoint = self.store.options.endpoint_url or ""
+        known = self.seen.get(endpoint, self.dest.bucket, self.settings_key) if self.seen is not None else None
+        if known is not None and known[0] == found[0].etag.strip('"'):
+            return cast(SnapshotSettings, known[1])
+        return self.read_settings()
+
+    def read_settings(self) -> SnapshotSettings | None:
+        """The settings (one GET; None: not a snapshot destination), kept in :attr:`seen` by their ETag."""
         try:
             body, info, _ = self.store.objects.read_object(self.dest.bucket, self.settings_key)
-        except NotFoundError:  # disabled since the listing
-            return LogState(None)
+        except NotFoundError:
+            return None
         found = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
         if self.seen is not None:
-            self.seen.put(endpoint, self.dest.bucket, self.settings_key, info.etag.strip('"'), found)
-        return replace(listed, settings=found, listed_settings=False)
+            self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, self.settings_key,
+                          info.etag.strip('"'), found)
+        return found
 
     def state_and_latest(self, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
         """:meth:`state`, and the latest entry being fetched on ``beside`` (as written: :meth:`parse` reads it), in

@@ -149,7 +149,9 @@ class Committer(ABC):
             claim_output(self.store, self.dest, self.job_id, conditional=conditional)
             self.exclusive = True
         if self.options.complete_at_task_commit:
-            self.snapshot_dest = SnapshotLog(self.store, self.dest).enabled()
+            # On a snapshot destination the settings are read here, at setup: the job commit's listing of the log
+            # then finds them known (the same ETag) and reads none (this process's SeenObjects).
+            self.snapshot_dest = SnapshotLog(self.store, self.dest, seen=self.process.seen).settings() is not None
         record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
                              conditional=conditional, liveness=self.options.job_liveness)
         # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
