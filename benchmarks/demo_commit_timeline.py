@@ -7,6 +7,8 @@ reports it (the write's wall time less the Spark job's), the requests the simula
 each with its arrival and answer (ms after the tasks' end), and the commit's ``_SUCCESS`` timings. Requests with
 the same operation arriving together are folded into one line (``32 x CompleteMultipartUpload``). Not part of
 ``benchmarks/run.py``: a measurement of one path (benchmarks/results/demo-commit-floor-2026-11-28.md).
+``--tasks``, ``--days`` and ``--rows`` change the shape (tasks x days files); ``--snapshot`` makes each round's
+destination a snapshot destination first and appends to it (its uploads completed at task commit).
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", default="s3-standard")
+    parser.add_argument("--tasks", type=int, default=TASKS, help="tasks (each writes a file per day)")
+    parser.add_argument("--days", type=int, default=PARTITIONS, help="partitions (days)")
+    parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--snapshot", action="store_true",
+                        help="each round's destination made a snapshot destination first, then appended to "
+                             "(its uploads completed at task commit)")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -79,32 +87,41 @@ def main() -> None:
                                      access_key="testing", secret_key="testing"))
         builder = (SparkSession.builder.master("local[2]").appName("s3commit-demo-timeline")
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                   .config("spark.sql.shuffle.partitions", str(TASKS)))
+                   .config("spark.sql.shuffle.partitions", str(args.tasks)))
         spark = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
                           access_key="testing", secret_key="testing", threads=16).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            day = f"concat('2026-11-', lpad(cast(id % {PARTITIONS} + 1 as string), 2, '0')) as day"
-            df = (spark.range(ROWS, numPartitions=TASKS)
+            day = f"concat('2026-11-', lpad(cast(id % {args.days} + 1 as string), {max(2, len(str(args.days)))}, '0')) as day"
+            df = (spark.range(args.rows, numPartitions=args.tasks)
                   .selectExpr("id", day, "id * 0.5 as value", "sha2(cast(id as string), 256) as payload"))
             run = uuid.uuid4().hex[:8]
             warm_up(spark, df, f"s3a://{bucket}/warm-up-{run}", ["magic"])
             use_protocol(spark, "magic")
-            commits = []
+            commits, afters = [], []
             for round_ in range(args.rounds):
                 dest = f"s3a://{bucket}/demo-{run}/magic-{round_}"
+                if args.snapshot:
+                    import s3commit
+
+                    s3commit.enable_snapshots(dest.replace("s3a://", "s3://"), store=store)
+                    server.reset_stats()
                 started = time.time()
-                report = measured_write(spark, ServerMeter(server), store, df, dest, "magic")
+                report = measured_write(spark, ServerMeter(server), store, df, dest, "magic",
+                                        mode="append" if args.snapshot else None)
+                ended = started + report.total  # the write's end (before the harness reads what it left)
                 log = server.request_log()
                 tasks_start, tasks_end = spark_job_window(spark, "s3commit-demo-magic")
                 after = [r for r in log if r["at"] >= tasks_end - 0.002]
                 before = [r for r in log if r["at"] < tasks_start]
                 commit = report.phases["job commit"]
                 commits.append(commit)
+                afters.append(ended - tasks_end)
                 metrics = (report.success or {}).get("metrics", {})
                 print(f"\nround {round_ + 1}: job commit {commit * 1000:.0f} ms (the demo's measure: the write's "
                       f"{report.total * 1000:.0f} ms less the Spark job's {(tasks_end - tasks_start) * 1000:.0f} ms); "
-                      f"the Spark job submitted {(tasks_start - started) * 1000:.0f} ms after the write began")
+                      f"the Spark job submitted {(tasks_start - started) * 1000:.0f} ms after the write began; the write "
+                      f"ended {afters[-1] * 1000:.0f} ms after the last task")
                 print(f" before the Spark job (job setup), ms after the write began: {len(before)} requests")
                 print("\n".join(fold(before, started)))
                 print(f" after the Spark job's last task, ms after it: {len(after)} requests")
@@ -113,7 +130,9 @@ def main() -> None:
                                                            if k.startswith("duration_")}))
                 server.reset_stats()
             print(f"\njob commit over {args.rounds} rounds: median {statistics.median(commits) * 1000:.0f} ms "
-                  f"(min {min(commits) * 1000:.0f}, max {max(commits) * 1000:.0f})")
+                  f"(min {min(commits) * 1000:.0f}, max {max(commits) * 1000:.0f}); after the last task: median "
+                  f"{statistics.median(afters) * 1000:.0f} ms (min {min(afters) * 1000:.0f}, "
+                  f"max {max(afters) * 1000:.0f})")
         finally:
             spark.stop()
 

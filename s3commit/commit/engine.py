@@ -211,9 +211,9 @@ class CommitEngine:
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
         self._from_messages: set[str] = set()
+        """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._log_before: LogState | None = None
         """The snapshot log as this commit found it before it published (its vacuum's view)."""
-        """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._committed: dict[str, str] = {}  # key -> upload id
         self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
@@ -594,7 +594,7 @@ class CommitEngine:
                     if p == self.dest.prefix or self.dest.contains_key(p)]
         whole = "" in replaced
         base = None if whole else current()
-        previous = base or Snapshot(state.latest if state.latest is not None else -1)
+        previous = base if base is not None else Snapshot(state.latest if state.latest is not None else -1)
         snapshot = next_snapshot(previous, added=added, replaced=replaced)
         self.lease.check()
         with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-count-{self.job_id[:8]}") as beside:

@@ -143,15 +143,16 @@ class SidecarMeter:
 
 
 def measured_write(spark: Any, meter: ServerMeter | SidecarMeter, store: S3Store, df: Any, dest: str,
-                   label: str) -> RunReport:
-    """Write ``df`` partitioned by ``day`` to ``dest`` through the session's current protocol; what it cost
-    (tasks and job commit time, requests by ``meter``, bytes copied) and what it left (files, ``_SUCCESS``,
-    read through ``store``)."""
+                   label: str, *, mode: str | None = None) -> RunReport:
+    """Write ``df`` partitioned by ``day`` to ``dest`` through the session's current protocol (``mode``: the
+    DataFrame writer's save mode; Spark's default where None); what it cost (tasks and job commit time, requests by
+    ``meter``, bytes copied) and what it left (files, ``_SUCCESS``, read through ``store``)."""
     description = f"s3commit-demo-{label}-{uuid.uuid4().hex[:6]}"
     spark.sparkContext.setJobDescription(description)
     meter.start()
     started = time.perf_counter()
-    df.write.partitionBy("day").parquet(dest)
+    writer = df.write.partitionBy("day")
+    (writer.mode(mode) if mode else writer).parquet(dest)
     total = time.perf_counter() - started
     spark.sparkContext.setJobDescription(None)
     report = RunReport(label)
