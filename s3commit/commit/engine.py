@@ -102,7 +102,7 @@ from s3commit.errors import (
 from s3commit.model.batch_journal import BatchJournal
 from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY, ObjectInfo
-from s3commit.model.paths import JobLayout, carries_job_id, is_scratch_key
+from s3commit.model.paths import SCRATCH_PREFIXES, JobLayout, carries_job_id, is_scratch_key
 from s3commit.model.snapshot_log import SETTINGS_NAME, Snapshot, SnapshotFile, SnapshotSettings, entry_uris, file_uri
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
@@ -239,10 +239,11 @@ class CommitEngine:
             if commit.bucket != self.dest.bucket:
                 raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
                                     f"{self.dest}", source=source)
-            if not self.in_scope(commit.destination_key) or is_scratch_key(commit.destination_key):
+            elements = commit.destination_key.split("/")  # once, for both checks (a commit may check 100,000)
+            if not self.in_scope(commit.destination_key) or any(e.startswith(SCRATCH_PREFIXES) for e in elements):
                 raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
                                     source=source)
-            if any(e in ("", ".", "..") for e in commit.destination_key.split("/")):
+            if "" in elements or "." in elements or ".." in elements:
                 raise ManifestError(f"upload key {commit.destination_key!r} has an empty, '.' or '..' element",
                                     source=source)
             if commit.destination_key in seen:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from s3commit.model.manifests import COMPLETED_AT_TASK_COMMIT, COMPLETED_KEY, PendingSet, PendingUpload
+from s3commit.model.manifests import PendingSet, PendingUpload
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,8 @@ class TaskCommitMessage:
         or None where the message does not carry it."""
         if not self.completed:
             return None
-        done = {COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT}
-        commits = tuple(PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id, etags=(), length=length,
-                                      uri=f"s3a://{bucket}/{key}", job_id=self.job_id, task_id=self.task_attempt_id,
-                                      extra_data=done)
-                        for key, length, upload_id in self.completed)
+        commits = PendingUpload.completed_files(bucket, self.completed, job_id=self.job_id,
+                                                task_id=self.task_attempt_id)
         return PendingSet(commits=commits, job_id=self.job_id, extra_data={"task.attempt.id": self.task_attempt_id})
 
 
