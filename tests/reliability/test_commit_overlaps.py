@@ -131,7 +131,8 @@ def test_a_load_that_fails_while_the_lease_is_taken_fails_the_commit_and_release
     assert [k for k in list_keys(s3_client, s3_bucket, "t/") if not k.startswith("t/__")] == []
 
 
-def test_the_job_directory_is_listed_beside_the_success_put_and_deleted_only_after_it(s3_sim, s3_bucket, s3_client):
+def test_the_job_directory_is_listed_beside_the_commit_and_deleted_only_after_the_success_put(s3_sim, s3_bucket,
+                                                                                              s3_client):
     committer = job(s3_sim, s3_bucket)
     message = write(committer, ["p=1/f.txt"])
     s3_sim.hold("PutObject", ending="_SUCCESS")
@@ -139,13 +140,15 @@ def test_the_job_directory_is_listed_beside_the_success_put_and_deleted_only_aft
     thread, outcome = committing(lambda: committer.commit_job([message]))
     until(lambda: s3_sim.held().get("PutObject", 0) == 1, "_SUCCESS was being written", thread)
 
-    def completed() -> float:  # when the (last) Complete arrived: after it, the commit's way to its commit point
-        return max(r["at"] for r in s3_sim.request_log() if r["operation"] == "CompleteMultipartUpload")
+    def answered(ending: str) -> float:
+        return max(r["answered"] for r in s3_sim.request_log()
+                   if r["operation"] == "PutObject" and r["key"].endswith(ending) and r["answered"])
 
-    def listed_beside() -> bool:  # the request log names a LIST by its bucket (its prefix is a parameter)
-        return any(r["operation"] == "ListObjectsV2" for r in s3_sim.request_log() if r["at"] > completed())
+    def listed_after_the_journal() -> bool:  # the job directory's LIST is sent once the journal is written
+        return any(r["operation"] == "ListObjectsV2" and r["at"] > answered("_commit-journal.json")
+                   for r in s3_sim.request_log())
 
-    until(listed_beside, "the job directory was listed while _SUCCESS was written", thread)
+    until(listed_after_the_journal, "the job directory was listed before _SUCCESS was written", thread)
     # Nothing of the job directory is deleted before _SUCCESS is written.
     assert not any(r["operation"] in ("DeleteObjects", "DeleteObject") for r in s3_sim.request_log())
     assert exists(s3_client, s3_bucket, committer.layout.journal_key)
@@ -153,10 +156,9 @@ def test_the_job_directory_is_listed_beside_the_success_put_and_deleted_only_aft
     s3_sim.release()
     thread.join(60)
     assert not thread.is_alive() and outcome and not isinstance(outcome[0], BaseException), outcome
-    # The job directory was listed once after the Completes: the listing started beside _SUCCESS is the one its
-    # deletion used.
-    after = [r["operation"] for r in s3_sim.request_log() if r["at"] > completed()]
-    assert after.count("ListObjectsV2") == 1 and after.count("DeleteObjects") == 1, after
+    # No LIST after _SUCCESS: the listing sent beside the commit is the one its deletion used.
+    after = [r["operation"] for r in s3_sim.request_log() if r["at"] > answered("_SUCCESS")]
+    assert after.count("ListObjectsV2") == 0 and after.count("DeleteObjects") == 1, after
     assert exists(s3_client, s3_bucket, "t/_SUCCESS")
     assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == []
 
