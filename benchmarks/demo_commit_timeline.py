@@ -92,7 +92,8 @@ def main() -> None:
                           access_key="testing", secret_key="testing", threads=16).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            day = f"concat('2026-11-', lpad(cast(id % {args.days} + 1 as string), {max(2, len(str(args.days)))}, '0')) as day"
+            width = max(2, len(str(args.days)))
+            day = f"concat('2026-11-', lpad(cast(id % {args.days} + 1 as string), {width}, '0')) as day"
             df = (spark.range(args.rows, numPartitions=args.tasks)
                   .selectExpr("id", day, "id * 0.5 as value", "sha2(cast(id as string), 256) as payload"))
             run = uuid.uuid4().hex[:8]
@@ -120,8 +121,8 @@ def main() -> None:
                 metrics = (report.success or {}).get("metrics", {})
                 print(f"\nround {round_ + 1}: job commit {commit * 1000:.0f} ms (the demo's measure: the write's "
                       f"{report.total * 1000:.0f} ms less the Spark job's {(tasks_end - tasks_start) * 1000:.0f} ms); "
-                      f"the Spark job submitted {(tasks_start - started) * 1000:.0f} ms after the write began; the write "
-                      f"ended {afters[-1] * 1000:.0f} ms after the last task")
+                      f"the Spark job submitted {(tasks_start - started) * 1000:.0f} ms after the write began; "
+                      f"the write ended {afters[-1] * 1000:.0f} ms after the last task")
                 print(f" before the Spark job (job setup), ms after the write began: {len(before)} requests")
                 print("\n".join(fold(before, started)))
                 print(f" after the Spark job's last task, ms after it: {len(after)} requests")

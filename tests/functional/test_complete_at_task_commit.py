@@ -120,7 +120,7 @@ def test_a_message_of_a_task_that_left_an_upload_pending_carries_no_entries(s3):
     s3commit.disable_snapshots(DEST, store=s3.store())
     s3.store().objects.put_object(BUCKET, "t/_keep", b"")
     s3commit.enable_snapshots(DEST, store=s3.store())
-    driver, executor = committers(s3)
+    _, executor = committers(s3)
     s3.store().objects.put_object(BUCKET, "t/p=0/b", b"left")  # in no snapshot: the task commit leaves it pending
     message = run_task(executor, {"p=0/b": b"new", "p=0/c": b"c"})
     assert message.completed == ()
