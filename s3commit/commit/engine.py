@@ -214,6 +214,8 @@ class CommitEngine:
         """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._log_before: LogState | None = None
         """The snapshot log as this commit found it before it published (its vacuum's view)."""
+        self._keys_there: list[PendingUpload] = []
+        """Uploads their task commits left pending because the key was there (found while validating)."""
         self._committed: dict[str, str] = {}  # key -> upload id
         self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
@@ -250,6 +252,8 @@ class CommitEngine:
                 raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
                                     source=source)
             seen.add(commit.destination_key)
+            if commit.key_there_at_task_commit:
+                self._keys_there.append(commit)
             if CREATE_WINDOW_KEY in commit.extra_data:
                 self._create_windows.add_pending(commit)
 
@@ -531,8 +535,7 @@ class CommitEngine:
             "could publish the same one, hiding one's files. Commit to it on a store that honours them, or run "
             f"`s3commit snapshot disable {self.dest}` to make it a plain directory")
 
-    def _refuse_rewriting_live_files(self, keys: Sequence[str],
-                                     log_state: Future[tuple[LogState, Future[bytes | None]]]) -> None:
+    def _refuse_rewriting_live_files(self, log_state: Future[tuple[LogState, Future[bytes | None]]]) -> None:
         """Before any Complete, where task commits completing at task commit (a snapshot destination) found keys
         there and left those uploads pending (:meth:`PendingUpload.key_there_at_task_commit`): a key the current
         snapshot lists would be rewritten in place under its readers. Checked against the log's latest entry (its
@@ -541,7 +544,7 @@ class CommitEngine:
         Raises:
             ConfigError: a file of the job has the name of a file of the current snapshot.
         """
-        there = [c for c in self._uploads(keys) if c.key_there_at_task_commit]
+        there = self._keys_there  # found by the validation: no second pass over (or read of) the pendingsets
         if not there:
             return
         state, latest = log_state.result()
@@ -844,7 +847,7 @@ class CommitEngine:
             listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
             t0 = time.monotonic()
             try:
-                self._refuse_rewriting_live_files(keys, log_state)
+                self._refuse_rewriting_live_files(log_state)
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
                 state, base = log_state.result()
