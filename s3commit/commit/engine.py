@@ -63,6 +63,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import chain
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
@@ -237,25 +238,30 @@ class CommitEngine:
         if pendingset.job_id and pendingset.job_id != self.job_id:
             raise ManifestError(f"Mismatch in Job ID ({self.job_id}) and commit job ID ({pendingset.job_id})",
                                 source=source)
+        # Per entry (a commit may check 100,000): the destination's prefix and the declared directories hoisted.
+        bucket, prefix, absolute = self.dest.bucket, self.dest.prefix, self.uploads.absolute_dirs
+        under = len(prefix)
         for commit in pendingset.commits:
-            if commit.bucket != self.dest.bucket:
+            key = commit.destination_key
+            if commit.bucket != bucket:
                 raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
                                     f"{self.dest}", source=source)
-            elements = commit.destination_key.split("/")  # once, for both checks (a commit may check 100,000)
-            if not self.in_scope(commit.destination_key) or any(e.startswith(SCRATCH_PREFIXES) for e in elements):
+            elements = key.split("/")  # once, for both checks
+            if (not ((len(key) > under and key.startswith(prefix)) or key.rpartition("/")[0] in absolute)
+                    or any(e.startswith(SCRATCH_PREFIXES) for e in elements)):
                 raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
                                     source=source)
             if "" in elements or "." in elements or ".." in elements:
-                raise ManifestError(f"upload key {commit.destination_key!r} has an empty, '.' or '..' element",
-                                    source=source)
-            if commit.destination_key in seen:
+                raise ManifestError(f"upload key {key!r} has an empty, '.' or '..' element", source=source)
+            if key in seen:
                 raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
                                     source=source)
-            seen.add(commit.destination_key)
-            if commit.key_there_at_task_commit:
-                self._keys_there.append(commit)
-            if CREATE_WINDOW_KEY in commit.extra_data:
-                self._create_windows.add_pending(commit)
+            seen.add(key)
+            if commit.extra_data:  # marks and windows live there; most entries a message carries have one only
+                if commit.key_there_at_task_commit:
+                    self._keys_there.append(commit)
+                if CREATE_WINDOW_KEY in commit.extra_data:
+                    self._create_windows.add_pending(commit)
 
     def in_scope(self, key: str) -> bool:
         """True if this job may write ``key``: under the destination, or a file directly in one of the
@@ -410,14 +416,18 @@ class CommitEngine:
 
     def _still_pending(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
         """The uploads to complete: those a task commit completed already (a snapshot destination) are counted as
-        this commit's, with no request (a roll-back deletes them, the overwrite keeps them), and left out."""
-        for commit in self._uploads(keys):
-            if commit.completed_at_task_commit:
+        this commit's, with no request (a roll-back deletes them, the overwrite keeps them), and left out. One
+        pendingset at a time: a commit of 10,000 files its tasks completed takes a lock 100 times, not 10,000."""
+        for key in keys:
+            commits = self._load(key).commits
+            done = [c for c in commits if c.completed_at_task_commit]
+            if done:
                 with self._lock:
-                    self._committed[commit.destination_key] = commit.upload_id
-                    self.stats.completed_at_task_commit += 1
-            else:
-                yield commit
+                    self._committed.update((c.destination_key, c.upload_id) for c in done)
+                    self.stats.completed_at_task_commit += len(done)
+                if len(done) == len(commits):
+                    continue
+            yield from (c for c in commits if not c.completed_at_task_commit)
 
     def check_completed_at_task_commit(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """On a destination that is not (or no longer) a snapshot one, the files its task commits completed must
@@ -513,9 +523,17 @@ class CommitEngine:
         self.stats.kept_changed += changed
 
     def _read_log(self, beside: ThreadPoolExecutor) -> tuple[LogState, Future[bytes | None]]:
-        """The destination's log state, and its latest entry being fetched on ``beside`` (read beside the journal
-        and the Completes: the lease keeps both as they are until this commit publishes)."""
+        """The destination's log state, and its latest entry being fetched on ``beside``."""
         return SnapshotLog(self.store, self.dest, seen=self.seen).state_and_latest(beside)
+
+    def _confirm_log(self, early: Future[tuple[LogState, Future[bytes | None]]],
+                     beside: ThreadPoolExecutor) -> tuple[LogState, Future[bytes | None]]:
+        """What ``early`` read before the lease was taken, confirmed by one listing under it (or read anew)."""
+        try:
+            found = early.result()
+        except S3CommitError:
+            return self._read_log(beside)
+        return SnapshotLog(self.store, self.dest, seen=self.seen).confirmed(found, beside)
 
     def _refuse_snapshots_without_conditions(self) -> None:
         """Before anything: a snapshot destination on a store seen to ignore conditional writes (its log copied
@@ -563,14 +581,35 @@ class CommitEngine:
                 "them part-r-NNNNN: set mapreduce.output.basename to a name unique to the job, or write through the "
                 "directory committer")
 
+    def _added_files_early(self, early: Future[tuple[LogState, Future[bytes | None]]],
+                           keys: Sequence[str]) -> list[SnapshotFile] | None:
+        """:meth:`_added_files` where the log read before the lease found a snapshot destination, else None (the
+        publish makes them, if the destination is one under the lease)."""
+        try:
+            enabled = early.result()[0].enabled
+        except S3CommitError:
+            return None
+        return self._added_files(keys) if enabled else None
+
+    def _added_files(self, keys: Sequence[str]) -> list[SnapshotFile]:
+        """This job's files under the destination as a snapshot lists them, in key order."""
+        now = int(time.time() * 1000)
+        prefix = self.dest.prefix  # S3Uri.contains_key and relative, inline: a snapshot may add 100,000 files
+        under, job = len(prefix), self.job_id
+        added = [SnapshotFile(c.destination_key[under:], c.length, now, job) for c in self.validated_uploads(keys)
+                 if len(c.destination_key) > under and c.destination_key.startswith(prefix)]
+        added.sort(key=itemgetter(0))
+        return added
+
     def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
-                         latest: Future[bytes | None] | None = None) -> Snapshot:
+                         latest: Future[bytes | None] | None = None,
+                         added: list[SnapshotFile] | None = None) -> Snapshot:
         """The commit point of a job on a snapshot destination: the next snapshot (the current one, entry
         ``latest`` where the caller is fetching it, less what the overwrite plan replaces under the destination,
-        plus this job's files) published as the log's next entry. An overwrite of the whole destination keeps
-        nothing of the current snapshot: it is published without waiting for it, and what it replaced is counted
-        from the entry's paths (parsed only where symlink manifests need it). Nothing is deleted here: the replaced
-        files stay for the retention horizon."""
+        plus this job's files, ``added`` where the caller made them) published as the log's next entry. An
+        overwrite of the whole destination keeps nothing of the current snapshot: it is published without waiting
+        for it, and what it replaced is counted from the entry's paths (parsed only where symlink manifests need
+        it). Nothing is deleted here: the replaced files stay for the retention horizon."""
         settings = state.settings
         assert settings is not None
         self.point = CommitPoint.SNAPSHOT
@@ -588,11 +627,8 @@ class CommitEngine:
             return Snapshot.of(-1, [file_of(i, self.dest) for i in data_files(self.store, self.dest)
                                     if i.key not in self._committed])
 
-        now = int(time.time() * 1000)
-        prefix = self.dest.prefix  # S3Uri.contains_key and relative, inline: a snapshot may add 100,000 files
-        added = [SnapshotFile(c.destination_key[len(prefix):], c.length, now, self.job_id)
-                 for c in self.validated_uploads(keys)
-                 if c.destination_key.startswith(prefix) and len(c.destination_key) > len(prefix)]
+        if added is None:
+            added = self._added_files(keys)
         replaced = ["" if p == self.dest.prefix else self.dest.relative(p)
                     for p in plan.prefixes(self.dest, self._committed)
                     if p == self.dest.prefix or self.dest.contains_key(p)]
@@ -784,21 +820,31 @@ class CommitEngine:
         if not listed:  # what the records name can be aborted without listing
             self.stats.orphans_aborted += self.uploads.abort(found, keep=keep, list_uploads=False)
 
+    def _mark_snapshot(self, success: SuccessData) -> None:
+        """A snapshot commit's ``_SUCCESS``, then its symlink manifests."""
+        self.mark(success)  # marked
+        self._write_manifests_quietly()
+
     def _finish_cleanup(self, records: Future[JobRecords], swept: Future[None],
                         listing: Future[Iterator[ObjectInfo]] | None = None,
-                        side: ThreadPoolExecutor | None = None) -> None:
+                        side: ThreadPoolExecutor | None = None, marked: Future[None] | None = None) -> None:
         """Delete the job directory while ``swept`` runs, once the ``records`` it works from are read (they are in
         that directory), then, once it is done, the journal: a clean-up that stops part way is finished by
         `s3commit recover` from the same records. ``listing``: the job directory's listing, started beside the
         commit point (its first page asked for while ``_SUCCESS`` was written; nothing is deleted before
         ``_SUCCESS`` is). ``side``: the job's own commit, whose lease is released on it beside the journal's DELETE,
         once everything else of the job directory is gone (a journal left then names no pendingset that is still
-        there: whoever finds it, ``s3commit recover`` or the job committed again, only finishes the clean-up)."""
+        there: whoever finds it, ``s3commit recover`` or the job committed again, only finishes the clean-up).
+        ``marked``: a snapshot commit's ``_SUCCESS`` and manifests, written beside the deletion: the lease is
+        released and the journal deleted once they are done; if they failed, neither (the error is raised, and the
+        journal is how a recovery writes them)."""
         bucket = self.dest.bucket
         wait([records])
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key},
                       listed=listing.result() if listing is not None else None)
         swept.result()
+        if marked is not None:
+            marked.result()
         released = side.submit(self.lease.release, committed=True, files=self.stats.files) if side else None
         try:
             self.store.objects.delete_object(bucket, self.journal_key)
@@ -834,12 +880,19 @@ class CommitEngine:
         records = side.submit(self._records)
         bucket = self.dest.bucket
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
+            # Whether the destination keeps a snapshot log, and its latest entry: read while the lease is taken.
+            # The log is enabled, disabled and written only under the lease, so what a read finds holds while the
+            # job holds it; this one came before, so it stands as it is only where the lease was taken as this
+            # process remembered it (nothing held it since: CommitLease.taken_as_remembered), and is otherwise
+            # confirmed under it by one listing, beside the journal.
+            early = pool.submit(self._read_log, pool)
             self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
-            # Whether the destination keeps a snapshot log, read beside the journal and the Completes: the log is
-            # enabled and disabled only under the lease, so what this listing finds holds while the job holds it.
-            log_state = pool.submit(self._read_log, side)
+            log_state = (pool.submit(self._confirm_log, early, pool)
+                         if self.lease.held and not self.lease.taken_as_remembered else early)
+            # A snapshot destination's new files, made while the log is confirmed and the journal written.
+            added = pool.submit(self._added_files_early, early, keys)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
@@ -855,7 +908,7 @@ class CommitEngine:
                     self.check_completed_at_task_commit(pool, keys)
                 if state.enabled:
                     t0 = time.monotonic()
-                    self.publish_snapshot(keys, plan, state, base)  # COMMITTED (a snapshot destination)
+                    self.publish_snapshot(keys, plan, state, base, added.result())  # COMMITTED (a snapshot dest.)
                     self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
@@ -886,19 +939,24 @@ class CommitEngine:
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
-        self.mark(success)  # COMMITTED (a snapshot destination: marked)
-        self.success = success
-        if self.point is CommitPoint.SNAPSHOT:
-            self._write_manifests_quietly()  # under the lease, which the clean-up releases
-        # A snapshot commit's bounded vacuum (files of expired entries, none of this job's) beside the clean-up.
-        with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-vacuum-{self.job_id[:8]}") as vacuuming:
+        with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-after-{self.job_id[:8]}") as after:
             if self.point is CommitPoint.SNAPSHOT:
-                vacuuming.submit(self._vacuum_quietly)
+                # Past its commit point (the entry) a snapshot commit writes _SUCCESS and its symlink manifests (under
+                # the lease, which the clean-up releases once they are done) beside the job directory's deletion,
+                # and its bounded vacuum (files of expired entries, none of this job's) beside both. A recovery
+                # that finds the pendingsets gone writes the _SUCCESS the job's snapshot calls for (resume).
+                marked: Future[None] | None = after.submit(self._mark_snapshot, success)
+                after.submit(self._vacuum_quietly)
+            else:
+                self.mark(success)  # COMMITTED
+                marked = None
+            self.success = success
             try:
-                self._finish_cleanup(records, swept, listing, side)  # CLEANED
+                self._finish_cleanup(records, swept, listing, side, marked)  # CLEANED
             except S3CommitError as err:
-                # The output is committed and _SUCCESS written: the job succeeded. What is left (the job directory,
-                # the journal, uploads of failed attempts) is for `s3commit recover`, which finishes the clean-up.
+                # The output is committed (and _SUCCESS written, or a snapshot published): the job succeeded. What is
+                # left (the job directory, the journal, uploads of failed attempts; a snapshot commit's _SUCCESS) is
+                # for `s3commit recover`, which finishes the clean-up.
                 log.warning("job %s: committed, but the clean-up failed (finish it with `s3commit recover %s "
                             "--job %s`): %s", self.job_id, self.dest, self.job_id, err)
         log.info("job %s committed %d files (%d bytes) to %s in %d ms", self.job_id, self.stats.completed,
@@ -1035,7 +1093,11 @@ class CommitEngine:
         keys = list(self._journalled.pendingsets)
         missing = self._missing_pendingsets()
         if missing:
-            # Pendingsets are deleted only by clean-up, which starts after _SUCCESS: the commit itself is done.
+            # Pendingsets are deleted only by clean-up, which starts after the commit point: the commit is done. A
+            # snapshot commit deletes them beside its _SUCCESS PUT: where its snapshot names it and _SUCCESS does
+            # not, that PUT is done here.
+            if self.committed_success() is None and (published := self.published_snapshot()) is not None:
+                self._mark_published(published)
             return self._cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(keys)} "
                                     "pendingsets already deleted)")
         if self.committed_success() is not None:
@@ -1044,10 +1106,7 @@ class CommitEngine:
         published = self.published_snapshot()
         if published is not None:
             # The snapshot's entry is the commit point: _SUCCESS (after it) and the clean-up are left.
-            self.stats.snapshot = published
-            self.mark(self.success_data())
-            self._write_manifests_quietly()
-            self._vacuum_quietly()
+            self._mark_published(published)
             return self._cleaned_up(f"has committed (snapshot {published} of {self.dest} is its)")
         pending_before = self._pending_upload_ids()
         try:
@@ -1064,6 +1123,14 @@ class CommitEngine:
             f"now, {stats.files - still_pending} were already complete" + (", _SUCCESS written" if success_written
                                                                            else ""),
             completed=still_pending, already_completed=stats.files - still_pending, success_written=success_written)
+
+    def _mark_published(self, published: int) -> None:
+        """What follows the commit point of a job whose snapshot ``published`` was found: ``_SUCCESS``, the symlink
+        manifests and the bounded vacuum."""
+        self.stats.snapshot = published
+        self.mark(self.success_data())
+        self._write_manifests_quietly()
+        self._vacuum_quietly()
 
     def _clean_up_after_roll_back(self, err: JobCommitError) -> None:
         """A resumed commit that failed was rolled back: clear the job if nothing is left behind."""

@@ -101,6 +101,9 @@ class CommitLease:
         self.settled: list[str] = []
         """Jobs whose interrupted commit this lease's taker finished (recorded as committed at release)."""
         self.waited = 0.0
+        self.taken_as_remembered = False
+        """Taken with one ``If-Match`` PUT on the ETag this process remembered (:meth:`_take_as_released`): nothing
+        held it between then and now, so nothing a holder writes (the snapshot log) changed in between."""
         self.requests = 0
         """Requests this lease made (taking, reading, renewing, releasing)."""
         self._lost: str | None = None
@@ -170,14 +173,31 @@ class CommitLease:
         return self
 
     def _take_as_released(self) -> bool:
-        """Where this process released the lease last (:class:`~s3commit.commit.process_state.SeenObjects`), take
+        """Where this process released the lease last, or read it free (:meth:`remember`), take
         it with ``If-Match`` on the ETag of that release, reading nothing: the lease is free if nothing wrote it
         since. Taken before the first read only; False (and a read follows) if another took it since."""
         if self._seen is None or (known := self._seen.get(self._endpoint, self.dest.bucket, self.key)) is None:
             return False
         self._seen.forget(self._endpoint, self.dest.bucket, self.key)  # tried once: the loop reads from here on
         etag, released = known
-        return self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
+        self.taken_as_remembered = self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
+        return self.taken_as_remembered
+
+    def remember(self) -> None:
+        """Read the lease ahead of taking it (a job's setup, beside its other requests): where it is free, this
+        process keeps its ETag (:class:`~s3commit.commit.process_state.SeenObjects`) and the commit takes it with
+        one ``If-Match`` PUT (:meth:`_take_as_released`), reading nothing then. If anything wrote it since, that PUT
+        fails and the commit reads it as without this. Best effort: never raises."""
+        if self._seen is None:
+            return
+        try:
+            seen = self._read()
+        except S3CommitError as err:
+            log.debug("job %s: could not read the commit lease on %s ahead of its commit: %s", self.job_id,
+                      self.dest, err)
+            return
+        if seen is not None and seen[0] is not None and seen[0].holder is None:
+            self._seen.put(self._endpoint, self.dest.bucket, self.key, seen[1].etag, seen[0])
 
     def _read(self) -> tuple[LeaseState | None, ObjectInfo, datetime] | None:
         """The lease object (None: there is none), its metadata and the store's clock; an unreadable body is
@@ -352,6 +372,7 @@ class NoLease:
     """What a job holds where it takes no lease (``off``, or ``auto`` on a store without conditional writes)."""
 
     held = False
+    taken_as_remembered = False
     requests = 0
     waited = 0.0
     taken_over = None

@@ -79,6 +79,8 @@ class LogState:
     """The listing found the settings (read them only where :meth:`SnapshotLog.state` was asked to)."""
     settings_etag: str = ""
     """The settings' ETag as the listing gave it."""
+    latest_etag: str = ""
+    """The latest entry's ETag as the listing gave it."""
 
     @property
     def enabled(self) -> bool:
@@ -118,6 +120,7 @@ class SnapshotLog:
         """One listing of the log's directory, and a GET of the settings where they are (unless ``settings`` is
         False: a reader needs only the entries)."""
         entries: list[tuple[int, datetime | None]] = []
+        etags: dict[int, str] = {}
         has_settings = foreign = False
         settings_etag = ""
         for info in self.store.objects.list_objects(self.dest.bucket, self.dir):
@@ -126,11 +129,14 @@ class SnapshotLog:
                 has_settings, settings_etag = True, info.etag.strip('"')
             elif (snapshot_id := entry_id(name)) is not None:
                 entries.append((snapshot_id, info.last_modified))
+                etags[snapshot_id] = info.etag.strip('"')
                 foreign = foreign or not name.endswith(".compact")
+        ordered = tuple(sorted(entries, key=lambda e: e[0]))
+        latest_etag = etags[ordered[-1][0]] if ordered else ""
         if not has_settings:
-            return LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=bool(entries))
-        listed = LogState(None, tuple(sorted(entries, key=lambda e: e[0])), foreign=foreign, listed_settings=True,
-                          settings_etag=settings_etag)
+            return LogState(None, ordered, foreign=bool(entries), latest_etag=latest_etag)
+        listed = LogState(None, ordered, foreign=foreign, listed_settings=True, settings_etag=settings_etag,
+                          latest_etag=latest_etag)
         return self.with_settings(listed) if settings else listed
 
     def with_settings(self, listed: LogState) -> LogState:
@@ -174,7 +180,10 @@ class SnapshotLog:
         """:meth:`state`, and the latest entry being fetched on ``beside`` (as written: :meth:`parse` reads it), in
         two round trips: the listing, then the settings and the entry at once. The entry's future answers None where
         the log is not enabled, or has no entry."""
-        listed = self.state(settings=False)
+        return self._with_latest(self.state(settings=False), beside)
+
+    def _with_latest(self, listed: LogState, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
+        """``listed`` (a listing, settings unread) with its settings, and its latest entry being fetched."""
         if not listed.listed_settings or listed.latest is None:
             return (self.with_settings(listed) if listed.listed_settings else listed), resolved(None)
         latest: Future[bytes | None] = beside.submit(self.fetch, listed.latest)
@@ -183,6 +192,19 @@ class SnapshotLog:
             latest.add_done_callback(lambda f: f.exception())  # what the fetch found is not wanted
             return state, resolved(None)
         return state, latest
+
+    def confirmed(self, early: tuple[LogState, Future[bytes | None]],
+                  beside: Executor) -> tuple[LogState, Future[bytes | None]]:
+        """:meth:`state_and_latest` read again (one listing), taking what ``early`` (that call's answer, made before
+        the commit lease was taken) read where the listing finds the log as it was then: the same settings and
+        latest entry, by ETag. Read anew otherwise (a commit, ``enable`` or ``disable`` came between)."""
+        listed = self.state(settings=False)
+        state, latest = early
+        as_listed = replace(state, settings=None, listed_settings=True) if state.settings is not None else state
+        if as_listed == listed:
+            return early
+        latest.add_done_callback(lambda f: f.exception())  # what the early fetch found is not wanted
+        return self._with_latest(listed, beside)
 
     def read(self, snapshot_id: int) -> Snapshot:
         return self.parse(snapshot_id, self.fetch(snapshot_id))

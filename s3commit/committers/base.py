@@ -28,9 +28,9 @@ from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.config.options import CommitterOptions, LeaseMode
 from s3commit.errors import CommitStateError, ConfigError, JobSweptError
-from s3commit.model.manifests import PendingSet, SuccessData
+from s3commit.model.manifests import SuccessData
 from s3commit.model.paths import MAGIC_PATH_PREFIX, JobLayout, TaskAttemptId, check_job_id
-from s3commit.model.task_message import TaskCommitMessage
+from s3commit.model.task_message import TaskCommitMessage, carried_pendingsets
 from s3commit.model.uri import S3Uri
 from s3commit.store.capabilities import Capabilities, Outcome
 from s3commit.store.capability_cache import known
@@ -148,12 +148,19 @@ class Committer(ABC):
         if exclusive:
             claim_output(self.store, self.dest, self.job_id, conditional=conditional)
             self.exclusive = True
-        if self.options.complete_at_task_commit:
-            # On a snapshot destination the settings are read here, at setup: the job commit's listing of the log
-            # then finds them known (the same ETag) and reads none (this process's SeenObjects).
-            self.snapshot_dest = SnapshotLog(self.store, self.dest, seen=self.process.seen).settings() is not None
-        record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
-                             conditional=conditional, liveness=self.options.job_liveness)
+        with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-setup-{self.job_id[:8]}") as beside:
+            # Read beside the job's claim, for its commit (this process's SeenObjects keeps both): a snapshot
+            # destination's settings (the commit's listing of the log then finds them known, by ETag, and reads
+            # none), and the commit lease where it is free (the commit then takes it with one conditional PUT).
+            settings = beside.submit(SnapshotLog(self.store, self.dest, seen=self.process.seen).settings) \
+                if self.options.complete_at_task_commit else None
+            lease = self.commit_lease("commit")
+            if isinstance(lease, CommitLease):
+                beside.submit(lease.remember)
+            record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
+                                 conditional=conditional, liveness=self.options.job_liveness)
+            if settings is not None:
+                self.snapshot_dest = settings.result() is not None
         # From here until the job commits or aborts, this process says the job is alive (s3commit.commit.liveness).
         keeper = JobLiveness(self.store, self.dest, self.layout, record, etag, conditional=conditional,
                              clock=self.process.clock)
@@ -292,7 +299,7 @@ class Committer(ABC):
             plan=OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
                                   replace_partitions=replace_partitions or committer_plan.replace_partitions),
             absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
-            create_only=create_only or self.creates_only(), known=self._carried_pendingsets(messages))
+            create_only=create_only or self.creates_only(), known=carried_pendingsets(messages or (), self.dest.bucket))
         session = self.session()
         try:
             success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease))
@@ -321,17 +328,6 @@ class Committer(ABC):
                 # Attempts of one task share one pendingset (the last to commit wins): read it once.
                 keys.setdefault(message.pendingset_key, set()).add(message.task_attempt_id)
         return keys
-
-    def _carried_pendingsets(self, messages: Sequence[TaskCommitMessage] | None) -> dict[str, PendingSet]:
-        """The pendingsets the messages carry whole (tasks that completed every upload at their commit): the job
-        commit does not read them. Not where two attempts' messages name one pendingset (the last saved wins)."""
-        named: dict[str, list[TaskCommitMessage]] = {}
-        for message in messages or ():
-            if message is not None and message.pendingset_key is not None:
-                named.setdefault(message.pendingset_key, []).append(message)
-        carried = {key: found[0].completed_pendingset(self.dest.bucket) for key, found in named.items()
-                   if len(found) == 1}
-        return {key: pendingset for key, pendingset in carried.items() if pendingset is not None}
 
     def abort_job(self) -> None:
         """Abort every upload of this job and delete its scratch data. Idempotent, best effort per step.

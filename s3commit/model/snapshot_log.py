@@ -152,15 +152,22 @@ class Snapshot:
     def to_entry(self, scheme: str, bucket: str, dest_key: str) -> bytes:
         """The entry Spark reads: the version line, then one line per file with its absolute URI (the JSON of
         ``{"path", "size", "isDir", "modificationTime", "blockReplication", "blockSize", "action", "s3commitJob"}``,
-        written by hand: a URI as :func:`_uri_path` makes it needs no JSON escape)."""
+        written by hand: a URI as :func:`_uri_path` makes it needs no JSON escape). A line's tail after its size is
+        made once per (modification time, job): a job's files share one."""
         prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
         head = f'{{"path":"{scheme}://{bucket}/{_uri_path(prefix)}'
-        tail = f',"isDir":false,"modificationTime":%d,"blockReplication":1,"blockSize":{BLOCK_SIZE},"action":"add",'
-        jobs: dict[str, str] = {}
+        # One match over every name at once: where all are plain (the usual case) none is quoted one by one.
+        plain = _PLAIN.fullmatch("".join(f.relative for f in self.files)) is not None
+        tails: dict[tuple[int, str], str] = {}
         lines = [SPARK_LOG_VERSION]
-        for f in self.files:
-            job = jobs.get(f.job) or jobs.setdefault(f.job, json.dumps(f.job))
-            lines.append(f'{head}{_uri_path(f.relative)}","size":{f.size}{tail % f.modified_ms}"s3commitJob":{job}}}')
+        append = lines.append
+        for relative, size, modified, job in self.files:
+            tail = tails.get((modified, job))
+            if tail is None:
+                tail = tails[(modified, job)] = (
+                    f',"isDir":false,"modificationTime":{modified},"blockReplication":1,"blockSize":{BLOCK_SIZE},'
+                    f'"action":"add","s3commitJob":{json.dumps(job)}}}')
+            append(f'{head}{relative if plain else _uri_path(relative)}","size":{size}{tail}')
         return "\n".join(lines).encode()
 
     def dropped_from(self, entry: bytes, scheme: str, bucket: str, dest_key: str) -> int:

@@ -3,6 +3,7 @@ engine carries from its tasks to the job commit (the sidecar as an NDJSON record
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,18 @@ class TaskCommitMessage:
         commits = PendingUpload.completed_files(bucket, self.completed, job_id=self.job_id,
                                                 task_id=self.task_attempt_id)
         return PendingSet(commits=commits, job_id=self.job_id, extra_data={"task.attempt.id": self.task_attempt_id})
+
+
+def carried_pendingsets(messages: Iterable[TaskCommitMessage | None], bucket: str) -> dict[str, PendingSet]:
+    """The pendingsets ``messages`` carry whole (tasks that completed every upload at their commit), by key, in
+    ``bucket`` (the destination's): the job commit does not read them. Not where two attempts' messages name one
+    pendingset (the last saved wins: it is read)."""
+    named: dict[str, list[TaskCommitMessage]] = {}
+    for message in messages:
+        if message is not None and message.pendingset_key is not None:
+            named.setdefault(message.pendingset_key, []).append(message)
+    carried = {key: found[0].completed_pendingset(bucket) for key, found in named.items() if len(found) == 1}
+    return {key: pendingset for key, pendingset in carried.items() if pendingset is not None}
 
 
 def completed_files(pendingset: PendingSet) -> tuple[tuple[str, int, str], ...]:

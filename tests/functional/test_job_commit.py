@@ -173,25 +173,27 @@ def test_request_cost_of_a_magic_job_commit(store, s3_client, s3_bucket, in_memo
     write_side = store.counters.snapshot()["requests"]
     if in_memory:
         # Per file: Create, UploadPart. Per task: PUT pendingset (a first attempt has no earlier one to GET).
-        # Per job: PUT its owner record at setup, and a LIST of the snapshot log's settings (whether its tasks
-        # complete their uploads: s3commit.snapshot.complete-at-task-commit).
+        # Per job: PUT its owner record at setup, a LIST of the snapshot log's settings (whether its tasks
+        # complete their uploads: s3commit.snapshot.complete-at-task-commit) and a GET of the commit lease (none
+        # yet: a lease read free there is taken at commit with one PUT) beside it.
         assert write_side["CreateMultipartUpload"] == 10 and write_side["UploadPart"] == 10
         assert write_side["PutObject"] == 3 + 1
-        assert write_side["ListObjectsV2"] == 1
-        assert not {"GetObject", "DeleteObjects"} & set(write_side)
+        assert write_side["ListObjectsV2"] == 1 and write_side["GetObject"] == 1
+        assert "DeleteObjects" not in write_side
     else:
         # Per file: Create, UploadPart, PUT .pending. Per task: LIST attempt dir, GET old pendingset (404),
         # PUT pendingset, DeleteObjects of the attempt directory.
         assert write_side["CreateMultipartUpload"] == 10 and write_side["UploadPart"] == 10
         assert write_side["PutObject"] == 10 + 3 + 1  # and the job's owner record
-        assert write_side["GetObject"] == 3 and write_side["ListObjectsV2"] == 3 + 1  # and the log's settings
+        assert write_side["GetObject"] == 3 + 1 and write_side["ListObjectsV2"] == 3 + 1  # the lease, the settings
         assert write_side["DeleteObjects"] == 3
     store.counters.reset()
     committer.commit_job(messages)
     job = store.counters.snapshot()["requests"]
     # N completes + one GET per pendingset + journal PUT + _SUCCESS PUT + cleanup: LIST tasks dir, LIST job dir,
-    # DeleteObjects, DELETE journal, ListMultipartUploads (orphan sweep); the lease: a GET, a PUT to take it, a PUT
-    # to free it; the sweep of dead jobs: one delimited LIST of the destination's job directories (none dead); the
-    # snapshot log's directory, listed beside the Completes (empty: _SUCCESS is the commit point).
-    assert job == {"GetObject": 4, "PutObject": 4, "CompleteMultipartUpload": 10, "ListObjectsV2": 4,
+    # DeleteObjects, DELETE journal, ListMultipartUploads (orphan sweep); the lease (none yet): a GET, a PUT to
+    # create it, a PUT to free it; the sweep of dead jobs: one delimited LIST of the destination's job directories
+    # (none dead); the snapshot log's directory, listed while the lease is taken and again under it (empty:
+    # _SUCCESS is the commit point).
+    assert job == {"GetObject": 4, "PutObject": 4, "CompleteMultipartUpload": 10, "ListObjectsV2": 5,
                    "DeleteObjects": 1, "DeleteObject": 1, "ListMultipartUploads": 1}

@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -266,50 +267,62 @@ def test_a_store_without_conditional_writes_gets_no_lease_warned_or_refused_when
     assert list_keys(s3_server.client(), bucket, "u/") == []
 
 
-def test_the_lease_adds_three_requests_to_a_commit(s3_server, tmp_path):
+def test_what_the_lease_adds_to_a_job_first_and_once_its_setup_read_it_free(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("no lease on rclone")
     counts = {}
     for mode in ("on", "off"):
         # A destination each: on SeaweedFS the first job's emptied directory would cost the second's sweep a read.
         bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
-        committer, message = one_file_job(s3_server, bucket, tmp_path, lease=mode)
-        before = sum(committer.store.counters.snapshot()["requests"].values())
-        success = committer.commit_job([message])
-        counts[mode] = sum(committer.store.counters.snapshot()["requests"].values()) - before
-        # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
-        assert success.metrics["committer_lease_requests"] == (2 if mode == "on" else 0)
-    assert counts["on"] - counts["off"] == 3  # the GET that reads it, the PUT that takes it, the PUT that frees it
+        for job in ("first", "next"):  # each in a process of its own: only its setup read the lease ahead
+            committer, message = one_file_job(s3_server, bucket, tmp_path, lease=mode, process=ProcessState())
+            before = sum(committer.store.counters.snapshot()["requests"].values())
+            success = committer.commit_job([message])
+            counts[mode, job] = sum(committer.store.counters.snapshot()["requests"].values()) - before
+            # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
+            assert success.metrics["committer_lease_requests"] == (0 if mode == "off" else
+                                                                   2 if job == "first" else 1)
+    # The first job's setup found no lease: its commit reads it (the GET), creates it (a PUT), frees it (a PUT), and
+    # lists the snapshot log again under it (what it read before it held the lease could have changed since).
+    assert counts["on", "first"] - counts["off", "first"] == 4
+    # The next job's setup read it free: its commit takes it with one If-Match PUT, frees it with another, and
+    # trusts the log as it read it before (nothing held the lease in between).
+    assert counts["on", "next"] - counts["off", "next"] == 2
 
 
-def test_a_process_takes_the_lease_it_released_last_with_one_put_and_reads_it_where_another_took_it(s3_server,
-                                                                                                    tmp_path):
-    """The lease as this process released it (its ETag remembered) is taken again with one If-Match PUT and no
-    GET; where another process took and freed it since, that PUT fails and the lease is read and taken as before."""
+def test_a_lease_remembered_free_is_taken_with_one_put_and_read_where_another_took_it_since(s3_server, tmp_path):
+    """The lease as this process released it, or as its job's setup read it free (its ETag remembered), is taken
+    with one If-Match PUT and no GET; where another process took and freed it since, that PUT fails and the lease
+    is read and taken as before."""
     if not conditional(s3_server):
         pytest.skip("no lease on rclone")
     bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
     here, elsewhere = ProcessState(), ProcessState()
 
-    def lease_requests(process: ProcessState) -> tuple[int, dict[str, int]]:
-        committer, message = one_file_job(s3_server, bucket, tmp_path, process=process, lease="on")
+    def commit(job: tuple[Any, Any]) -> tuple[int, dict[str, int]]:
+        committer, message = job
         before = dict(committer.store.counters.snapshot()["requests"])
         success = committer.commit_job([message])
         after = committer.store.counters.snapshot()["requests"]
         return success.metrics["committer_lease_requests"], {k: after[k] - before.get(k, 0) for k in after}
 
-    first, _ = lease_requests(here)
-    assert first == 2  # read, then taken
-    again, sent = lease_requests(here)
+    def job(process: ProcessState) -> tuple[Any, Any]:
+        return one_file_job(s3_server, bucket, tmp_path, process=process, lease="on")
+
+    first, _ = commit(job(here))
+    assert first == 2  # none yet: read, then created
+    again, sent = commit(job(here))
     assert again == 1  # taken as released: no read
     lease_gets = sent.get("GetObject", 0)
-    other, _ = lease_requests(elsewhere)
-    assert other == 2
-    after_other, sent = lease_requests(here)
+    other, _ = commit(job(elsewhere))
+    assert other == 1  # its setup read it free
+    stale = job(here)  # set up (the lease read free), then another process commits before it does
+    commit(job(elsewhere))
+    after_other, sent = commit(stale)
     assert after_other == 3  # the remembered ETag is stale: refused, then read and taken
     assert sent.get("GetObject", 0) == lease_gets + 1
     state = lease_state(s3_server.client(), bucket)
-    assert state.holder is None and len(state.recent) == 4
+    assert state.holder is None and len(state.recent) == 5
 
 
 def test_two_arrow_overwrites_in_two_processes_end_with_one_writers_data(s3_server, tmp_path):
