@@ -34,9 +34,10 @@ import random
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from s3commit.commit.clock import SYSTEM_CLOCK, Clock
+from s3commit.commit.process_state import SeenObjects
 from s3commit.config.options import CommitterOptions, LeaseMode
 from s3commit.errors import (
     ConfigError,
@@ -52,9 +53,6 @@ from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import LEASE_NAME
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
-
-if TYPE_CHECKING:
-    from s3commit.commit.process_state import SeenObjects
 
 log = logging.getLogger(__name__)
 
@@ -180,13 +178,17 @@ class CommitLease:
             return False
         self._seen.forget(self._endpoint, self.dest.bucket, self.key)  # tried once: the loop reads from here on
         etag, released = known
-        self.taken_as_remembered = self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
+        if etag == SeenObjects.ABSENT:  # read at setup, there was none: created as the first commit does
+            self.taken_as_remembered = self._create()
+        else:
+            self.taken_as_remembered = self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
         return self.taken_as_remembered
 
     def remember(self) -> None:
         """Read the lease ahead of taking it (a job's setup, beside its other requests): where it is free, this
         process keeps its ETag (:class:`~s3commit.commit.process_state.SeenObjects`) and the commit takes it with
-        one ``If-Match`` PUT (:meth:`_take_as_released`), reading nothing then. If anything wrote it since, that PUT
+        one ``If-Match`` PUT (:meth:`_take_as_released`), reading nothing then; where there is none yet, with one
+        ``If-None-Match`` PUT. If anything wrote it since, that PUT
         fails and the commit reads it as without this. Best effort: never raises."""
         if self._seen is None:
             return
@@ -196,7 +198,9 @@ class CommitLease:
             log.debug("job %s: could not read the commit lease on %s ahead of its commit: %s", self.job_id,
                       self.dest, err)
             return
-        if seen is not None and seen[0] is not None and seen[0].holder is None:
+        if seen is None:  # none yet: the commit creates it (If-None-Match) without reading first
+            self._seen.put(self._endpoint, self.dest.bucket, self.key, SeenObjects.ABSENT, None)
+        elif seen[0] is not None and seen[0].holder is None:
             self._seen.put(self._endpoint, self.dest.bucket, self.key, seen[1].etag, seen[0])
 
     def _read(self) -> tuple[LeaseState | None, ObjectInfo, datetime] | None:

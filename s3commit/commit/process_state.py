@@ -42,6 +42,8 @@ class SeenObjects:
     ETag finds the same object: what it held need not be read again. Bounded (the oldest forgotten first)."""
 
     LIMIT = 1024
+    ABSENT = "(absent)"
+    """The ETag recorded for a key seen to hold no object (no ETag has this form)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str, str], tuple[str, Any]] = {}

@@ -267,27 +267,31 @@ def test_a_store_without_conditional_writes_gets_no_lease_warned_or_refused_when
     assert list_keys(s3_server.client(), bucket, "u/") == []
 
 
-def test_what_the_lease_adds_to_a_job_first_and_once_its_setup_read_it_free(s3_server, tmp_path):
+def test_what_the_lease_adds_to_a_commit_whose_setup_read_it_and_to_one_whose_process_did_not(s3_server, tmp_path):
     if not conditional(s3_server):
         pytest.skip("no lease on rclone")
     counts = {}
     for mode in ("on", "off"):
         # A destination each: on SeaweedFS the first job's emptied directory would cost the second's sweep a read.
         bucket = s3_server.create_bucket(f"lease-{uuid.uuid4().hex[:10]}")
-        for job in ("first", "next"):  # each in a process of its own: only its setup read the lease ahead
+        for job in ("first", "next", "elsewhere"):
             committer, message = one_file_job(s3_server, bucket, tmp_path, lease=mode, process=ProcessState())
+            if job == "elsewhere":  # committed by a process that did not set the job up: it remembers nothing
+                committer.process = ProcessState()
             before = sum(committer.store.counters.snapshot()["requests"].values())
             success = committer.commit_job([message])
             counts[mode, job] = sum(committer.store.counters.snapshot()["requests"].values()) - before
             # _SUCCESS counts the requests that took and renewed it; the release comes after _SUCCESS.
             assert success.metrics["committer_lease_requests"] == (0 if mode == "off" else
-                                                                   2 if job == "first" else 1)
-    # The first job's setup found no lease: its commit reads it (the GET), creates it (a PUT), frees it (a PUT), and
-    # lists the snapshot log again under it (what it read before it held the lease could have changed since).
-    assert counts["on", "first"] - counts["off", "first"] == 4
-    # The next job's setup read it free: its commit takes it with one If-Match PUT, frees it with another, and
-    # trusts the log as it read it before (nothing held the lease in between).
+                                                                   2 if job == "elsewhere" else 1)
+    # The setup read it (none yet; then free): the commit creates it with one If-None-Match PUT, or takes it with
+    # one If-Match PUT, frees it with another, and trusts the snapshot log as it read it before it held the lease
+    # (nothing held the lease in between).
+    assert counts["on", "first"] - counts["off", "first"] == 2
     assert counts["on", "next"] - counts["off", "next"] == 2
+    # Remembering nothing: it reads it (the GET), takes it (a PUT), frees it (a PUT), and lists the snapshot log
+    # again under it (what it read before it held the lease could have changed since).
+    assert counts["on", "elsewhere"] - counts["off", "elsewhere"] == 4
 
 
 def test_a_lease_remembered_free_is_taken_with_one_put_and_read_where_another_took_it_since(s3_server, tmp_path):
@@ -310,7 +314,7 @@ def test_a_lease_remembered_free_is_taken_with_one_put_and_read_where_another_to
         return one_file_job(s3_server, bucket, tmp_path, process=process, lease="on")
 
     first, _ = commit(job(here))
-    assert first == 2  # none yet: read, then created
+    assert first == 1  # none yet at setup: created with If-None-Match, nothing read
     again, sent = commit(job(here))
     assert again == 1  # taken as released: no read
     lease_gets = sent.get("GetObject", 0)
