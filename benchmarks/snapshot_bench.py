@@ -9,12 +9,14 @@ and the log read by s3commit with pyarrow's ``S3FileSystem`` for the files. Plan
 list is known (``.files``). Medians and paired ratios against the listing.
 
 ``commit``: a magic job commit of N files (an overwrite of as many old files) on S3Wire
-(:mod:`s3commit.testing.memory_wire`, ``s3-standard`` latencies, not throttled, no lease), each case in a process
-of its own, the uploads and pendingsets made in the model as :mod:`benchmarks.scale_bench` prepares them (not
-timed), three ways: to a plain destination; to a snapshot destination with every upload left to the job commit
+(:mod:`s3commit.testing.memory_wire`, ``s3-standard`` latencies, not throttled), each case in a process of its own,
+the uploads and pendingsets made in the model as :mod:`benchmarks.scale_bench` prepares them (not timed), three
+ways: to a plain destination; to a snapshot destination with every upload left to the job commit
 (``s3commit.snapshot.complete-at-task-commit=false``); and with the uploads completed by the task commits and marked
 in the pendingsets (the key's default: that work is the executors', in parallel, and not timed here). Timed: the
-driver's job commit.
+driver's job commit under the commit lease, as a driver that set the job up makes it (its setup read the lease,
+free, and the log's settings; not timed); where the tasks completed their uploads, from their task commit messages
+as the sidecar decodes them.
 
 ``peers`` (``--peers 100,1000``, only when asked): the same job commit through Spark, beside S3A's magic committer,
 on moto behind the simulator (``s3-standard``, checksums validated): :mod:`benchmarks.peers_bench`'s shapes
@@ -100,8 +102,10 @@ same, uploads completed at task commit."""
 def commit_case(files: int, variant: str) -> dict[str, Any]:
     from benchmarks.scale_bench import BUCKET, PROFILE, prepare
     from s3commit.commit.engine import CommitEngine
+    from s3commit.commit.lease import CommitLease
     from s3commit.commit.overwrite import OverwritePlan
-    from s3commit.commit.snapshots import enable
+    from s3commit.commit.process_state import ProcessState
+    from s3commit.commit.snapshots import SnapshotLog, enable
     from s3commit.config.options import CommitterOptions, RetryPolicy
     from s3commit.model.paths import JobLayout
     from s3commit.model.task_message import TaskCommitMessage, carried_pendingsets
@@ -119,8 +123,15 @@ def commit_case(files: int, variant: str) -> dict[str, Any]:
         enable(s3.store(), dest, retention=86400.0)
     wire = S3Wire(s3, profile=PROFILE)
     store = wire.store(retry=RetryPolicy())
+    # As the driver that set the job up holds them (not timed): the commit lease read at setup (free: the commit
+    # takes it with one PUT) and, on a snapshot destination, the log's settings.
+    seen = ProcessState().seen
+    lease = CommitLease(store, dest, job_id, seen=seen)
+    lease.remember()
+    SnapshotLog(store, dest, seen=seen).settings()
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
-                          options=CommitterOptions(journal=True))
+                          options=CommitterOptions(journal=True), lease=lease, seen=seen)
+    store.counters.reset()
     records = carried(s3, keys, job_id) if variant == "snapshot-task-commit" else None
     started = time.perf_counter()
     # Timed from the task commit messages as the sidecar receives them (decoded JSON), as the driver takes them.
