@@ -882,15 +882,16 @@ class CommitEngine:
         with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
             # Whether the destination keeps a snapshot log, and its latest entry: read while the lease is taken.
             # The log is enabled, disabled and written only under the lease, so what a read finds holds while the
-            # job holds it; this one came before, so it stands as it is only where the lease was taken as this
-            # process remembered it (nothing held it since: CommitLease.taken_as_remembered), and is otherwise
-            # confirmed under it by one listing, beside the journal.
+            # job holds it. This one comes before: it stands as it is only where the lease is then taken on the ETag
+            # this process remembered it free at before this read began (nothing held it since then:
+            # CommitLease.taken_as_remembered); otherwise one listing under the lease, beside the journal, confirms it.
+            remembered = self.lease.remembered()
             early = pool.submit(self._read_log, pool)
             self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
-            log_state = (pool.submit(self._confirm_log, early, pool)
-                         if self.lease.held and not self.lease.taken_as_remembered else early)
+            trusted = remembered is not None and self.lease.taken_as_remembered == remembered
+            log_state = pool.submit(self._confirm_log, early, pool) if self.lease.held and not trusted else early
             # A snapshot destination's new files, made while the log is confirmed and the journal written.
             added = pool.submit(self._added_files_early, early, keys)
             if self.options.journal:

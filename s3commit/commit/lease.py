@@ -99,9 +99,10 @@ class CommitLease:
         self.settled: list[str] = []
         """Jobs whose interrupted commit this lease's taker finished (recorded as committed at release)."""
         self.waited = 0.0
-        self.taken_as_remembered = False
-        """Taken with one ``If-Match`` PUT on the ETag this process remembered (:meth:`_take_as_released`): nothing
-        held it between then and now, so nothing a holder writes (the snapshot log) changed in between."""
+        self.taken_as_remembered: str | None = None
+        """The ETag this process remembered and took the lease on with one conditional PUT (:meth:`_take_as_released`;
+        :data:`SeenObjects.ABSENT` where it created it): nothing held it between the moment this process saw that
+        ETag (:meth:`remembered`) and now, so nothing a holder writes (the snapshot log) changed in between."""
         self.requests = 0
         """Requests this lease made (taking, reading, renewing, releasing)."""
         self._lost: str | None = None
@@ -179,10 +180,18 @@ class CommitLease:
         self._seen.forget(self._endpoint, self.dest.bucket, self.key)  # tried once: the loop reads from here on
         etag, released = known
         if etag == SeenObjects.ABSENT:  # read at setup, there was none: created as the first commit does
-            self.taken_as_remembered = self._create()
+            taken = self._create()
         else:
-            self.taken_as_remembered = self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
-        return self.taken_as_remembered
+            taken = self._replace(released, ObjectInfo(key=self.key, size=-1, etag=etag))
+        self.taken_as_remembered = etag if taken else None
+        return taken
+
+    def remembered(self) -> str | None:
+        """The ETag this process remembers the lease free at (:data:`SeenObjects.ABSENT`: none there), if any: a
+        caller that reads what the lease guards before taking it notes this first, and trusts that read where the
+        lease is then taken on this very ETag (:attr:`taken_as_remembered`)."""
+        known = self._seen.get(self._endpoint, self.dest.bucket, self.key) if self._seen is not None else None
+        return known[0] if known is not None else None
 
     def remember(self) -> None:
         """Read the lease ahead of taking it (a job's setup, beside its other requests): where it is free, this
@@ -376,13 +385,16 @@ class NoLease:
     """What a job holds where it takes no lease (``off``, or ``auto`` on a store without conditional writes)."""
 
     held = False
-    taken_as_remembered = False
+    taken_as_remembered = None
     requests = 0
     waited = 0.0
     taken_over = None
 
     def acquire(self) -> NoLease:
         return self
+
+    def remembered(self) -> str | None:
+        return None
 
     def check(self) -> None:
         """Nothing to lose."""

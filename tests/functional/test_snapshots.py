@@ -329,3 +329,62 @@ def test_a_driver_reads_the_settings_once_while_their_etag_stays_the_same(s3):
     assert settings_reads({"p=3/a": b"3"}) == 1
     assert SnapshotLog(s3.store(), URI).state().settings.retention == 60
     assert sorted(current(s3)) == ["p=0/a", "p=1/a", "p=2/a", "p=3/a"]
+
+
+def test_a_log_read_before_the_lease_is_confirmed_when_another_commit_of_this_process_came_between(s3, monkeypatch):
+    """A commit reads the log while it takes the lease, and trusts that read only where it takes the lease on the
+    ETag this process remembered before the read began. Here another job of the same driver process commits in
+    between (after this commit's read, before its lease): it frees the lease at a new ETag, which this commit takes
+    with one PUT, but its read is stale; confirmed under the lease, it publishes after the other job's snapshot."""
+    import threading
+
+    from s3commit.commit.lease import CommitLease
+    from s3commit.testing.memory import Request
+
+    write(s3, {"p=0/a": b"a0"})
+    s3commit.enable_snapshots(DEST, store=s3.store())
+    driver = ProcessState()
+    listed, other_done = threading.Event(), threading.Event()
+
+    def notice(request: Request) -> None:
+        if request.operation == "list_objects_v2" and request.key == "t/_spark_metadata/":
+            listed.set()
+        return None
+
+    def job(files: dict[str, bytes], store: s3commit.S3Store) -> tuple[Any, Any]:
+        opts = CommitterOptions(threads=4)
+        committer = create_committer("magic", DEST, job_id=str(uuid.uuid4()), store=store, options=opts,
+                                     process=driver)
+        committer.setup_job()  # reads the lease free: this process remembers its ETag
+        executor = create_committer("magic", DEST, job_id=committer.job_id, store=s3.store(), options=opts,
+                                    process=ProcessState())
+        attempt = executor.setup_task(executor.new_task_attempt_id(0))
+        for relative, body in files.items():
+            with attempt.open(relative) as out:
+                out.write(body)
+        return committer, executor.commit_task(attempt)
+
+    late, late_message = job({"p=1/late": b"l"}, s3.store(fail=notice))
+    other, other_message = job({"p=2/other": b"o"}, s3.store())
+    acquire = CommitLease.acquire
+
+    def acquire_after_the_other(self: CommitLease) -> CommitLease:
+        if self.job_id == late.job_id:
+            assert other_done.wait(30)
+        return acquire(self)
+
+    monkeypatch.setattr(CommitLease, "acquire", acquire_after_the_other)
+
+    def commit_other() -> None:
+        assert listed.wait(30)  # the late job's log read is answered first
+        other.commit_job([other_message])
+        other_done.set()
+
+    thread = threading.Thread(target=commit_other)
+    thread.start()
+    success = late.commit_job([late_message])
+    thread.join()
+    assert success.metrics["committer_lease_requests"] == 1  # taken with one PUT, on the other job's release
+    assert [i for i, _ in SnapshotLog(s3.store(), URI).state().entries] == [0, 1, 2]
+    assert success.metrics["committer_snapshot"] == 2
+    assert current(s3) == {"p=0/a": b"a0", "p=1/late": b"l", "p=2/other": b"o"}
