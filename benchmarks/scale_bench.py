@@ -16,6 +16,13 @@ commit less the store's own (the wire's answers, measured by ``benchmarks/fast_s
 request): reported as Completes per CPU-second of the whole process, which bounds the commit when it is lower than
 the rate the floor allows.
 
+With ``--lean`` (``s3commit.store.lean-requests``) the case runs as a user's commit with that setting runs: the
+store (the same S3Wire, on a loopback socket: :class:`~s3commit.testing.memory_wire.WireListener`) in a child process
+of its own, this process the client alone, its Completes sent from one event loop on connections of its own
+(``UploadRequests.complete_many``) and its other requests by botocore over HTTP; the client's CPU (this process's)
+and the store's (the child's) are reported apart, with the phases' durations (``load``: the pendingsets read and
+checked before the first Complete).
+
     python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean] [--out results.json]
 """
 
@@ -36,9 +43,10 @@ from s3commit.config.options import CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
+from s3commit.store.s3store import S3Store
 from s3commit.testing._sim.classify import S3Operation
 from s3commit.testing._sim.profiles import ThrottleSpec, get_profile
-from s3commit.testing.memory import MemoryS3
+from s3commit.testing.memory import MemoryS3, aws_capabilities
 from s3commit.testing.memory_wire import S3Wire
 
 BUCKET = "scale"
@@ -83,7 +91,9 @@ def floor_seconds(files: int, *, old: int, rate: float | None, in_flight: int) -
     return max(by_latency, by_rate)
 
 
-def run_case(files: int, *, rate: float | None, overwrite: bool, lean: bool = False) -> dict[str, Any]:
+def run_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str, Any]:
+    """A case whose Completes botocore sends from a thread each, over S3Wire in this process."""
+    lean = False
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
     job_id = str(uuid.uuid4())
@@ -115,6 +125,78 @@ def run_case(files: int, *, rate: float | None, overwrite: bool, lean: bool = Fa
         "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "partitions_split": len(wire.throttle.splits(BUCKET)) if wire.throttle is not None else 0,
+    }
+
+
+def serve_case(files: int, *, rate: float | None, overwrite: bool) -> None:
+    """The store of a ``--lean`` case, in this process (the child of :func:`run_served_case`): the job prepared in
+    the model, the wire listening on a loopback socket; one JSON line when ready (endpoint, job, pendingsets), and
+    one more, what the commit left and this process's CPU, once the parent writes a line to stdin."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    job_id = str(uuid.uuid4())
+    dest = S3Uri(BUCKET, "table")
+    keys = prepare(s3, dest, JobLayout(dest.key, job_id), job_id, files, old=files if overwrite else 0)
+    wire = S3Wire(s3, profile=PROFILE, throttle=ThrottleSpec(writes_per_second=rate) if rate else None)
+    url = wire.listen()
+    cpu, logged = time.process_time(), len(s3.log)
+    print(json.dumps({"url": url, "job_id": job_id, "keys": keys}), flush=True)
+    sys.stdin.readline()
+    visible = s3.objects(BUCKET, f"{dest.key}/")
+    committed = sum(1 for k in visible if "/part-" in k)
+    exact = committed == files and not any("/old-" in k for k in visible if overwrite) and not s3.uploads(BUCKET)
+    print(json.dumps({"exact": exact, "store_cpu_seconds": round(time.process_time() - cpu, 3),
+                      "store_requests": len(s3.log) - logged, "slowdowns_answered": sum(wire.throttled.values()),
+                      "partitions_split": len(wire.throttle.splits(BUCKET)) if wire.throttle is not None else 0,
+                      "store_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}),
+          flush=True)
+    wire.close()
+
+
+def run_served_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str, Any]:
+    """A ``--lean`` case: the store in a child process (:func:`serve_case`) on a socket, this process the client
+    alone: its Completes sent by the lean path from one event loop (``UploadRequests.complete_many``), everything
+    else by botocore over HTTP. The client's CPU is this process's; the store's is reported beside it."""
+    case = f"{files},{rate or 0},{int(overwrite)},1"
+    child = subprocess.Popen([sys.executable, "-m", "benchmarks.scale_bench", "--serve", case],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdin is not None and child.stdout is not None
+    try:
+        ready = json.loads(child.stdout.readline())
+        url, job_id = ready["url"], ready["job_id"]
+        options = StoreOptions(endpoint_url=url, region="us-east-1", path_style=True, access_key="memory",
+                               secret_key="memory-secret", use_ssl=False, lean_requests=True, retry=RetryPolicy())
+        store = S3Store(options)
+        store.capabilities[BUCKET] = aws_capabilities(BUCKET, endpoint=url, conditional=True)
+        dest = S3Uri(BUCKET, "table")
+        engine = CommitEngine(store, dest=dest, layout=JobLayout(dest.key, job_id), job_id=job_id,
+                              committer="magic", options=CommitterOptions(journal=True))
+        plan = OverwritePlan(delete_paths=("",)) if overwrite else OverwritePlan()
+        started, cpu = time.perf_counter(), time.process_time()
+        success = engine.run(ready["keys"], plan)
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+        child.stdin.write("check\n")
+        child.stdin.flush()
+        found = json.loads(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+    old = files if overwrite else 0
+    floor = floor_seconds(files, old=old, rate=rate, in_flight=options.concurrency_max)
+    metrics, counted = success.metrics, store.counters.snapshot()
+    return {
+        "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": True, "exact": found["exact"],
+        "seconds": round(seconds, 3), "floor_seconds": round(floor, 3), "ratio": round(seconds / floor, 2),
+        "cpu_seconds": round(cpu_seconds, 3), "completes_per_cpu_second": round(files / cpu_seconds),
+        "store_cpu_seconds": found["store_cpu_seconds"],
+        "store_answers_per_cpu_second": round(found["store_requests"] / max(found["store_cpu_seconds"], 1e-9)),
+        "requests": counted["total_requests"], "slowdowns_answered": found["slowdowns_answered"],
+        "failures": sum(counted["failures"].values()), "retries": sum(counted["retries"].values()),
+        "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "store_peak_rss_mib": found["store_peak_rss_mib"], "partitions_split": found["partitions_split"],
+        "over": "socket", "durations_ms": {k[len("duration_"):-3]: v for k, v in metrics.items()
+                                           if k.startswith("duration_")},
     }
 
 
@@ -183,12 +265,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="also an overwrite deleting as many old files")
     parser.add_argument("--rate", type=float, default=3500.0, help="the throttle's writes a second per prefix")
     parser.add_argument("--lean", action="store_true", help="Completes by the lean path (s3commit.store.lean-requests)")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)  # the store of a --lean case, in this process
     parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean: one case, in this process
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.serve:
+        files, throttled, overwrite, _ = args.serve.split(",")
+        serve_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
+        return 0
     if args.case:
         files, throttled, overwrite, lean = args.case.split(",")
-        result = run_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1", lean=lean == "1")
+        case = run_served_case if lean == "1" else run_case
+        result = case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         print(json.dumps(result))
         return 0
     throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]

@@ -82,7 +82,7 @@ from s3commit.commit.snapshots import (
     vacuum,
     write_manifests,
 )
-from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, revert_upload_quietly
+from s3commit.commit.upload_actions import abort_upload_quietly, commit_upload, complete_call, revert_upload_quietly
 from s3commit.commit.validate_output import validate_committed
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import (
@@ -108,6 +108,7 @@ from s3commit.model.snapshot_log import SETTINGS_NAME, Snapshot, SnapshotFile, S
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
+from s3commit.store.uploads import CompleteCall
 from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, resolved, run_each, window_for
 
 if TYPE_CHECKING:
@@ -350,21 +351,35 @@ class CommitEngine:
         self.lease.check()
         try:
             commit_upload(self.store, commit, if_none_match=if_none_match)
-        except CompletionUnknownError:
-            with self._lock:  # the roll-back resolves it before it decides (it may have been completed)
-                self._uncertain[commit.destination_key] = commit.upload_id
-            raise
-        except PreconditionFailedError as err:
-            raise CommitConflictError(f"{commit.dest_uri} appeared after the job's conflict check (another writer "
-                                      "made it): it is not replaced") from err
-        with self._lock:
-            self._committed[commit.destination_key] = commit.upload_id
-            self.stats.completed += 1
+        except (CompletionUnknownError, PreconditionFailedError) as err:
+            error = self._completion_error(commit, err)
+            if error is err:
+                raise
+            raise error from err
+        self._completed(commit)
         if self.options.validate_output:  # a mismatch fails complete_all: the job then rolls back
             verified = validate_committed(self.store, commit)
             with self._lock:
                 self.stats.validated += 1
                 self.stats.checksums_verified += verified
+
+    def _completed(self, commit: PendingUpload, _etag: str = "") -> None:
+        with self._lock:
+            self._committed[commit.destination_key] = commit.upload_id
+            self.stats.completed += 1
+
+    def _completion_error(self, commit: PendingUpload, err: BaseException) -> BaseException:
+        """What a Complete's failure fails the commit with: an unknown outcome is noted (the roll-back resolves it
+        before it decides: it may have been completed); a key that appeared is a conflict."""
+        if isinstance(err, CompletionUnknownError):
+            with self._lock:
+                self._uncertain[commit.destination_key] = commit.upload_id
+        elif isinstance(err, PreconditionFailedError):
+            conflict = CommitConflictError(f"{commit.dest_uri} appeared after the job's conflict check (another "
+                                           "writer made it): it is not replaced")
+            conflict.__cause__ = err
+            return conflict
+        return err
 
     def completes_in_flight(self) -> int:
         """How many Completes the commit keeps in flight: ``fs.s3a.committer.threads`` where a user chose it (any
@@ -406,13 +421,28 @@ class CommitEngine:
                             lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(in_flight), stop_on_failure=True)
 
-        if in_flight == self.options.pool_size:
+        if not self.options.rate_limit and not self.options.validate_output \
+                and self.store.uploads.can_complete_many(self.dest.bucket):
+            failures = self._complete_many(keys, if_none_match, in_flight)
+        elif in_flight == self.options.pool_size:
             failures = complete_on(pool)
         else:  # threads are started as Completes are queued: a small job starts no more than it has files
             with ThreadPoolExecutor(in_flight, thread_name_prefix=f"s3commit-complete-{self.job_id[:8]}") as own:
                 failures = complete_on(own)
         if failures:
             raise failures[0].error
+
+    def _complete_many(self, keys: Sequence[str], if_none_match: bool, most: int) -> list[Failure[PendingUpload]]:
+        """Every upload completed from one event loop (:meth:`~s3commit.store.uploads.UploadRequests.complete_many`:
+        the lean path on connections of its own, no thread per Complete in flight), ``most`` in flight at most."""
+        def calls() -> Iterator[tuple[PendingUpload, CompleteCall]]:
+            for commit in self._still_pending(keys):
+                self.lease.check()
+                yield commit, complete_call(commit, if_none_match=if_none_match)
+
+        cap = most if most != self.store.options.concurrency_max else None
+        failed = self.store.uploads.complete_many(calls(), done=self._completed, most=cap)
+        return [Failure(commit, self._completion_error(commit, err)) for commit, err in failed]
 
     def _still_pending(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
         """The uploads to complete: those a task commit completed already (a snapshot destination) are counted as

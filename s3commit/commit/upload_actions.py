@@ -14,19 +14,28 @@ from s3commit.errors import S3CommitError, short_upload_id
 from s3commit.model import checksums
 from s3commit.model.manifests import PendingUpload
 from s3commit.store.s3store import S3Store
+from s3commit.store.uploads import CompleteCall
 
 log = logging.getLogger(__name__)
 
 
-def commit_upload(store: S3Store, pending: PendingUpload, *, if_none_match: bool = False) -> str:
-    """Complete one pending upload (idempotent: an already-completed one counts as done), naming the part
-    checksums its ``.pending`` records, so that a server that validates refuses parts that are not those.
-    ``if_none_match``: only if no object is at the key (``PreconditionFailedError`` otherwise)."""
+def complete_call(pending: PendingUpload, *, if_none_match: bool = False) -> CompleteCall:
+    """The Complete of one pending upload, naming the part checksums its ``.pending`` records, so that a server
+    that validates refuses parts that are not those. ``if_none_match``: only if no object is at the key."""
     algorithm, part_checksums = checksums.recorded(pending.extra_data, pending.part_count, pending.filename)
-    return store.uploads.complete_multipart_upload(pending.bucket, pending.destination_key, pending.upload_id,
-                                                   pending.etags, expected_length=pending.length,
-                                                   created_ms=pending.created, checksum_algorithm=algorithm,
-                                                   part_checksums=part_checksums, if_none_match=if_none_match)
+    return CompleteCall(pending.bucket, pending.destination_key, pending.upload_id, tuple(pending.etags),
+                        expected_length=pending.length, if_none_match=if_none_match, created_ms=pending.created,
+                        checksum_algorithm=algorithm, part_checksums=tuple(part_checksums))
+
+
+def commit_upload(store: S3Store, pending: PendingUpload, *, if_none_match: bool = False) -> str:
+    """Complete one pending upload (idempotent: an already-completed one counts as done; :func:`complete_call`).
+    ``if_none_match``: only if no object is at the key (``PreconditionFailedError`` otherwise)."""
+    call = complete_call(pending, if_none_match=if_none_match)
+    return store.uploads.complete_multipart_upload(call.bucket, call.key, call.upload_id, call.etags,
+                                                   expected_length=call.expected_length, created_ms=call.created_ms,
+                                                   checksum_algorithm=call.checksum_algorithm,
+                                                   part_checksums=call.part_checksums, if_none_match=if_none_match)
 
 
 def abort_upload_quietly(store: S3Store, bucket: str, key: str, upload_id: str) -> bool:

@@ -136,6 +136,19 @@ class ConcurrencyLimit:
                 self._saturated = True
             return self._generation
 
+    def try_acquire(self) -> int | None:
+        """Take a slot if one is free (its generation, for :meth:`release`), else None at once: for a caller that
+        waits for slots its own way (an event loop, which must not block)."""
+        with self._free:
+            if self.in_flight >= self.limit:
+                self._saturated = True
+                return None
+            self.in_flight += 1
+            self._attempts += 1
+            if self.in_flight >= self.limit:
+                self._saturated = True
+            return self._generation
+
     def release(self, generation: int, *, throttled: bool) -> None:
         """Free the slot taken at ``generation``; ``throttled``: the attempt was answered with a throttle."""
         with self._free:

@@ -34,8 +34,10 @@ Complete carries (no SSE-C, no requester pays).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -53,6 +55,9 @@ _S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 _SIGNERS = ("s3v4", "v4", SIGNATURE_VERSION)
 """The client's signature versions that are plain SigV4 (what this module signs)."""
 _KEYS_KEPT = 16
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9/_.~-]*")
+"""A key that percent-encoding leaves as it is (``quote(key, safe="/~")``): most are, and quoting costs per byte."""
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]*")
 
 
 class Target:
@@ -94,6 +99,20 @@ def complete_body(parts: Sequence[dict[str, Any]]) -> bytes:
     return f'<CompleteMultipartUpload xmlns="{_S3_NAMESPACE}">{inner}</CompleteMultipartUpload>'.encode()
 
 
+class Prepared:
+    """One Complete, built and signed: its :class:`Target`, the path and query (``target.path`` included), the
+    headers in the order sent (``Host`` is the transport's: ``target.host``), and the body."""
+
+    __slots__ = ("body", "headers", "path_query", "target")
+
+    def __init__(self, target: Target, path_query: str, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.target, self.path_query, self.headers, self.body = target, path_query, headers, body
+
+    @property
+    def url(self) -> str:
+        return f"{self.target.base}{self.path_query[len(self.target.path):]}"
+
+
 class LeanCompletes:
     """Completes sent by s3commit (see the module); one per store, safe across threads. ``clock``: seconds since
     the epoch (the signature's time)."""
@@ -114,6 +133,10 @@ class LeanCompletes:
         if not self._usable or moto_inprocess.answered_here(client):
             return False
         return self._target(client, bucket) is not None
+
+    def target(self, bucket: str) -> Target | None:
+        """Where ``bucket``'s Completes go, once :meth:`usable` said yes for it (else None)."""
+        return self._targets.get(bucket)
 
     def _target(self, client: Any, bucket: str) -> Target | None:
         try:
@@ -138,11 +161,23 @@ class LeanCompletes:
         botocore's ``ClientError`` or connection error."""
         from botocore.awsrequest import AWSPreparedRequest, HeadersDict
 
+        request = self.prepare(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
+        headers = HeadersDict()
+        for name, value in request.headers:
+            headers[name] = value
+        prepared = AWSPreparedRequest("POST", request.url, headers, request.body, False)
+        response = client._endpoint.http_session.send(prepared)
+        return answer_of(response.status_code, response.headers, response.content)
+
+    def prepare(self, client: Any, bucket: str, key: str, upload_id: str, parts: Sequence[dict[str, Any]], *,
+                if_none_match: bool = False) -> Prepared:
+        """The Complete's request, built and signed (call :meth:`usable` first): what :meth:`complete` sends through
+        the client's session, and :mod:`s3commit.store.lean_http` on connections of its own."""
         target = self._targets[bucket]
         assert target is not None
         credentials = client._request_signer._credentials.get_frozen_credentials()
-        path = "/" + quote(key, safe="/~")
-        query = "uploadId=" + quote(upload_id, safe="-_.~")
+        path = "/" + _quoted_key(key)
+        query = "uploadId=" + (upload_id if _PLAIN_ID.fullmatch(upload_id) else quote(upload_id, safe="-_.~"))
         body = complete_body(parts)
         payload = hashlib.sha256(body).hexdigest()
         now = time.gmtime(self._clock())
@@ -161,20 +196,14 @@ class LeanCompletes:
         to_sign = f"{ALGORITHM}\n{stamp}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         signature = hmac.new(self._key(credentials.secret_key, day, target.region, target.service),
                              to_sign.encode(), hashlib.sha256).hexdigest()
-        headers = HeadersDict()
-        if if_none_match:
-            headers["If-None-Match"] = "*"
-        headers["User-Agent"] = self.user_agent
-        headers["X-Amz-Date"] = stamp
-        headers["X-Amz-Content-SHA256"] = payload
+        headers = [("If-None-Match", "*")] if if_none_match else []
+        headers += [("User-Agent", self.user_agent), ("X-Amz-Date", stamp), ("X-Amz-Content-SHA256", payload)]
         if credentials.token:
-            headers["X-Amz-Security-Token"] = credentials.token
-        headers["Authorization"] = (f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
-                                    f"SignedHeaders={signed_names}, Signature={signature}")
-        headers["Content-Length"] = str(len(body))
-        request = AWSPreparedRequest("POST", f"{target.base}{path}?{query}", headers, body, False)
-        response = client._endpoint.http_session.send(request)
-        return answer_of(response.status_code, response.headers, response.content)
+            headers.append(("X-Amz-Security-Token", credentials.token))
+        headers.append(("Authorization", f"{ALGORITHM} Credential={credentials.access_key}/{scope}, "
+                                         f"SignedHeaders={signed_names}, Signature={signature}"))
+        headers.append(("Content-Length", str(len(body))))
+        return Prepared(target, f"{target.path}{path}?{query}", headers, body)
 
     def _key(self, secret: str, day: str, region: str, service: str) -> bytes:
         """SigV4's derived signing key, kept per (secret, day, region, service)."""
@@ -188,6 +217,19 @@ class LeanCompletes:
                     self._keys.clear()
                 self._keys[(secret, day, region, service)] = found
         return found
+
+
+def _quoted_key(key: str) -> str:
+    """``quote(key, safe="/~")``, as botocore encodes a key into the path: a key's directory is quoted once (the
+    files of a job share a few: ``day=1/``), its name only where it is not plain."""
+    folder, slash, name = key.rpartition("/")
+    return (_quoted_folder(folder) + slash if slash else "") + (
+        name if _PLAIN_KEY.fullmatch(name) else quote(name, safe="/~"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _quoted_folder(folder: str) -> str:
+    return quote(folder, safe="/~")
 
 
 def _hmac(key: bytes, text: str) -> bytes:

@@ -9,32 +9,52 @@ Every request declares its :class:`~s3commit.store.retry.Retry` and is sent thro
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from s3commit.errors import (
     ChecksumMismatchError,
     CompletionUnknownError,
+    EndpointUnreachableError,
     NoSuchUploadError,
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    ThrottledError,
     TransientError,
     short_upload_id,
+    translate_client_error,
 )
 from s3commit.model.checksums import Sending, SentPart, complete_parts
 from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
-from s3commit.store.lean_complete import LeanCompletes
+from s3commit.store.concurrency import ConcurrencyLimit
+from s3commit.store.lean_complete import LeanCompletes, answer_of
+from s3commit.store.lean_http import Connections, Origin, Unanswered, settings_of
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at
 from s3commit.store.retry import Attempts, Retry
 
 log = logging.getLogger(__name__)
+
+Tag = TypeVar("Tag")
+COMPLETE = "CompleteMultipartUpload"
+SETTLERS = 32
+"""Threads that settle the Completes :meth:`UploadRequests.complete_many` does not settle at once (retries,
+read-backs): few are needed while a store answers, and each waits in its own retry loop."""
+CALLS_AHEAD = 1024
+"""Calls read ahead of the loop that sends them (:meth:`UploadRequests.complete_many`)."""
+POLL_SECONDS = 0.005
+"""How often a loop waiting for a slot looks again when none of its own requests ended (another thread's may
+have: the limit is the process's)."""
 
 
 class UploadRequests(RequestGroup):
@@ -106,7 +126,7 @@ class UploadRequests(RequestGroup):
     def complete_multipart_upload(
         self, bucket: str, key: str, upload_id: str, etags: Sequence[str], *, expected_length: int | None = None,
         if_none_match: bool = False, created_ms: int = 0, checksum_algorithm: str | None = None,
-        part_checksums: Sequence[str] = (),
+        part_checksums: Sequence[str] = (), attempts: Attempts | None = None,
     ) -> str:
         """Complete an upload from its ordered part ETags; returns the object's ETag.
 
@@ -116,15 +136,20 @@ class UploadRequests(RequestGroup):
         ETag cannot be predicted): if it is this upload's, the completion happened and counts as done. With
         ``if_none_match`` the object must not exist yet (``If-None-Match: *``): a key that exists with other
         content raises :class:`PreconditionFailedError`. ``created_ms``: when the upload was started.
+        ``attempts``: what earlier attempts of this Complete did (:meth:`complete_many` hands one on).
         """
-        parts = complete_parts(etags, checksum_algorithm, part_checksums)
-        extra = {"IfNoneMatch": "*"} if if_none_match else {}
-        attempts = Attempts()
+        call = CompleteCall(bucket, key, upload_id, tuple(etags), expected_length=expected_length,
+                            if_none_match=if_none_match, created_ms=created_ms,
+                            checksum_algorithm=checksum_algorithm, part_checksums=tuple(part_checksums))
+        parts = call.parts()
+        attempts = attempts if attempts is not None else Attempts()
         client, lean = self.client, self.lean
         if lean is not None and lean.usable(client, bucket):
             def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
                 return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
         else:
+            extra = {"IfNoneMatch": "*"} if if_none_match else {}
+
             def send() -> Any:
                 return client.complete_multipart_upload(
                     Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra)
@@ -134,20 +159,68 @@ class UploadRequests(RequestGroup):
                 retry=Retry.VERIFIED, attempts=attempts, bucket=bucket, key=key, upload_id=upload_id,
             )
         except (NoSuchUploadError, TransientError, PreconditionFailedError) as err:
-            if isinstance(err, PreconditionFailedError) and not attempts.ambiguous:
-                raise  # no attempt can have completed it: the object there is someone else's
-            try:
-                done = self.completed_object(bucket, key, etags, length=expected_length, created_ms=created_ms)
-            except StoreError as unread:
-                raise CompletionUnknownError(
-                    f"the Complete may have taken effect ({err.code or type(err).__name__}), and the object could not "
-                    f"be read back to tell: {unread}", operation="CompleteMultipartUpload", bucket=bucket, key=key,
-                    upload_id=upload_id, code="CompletionUnknown", attempts=attempts.made) from err
-            if done is None:
-                raise
-            err.__suppress_context__ = True
-            return done.etag
+            return self._settled(call, err, attempts)
         return str(response.get("ETag", ""))
+
+    def _settled(self, call: CompleteCall, err: StoreError, attempts: Attempts) -> str:
+        """The ETag of the object ``call``'s upload completed to, where ``err`` (NoSuchUpload, a transient failure
+        or a 412) may hide an earlier attempt's success and the object shows one; else ``err`` raised."""
+        if isinstance(err, PreconditionFailedError) and not attempts.ambiguous:
+            raise err  # no attempt can have completed it: the object there is someone else's
+        try:
+            done = self.completed_object(call.bucket, call.key, call.etags, length=call.expected_length,
+                                         created_ms=call.created_ms)
+        except StoreError as unread:
+            raise CompletionUnknownError(
+                f"the Complete may have taken effect ({err.code or type(err).__name__}), and the object could not "
+                f"be read back to tell: {unread}", operation="CompleteMultipartUpload", bucket=call.bucket,
+                key=call.key, upload_id=call.upload_id, code="CompletionUnknown", attempts=attempts.made) from err
+        if done is None:
+            raise err
+        err.__suppress_context__ = True
+        return done.etag
+
+    # --- many Completes from one thread -------------------------------------------------------------------------
+
+    def can_complete_many(self, bucket: str) -> bool:
+        """Whether :meth:`complete_many` sends ``bucket``'s Completes on connections of its own (the lean path,
+        ``s3commit.store.lean-requests``, on plain HTTP(S): :mod:`s3commit.store.lean_http`)."""
+        client, lean = self.client, self.lean
+        if lean is None or not lean.usable(client, bucket):
+            return False
+        target = lean.target(bucket)
+        return target is not None and settings_of(client, target.base) is not None
+
+    def complete_many(self, calls: Iterable[tuple[Tag, CompleteCall]], *, done: Callable[[Tag, str], None],
+                      most: int | None = None, stop_on_failure: bool = True,
+                      settlers: int = SETTLERS) -> list[tuple[Tag, BaseException]]:
+        """Complete every upload of ``calls`` (``(tag, call)`` pairs, read as they are sent), as many in flight as
+        the adaptive limit of each call's prefix allows (:mod:`s3commit.store.concurrency`, shared with every other
+        request of the process), from one event loop (:mod:`s3commit.store.lean_http`; see
+        :meth:`can_complete_many`, which must hold for every call's bucket). ``done(tag, etag)`` is called for each
+        upload completed (from the loop's thread or a settler's). ``most``: a cap of this call's own on the Completes
+        in flight (a user's ``fs.s3a.committer.threads``), below the limit's.
+
+        Each call is one attempt where it succeeds, as :meth:`complete_multipart_upload`'s first would be (counted
+        the same); a call it does not settle at once goes on in :meth:`complete_multipart_upload` on one of
+        ``settlers`` threads, with what its first attempt did: a throttled, transient or lost answer is retried
+        there under the store's policy, NoSuchUpload and an ambiguous 412 are read back, so that the outcome of
+        every call is the outcome it has one at a time. A definite refusal (403, 400, a 412 after a clean attempt)
+        is not sent again. Returns the failures, ``(tag, error)``, in the order they happened; with
+        ``stop_on_failure`` the first stops calls not yet sent (those in flight end). An exception raised by
+        ``calls`` itself is raised once those in flight end."""
+        work = _Many(self, calls, done, stop_on_failure, most)
+        with ThreadPoolExecutor(settlers, thread_name_prefix="s3commit-settle") as settle:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                asyncio.run(work.run(settle))
+            else:  # this thread runs a loop already (a caller's asyncio): another thread runs ours
+                with ThreadPoolExecutor(1, thread_name_prefix="s3commit-complete-loop") as own:
+                    own.submit(asyncio.run, work.run(settle)).result()
+        if work.raised is not None:
+            raise work.raised
+        return work.failures
 
     def completed_object(self, bucket: str, key: str, etags: Sequence[str], *, length: int | None = None,
                          created_ms: int = 0) -> ObjectInfo | None:
@@ -207,3 +280,159 @@ class UploadRequests(RequestGroup):
                             "server cannot page this listing, uploads past this page are not listed",
                             bucket, prefix)
                 return
+
+
+
+@dataclass(frozen=True)
+class CompleteCall:
+    """One upload to complete, as :meth:`UploadRequests.complete_multipart_upload` takes it."""
+
+    bucket: str
+    key: str
+    upload_id: str
+    etags: tuple[str, ...]
+    expected_length: int | None = None
+    if_none_match: bool = False
+    created_ms: int = 0
+    checksum_algorithm: str | None = None
+    part_checksums: tuple[str, ...] = ()
+
+    def parts(self) -> list[dict[str, Any]]:
+        return complete_parts(self.etags, self.checksum_algorithm, self.part_checksums)
+
+
+class _Many:
+    """One :meth:`UploadRequests.complete_many`: the loop's side."""
+
+    def __init__(self, uploads: UploadRequests, calls: Iterable[tuple[Any, CompleteCall]],
+                 done: Callable[[Any, str], None], stop_on_failure: bool, most: int | None) -> None:
+        self.uploads, self.calls, self.done, self.stop_on_failure = uploads, calls, done, stop_on_failure
+        self.most = most
+        self.failures: list[tuple[Any, BaseException]] = []
+        self.raised: BaseException | None = None
+        self.stopped = False
+
+    async def run(self, settle: ThreadPoolExecutor) -> None:
+        uploads = self.uploads
+        lean, client = uploads.lean, uploads.client
+        assert lean is not None
+        requests, counters = uploads.requests, uploads.counters
+        loop = asyncio.get_running_loop()
+        connections: Connections | None = None
+        origins: dict[str, tuple[Origin, str]] = {}
+        in_flight: set[asyncio.Future[None]] = set()
+        freed = asyncio.Event()
+
+        async def one(tag: Any, call: CompleteCall, limit: ConcurrencyLimit, generation: int) -> None:
+            attempts = Attempts(made=1, first_sent=time.monotonic())
+            error: StoreError | None = None
+            etag = ""
+            try:
+                prepared = lean.prepare(client, call.bucket, call.key, call.upload_id, call.parts(),
+                                        if_none_match=call.if_none_match)
+                origin, host = origins[call.bucket]
+                assert connections is not None
+                answer = await connections.send(origin, host, "POST", prepared.path_query, prepared.headers,
+                                                prepared.body)
+                etag = str(answer_of(answer.status, answer.headers, answer.body)["ETag"])
+            except Unanswered as err:
+                error = (TransientError if err.sent else EndpointUnreachableError)(
+                    str(err), operation=COMPLETE, bucket=call.bucket, key=call.key, upload_id=call.upload_id,
+                    code="ConnectionLost" if err.sent else "ConnectionRefused")
+            except Exception as err:  # botocore's ClientError of the answer: translated once, as the store does
+                error = translate_client_error(err, operation=COMPLETE, bucket=call.bucket, key=call.key,
+                                               upload_id=call.upload_id)
+            finally:
+                throttled = isinstance(error, ThrottledError)
+                if throttled:
+                    counters.add("throttles", COMPLETE)
+                limit.release(generation, throttled=throttled)
+                freed.set()
+            if error is None:
+                self.done(tag, etag)
+                return
+            attempts.failed(error)
+            try:
+                etag = await loop.run_in_executor(settle, self._settle, call, error, attempts)
+            except BaseException as err:
+                self.failures.append((tag, err))
+                if self.stop_on_failure:
+                    self.stopped = True
+                return
+            self.done(tag, etag)
+
+        ahead: asyncio.Queue[tuple[Any, CompleteCall] | None] = asyncio.Queue()
+        room = threading.Semaphore(CALLS_AHEAD)
+        threading.Thread(target=self._read, args=(loop, ahead, room), name="s3commit-complete-calls",
+                         daemon=True).start()
+        try:
+            while (item := await ahead.get()) is not None:
+                room.release()
+                if self.stopped:
+                    continue  # (read to the end: the reader stops at its next call)
+                tag, call = item
+                if call.bucket not in origins:
+                    target = lean.target(call.bucket) if lean.usable(client, call.bucket) else None
+                    settings = settings_of(client, target.base) if target is not None else None
+                    if target is None or settings is None:
+                        raise ValueError(f"the Completes of bucket {call.bucket} cannot be sent on connections of "
+                                         "s3commit's own (UploadRequests.can_complete_many)")
+                    origins[call.bucket] = (Origin.of(target.base), target.host)
+                    connections = connections or Connections(settings)
+                limit = requests.limit(call.bucket, call.key)
+                while (self.most is not None and len(in_flight) >= self.most) \
+                        or (generation := limit.try_acquire()) is None:  # a slot freed here, or (polled) elsewhere
+                    freed.clear()
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(freed.wait(), POLL_SECONDS)
+                if self.stopped:  # a failure while this call waited for a slot
+                    limit.release(generation, throttled=False)
+                    continue
+                counters.add("requests", COMPLETE)
+                task = asyncio.ensure_future(one(tag, call, limit, generation))
+                in_flight.add(task)
+                task.add_done_callback(in_flight.discard)
+        except BaseException as err:
+            self.raised, self.stopped = err, True
+            while await ahead.get() is not None:  # let the reader end
+                room.release()
+        if in_flight:
+            await asyncio.gather(*in_flight, return_exceptions=True)
+        if connections is not None:
+            connections.close()
+
+    def _read(self, loop: asyncio.AbstractEventLoop, ahead: asyncio.Queue[tuple[Any, CompleteCall] | None],
+              room: threading.Semaphore) -> None:
+        """On a thread of its own: the calls, read ahead of the loop (at most CALLS_AHEAD waiting). Reading them may
+        send requests of its own (a pendingset's GET) that wait for a slot of the limit the loop's Completes hold:
+        the loop must not wait for that. A failure of the calls' iterator (a lease lost) stops the Completes not
+        yet sent and is raised once those in flight end."""
+        try:
+            for item in self.calls:
+                if self.stopped:
+                    break
+                room.acquire()
+                loop.call_soon_threadsafe(ahead.put_nowait, item)
+        except BaseException as err:
+            self.raised, self.stopped = err, True
+        finally:
+            loop.call_soon_threadsafe(ahead.put_nowait, None)
+
+    def _settle(self, call: CompleteCall, error: StoreError, attempts: Attempts) -> str:
+        """On a settler thread: what the first attempt's ``error`` leaves to do (see ``complete_many``)."""
+        uploads = self.uploads
+        if isinstance(error, NoSuchUploadError) or (isinstance(error, PreconditionFailedError)
+                                                     and not attempts.ambiguous):
+            try:
+                return uploads._settled(call, error, attempts)
+            except StoreError as err:
+                uploads.requests.gave_up(COMPLETE, err, attempts)
+                raise
+        if not Retry.VERIFIED.may_retry(error):
+            uploads.requests.gave_up(COMPLETE, error, attempts)
+            raise error
+        uploads.counters.add("retries", COMPLETE)
+        return uploads.complete_multipart_upload(
+            call.bucket, call.key, call.upload_id, call.etags, expected_length=call.expected_length,
+            if_none_match=call.if_none_match, created_ms=call.created_ms, checksum_algorithm=call.checksum_algorithm,
+            part_checksums=call.part_checksums, attempts=attempts)

@@ -28,6 +28,7 @@ tagging...: answered 501 NotImplemented).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import threading
 import time
@@ -36,6 +37,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timezone
 from email.utils import format_datetime
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 from xml.etree import ElementTree
@@ -94,13 +96,16 @@ class S3Wire:
         self.throttled: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._client: Any = None
+        #: The endpoint its clients name: :data:`ENDPOINT_URL`, or its socket's once it listens (:meth:`listen`).
+        self.endpoint_url = ENDPOINT_URL
+        self._listener: WireListener | None = None
 
     # --- clients and stores ------------------------------------------------------------------------------------
 
     def options(self, *, retry: RetryPolicy | None = None, lean_requests: bool = False) -> StoreOptions:
         """The options of a store over this wire (path-style addressing, fixed credentials, one region);
         ``lean_requests``: ``s3commit.store.lean-requests``."""
-        return StoreOptions(endpoint_url=ENDPOINT_URL, region="us-east-1", path_style=True, access_key="memory",
+        return StoreOptions(endpoint_url=self.endpoint_url, region="us-east-1", path_style=True, access_key="memory",
                             secret_key="memory-secret", use_ssl=False, lean_requests=lean_requests,
                             retry=retry or RetryPolicy(initial_delay=0, max_delay=0))
 
@@ -137,6 +142,23 @@ class S3Wire:
             store.capabilities[bucket] = aws_capabilities(bucket, endpoint=ENDPOINT_URL, conditional=honours)
         return store
 
+    def listen(self) -> str:
+        """Answer on a loopback socket too (HTTP/1.1, keep-alive; :class:`WireListener`), and return its endpoint URL,
+        which the clients this wire builds from now on name. botocore's requests are still answered in this
+        process, before they are sent; what a client sends on connections of its own
+        (:mod:`s3commit.store.lean_http`) reaches the model over the socket. Idempotent."""
+        if self._listener is None:
+            if self._client is not None:
+                raise RuntimeError("listen() before the wire's client is built: the client names the endpoint")
+            self._listener = WireListener(self)
+            self.endpoint_url = self._listener.url
+        return self.endpoint_url
+
+    def close(self) -> None:
+        """Stop answering on the socket (where it listens, :meth:`listen`)."""
+        if self._listener is not None:
+            self._listener.close()
+
     # --- answering a request -----------------------------------------------------------------------------------
 
     def _before_send(self, request: Any, **_: Any) -> Any:
@@ -149,8 +171,11 @@ class S3Wire:
         status, headers, body = self.respond(request.method, request.url, request.headers, request.body)
         return AWSResponse(request.url, status, headers, _Raw(body))
 
-    def respond(self, method: str, url: str, headers: Mapping[str, Any], body: Any) -> _Answer:
-        """``(status, headers, body)`` of S3's answer to one HTTP request (the latency waited, the throttle asked)."""
+    def respond(self, method: str, url: str, headers: Mapping[str, Any], body: Any, *,
+                wait: Callable[[float], None] | None = None) -> _Answer:
+        """``(status, headers, body)`` of S3's answer to one HTTP request (the latency waited, the throttle asked).
+        ``wait``: how each part of the latency is waited (default: slept, in this thread)."""
+        wait = wait or self._wait
         split = urlsplit(url)
         query = parse_qs(split.query, keep_blank_values=True)
         heads = {name.lower(): _text(value) for name, value in headers.items()}
@@ -168,13 +193,13 @@ class S3Wire:
             with self._count_lock:
                 self.throttled[operation.value] += 1
             if profile is not None:
-                self._wait(profile.first_byte(operation))
+                wait(profile.first_byte(operation))
             status, message = wire.S3_ERRORS["SlowDown"]
             return self._error("SlowDown", status, message, resource, method)
         params = _PARAMS[operation](target.bucket, target.key, query, heads, data)
         if profile is not None:
             copied = (self.s3.size(*_copy_source(heads)) or 0) if operation in COPY_OPERATIONS else 0
-            self._wait(profile.first_byte(operation) + profile.transfer_seconds(len(data))
+            wait(profile.first_byte(operation) + profile.transfer_seconds(len(data))
                        + profile.copy_seconds(copied))
         from botocore.exceptions import ClientError
 
@@ -187,7 +212,7 @@ class S3Wire:
                                method, upload_id=params.get("UploadId"))
         status, extra, payload = _RENDER[operation](answer, params)
         if profile is not None and method != "HEAD":
-            self._wait(profile.transfer_seconds(len(payload)))
+            wait(profile.transfer_seconds(len(payload)))
         answered = {"date": answer["ResponseMetadata"]["HTTPHeaders"]["date"], "x-amz-request-id": wire.request_id(),
                     "server": "AmazonS3", **extra}
         answered.setdefault("content-length", str(len(payload)))
@@ -203,6 +228,100 @@ class S3Wire:
         headers = {"date": _http_date(self.s3.now()), "x-amz-request-id": wire.request_id(), "server": "AmazonS3",
                    "content-type": "application/xml", "content-length": str(len(body))}
         return status, headers, body
+
+
+class WireListener:
+    """An :class:`S3Wire` on a loopback socket: one event loop in a thread of its own answers every connection, so
+    thousands of requests can be in flight with no thread each. A request is answered at once by the model (its
+    effect applies when it arrives) and its answer written when the latency the wire's profile gives it has passed
+    (first byte, transfers, copy: the same waits :meth:`S3Wire.respond` sleeps, summed). One request at a time
+    per connection, as HTTP/1.1 clients send them; a body by ``Content-Length`` only (``Expect: 100-continue``
+    answered)."""
+
+    def __init__(self, wire_: S3Wire) -> None:
+        self._wire = wire_
+        self._loop = asyncio.new_event_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(started,), name="s3wire-listener", daemon=True)
+        self._thread.start()
+        started.wait()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self, started: threading.Event) -> None:
+        loop = self._loop
+        server = loop.run_until_complete(loop.create_server(lambda: _WireProtocol(self._wire, loop), "127.0.0.1", 0))
+        self.port = int(server.sockets[0].getsockname()[1])
+        started.set()
+        try:
+            loop.run_forever()
+        finally:
+            server.close()
+            loop.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+
+class _WireProtocol(asyncio.Protocol):
+    """One connection to a :class:`WireListener`."""
+
+    def __init__(self, wire_: S3Wire, loop: Any) -> None:
+        self._wire, self._loop = wire_, loop
+        self._buffer = b""
+        self._busy = False
+        self._continued = False
+        self._transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self._transport = transport
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._transport = None
+
+    def eof_received(self) -> bool:
+        return False  # (the transport then closes)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        self._next()
+
+    def _next(self) -> None:
+        if self._busy or self._transport is None:
+            return
+        end = self._buffer.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        lines = self._buffer[:end].decode("latin-1").split("\r\n")
+        heads: dict[str, str] = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(":")
+            heads[name.strip()] = value.strip()
+        lower = {k.lower(): v for k, v in heads.items()}
+        length = int(lower.get("content-length", "0"))
+        if len(self._buffer) < end + 4 + length:
+            if lower.get("expect", "").lower() == "100-continue" and not self._continued:
+                self._continued = True
+                self._transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            return
+        self._continued = False
+        body = self._buffer[end + 4:end + 4 + length]
+        self._buffer = self._buffer[end + 4 + length:]
+        method, target, _ = lines[0].split(" ", 2)
+        delays: list[float] = []
+        status, answered, payload = self._wire.respond(method, f"{self._wire.endpoint_url}{target}", heads, body,
+                                                       wait=delays.append)
+        reason = HTTPStatus(status).phrase if status in HTTPStatus._value2member_map_ else "Unknown"
+        head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in answered.items()) + "\r\n"
+        self._busy = True
+        self._loop.call_later(sum(delays), self._answer, head.encode("latin-1") + payload)
+
+    def _answer(self, data: bytes) -> None:
+        self._busy = False
+        if self._transport is not None:
+            self._transport.write(data)
+            self._next()
 
 
 def wire_of(store: S3Store) -> S3Wire:
@@ -233,6 +352,11 @@ class _Session:
 
     def __init__(self, wire_: S3Wire) -> None:
         self._wire = wire_
+        self._verify = True  # as botocore's session keeps them (s3commit.store.lean_http.settings_of reads them)
+        self._proxy_config = self
+
+    def proxy_url_for(self, url: str) -> None:
+        return None
 
     def send(self, request: Any) -> Any:
         return self._wire.answer(request)

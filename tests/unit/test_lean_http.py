@@ -1,0 +1,126 @@
+"""s3commit.store.lean_http: HTTP/1.1 on connections of s3commit's own, against a loopback server that answers what
+each test scripts (Content-Length, chunked with trailers, an interim 100, Connection: close, a cut answer, nothing
+listening), and when the client's own session must send instead (a proxy)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import pytest
+
+from s3commit.config.connection import Proxy
+from s3commit.config.options import StoreOptions
+from s3commit.store.client import build_s3_client
+from s3commit.store.lean_http import Connections, Origin, Settings, Unanswered, settings_of
+
+
+async def _serve(answers: list[bytes], seen: list[bytes], connections: list[int]):
+    """A server that reads each request (head and Content-Length body) and writes the next scripted answer (b"":
+    close the connection instead)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(1)
+        try:
+            while answers:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                seen.append(head + await reader.readexactly(length))
+                answer = answers.pop(0)
+                if not answer:
+                    break
+                writer.write(answer)
+                await writer.drain()
+                if b"Connection: close" in answer:
+                    break
+        except asyncio.IncompleteReadError:
+            pass
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, Origin("http", "127.0.0.1", server.sockets[0].getsockname()[1])
+
+
+def _exchange(answers: list[bytes], requests: int = 1):
+    seen: list[bytes] = []
+    opened: list[int] = []
+    results: list[object] = []
+
+    async def main() -> None:
+        server, origin = await _serve(answers, seen, opened)
+        connections = Connections(Settings(read_timeout=5))
+        for n in range(requests):
+            try:
+                results.append(await connections.send(origin, f"127.0.0.1:{origin.port}", "POST", f"/b/k{n}?uploadId=u",
+                                                      [("Content-Length", "4")], b"body"))
+            except Unanswered as err:
+                results.append(err)
+        connections.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())
+    return results, seen, len(opened)
+
+
+def test_a_request_is_written_as_signed_and_keep_alive_connections_are_reused():
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-Amz-Request-Id: r1\r\n\r\nhello"
+    results, seen, opened = _exchange([ok, ok], requests=2)
+    assert [(a.status, a.body, a.headers["x-amz-request-id"]) for a in results] == [(200, b"hello", "r1")] * 2
+    assert seen[0].startswith(b"POST /b/k0?uploadId=u HTTP/1.1\r\nHost: 127.0.0.1:")
+    assert seen[0].endswith(b"Content-Length: 4\r\n\r\nbody")
+    assert opened == 1
+
+
+def test_chunked_answers_with_trailers_and_an_interim_answer_are_read_whole():
+    chunked = (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"4;ext=1\r\n<a>x\r\n4\r\n</a>\r\n0\r\nX-Trailer: t\r\n\r\n")
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    results, _, opened = _exchange([chunked, ok], requests=2)
+    assert [(a.status, a.body) for a in results] == [(200, b"<a>x</a>"), (200, b"ok")]
+    assert opened == 1  # the connection was left at the next answer's first byte
+
+
+def test_connection_close_and_an_answer_to_the_end_of_the_connection_open_a_new_one():
+    closing = b"HTTP/1.1 503 Slow Down\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbad"
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+    results, _, opened = _exchange([closing, ok], requests=2)
+    assert [(a.status, a.body) for a in results] == [(503, b"bad"), (200, b"ok")]
+    assert opened == 2
+
+
+def test_an_answer_cut_short_is_unanswered_after_the_request_was_sent():
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nonly part"
+    results, _, _ = _exchange([cut, b""], requests=1)
+    assert isinstance(results[0], Unanswered) and results[0].sent
+
+
+def test_nothing_listening_is_unanswered_before_anything_was_sent():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def main() -> Unanswered:
+        with pytest.raises(Unanswered) as raised:
+            await Connections(Settings(connect_timeout=5)).send(Origin("http", "127.0.0.1", port), "h", "GET", "/",
+                                                                [], b"")
+        return raised.value
+
+    assert asyncio.run(main()).sent is False
+
+
+def test_origins_and_the_clients_settings():
+    assert Origin.of("https://s3.eu-west-1.amazonaws.com/bucket") == Origin("https", "s3.eu-west-1.amazonaws.com",
+                                                                            443)
+    assert Origin.of("http://127.0.0.1:9000") == Origin("http", "127.0.0.1", 9000)
+    with pytest.raises(ValueError):
+        Origin.of("ftp://x")
+    plain = build_s3_client(StoreOptions(endpoint_url="http://127.0.0.1:9000", region="us-east-1", access_key="a",
+                                         secret_key="b", path_style=True))
+    found = settings_of(plain, "http://127.0.0.1:9000/b")
+    assert found is not None and found.verify and found.read_timeout  # (botocore's CA bundle, or True)
+    proxied = build_s3_client(StoreOptions(endpoint_url="http://127.0.0.1:9000", region="us-east-1", access_key="a",
+                                           secret_key="b", path_style=True, proxy=Proxy("127.0.0.1", 3128)))
+    assert settings_of(proxied, "http://127.0.0.1:9000/b") is None  # the client's session goes through the proxy
+    assert Settings(verify=False).ssl_context().check_hostname is False
