@@ -179,7 +179,10 @@ def test_the_calls_own_failure_is_raised_once_those_in_flight_end():
     wire.close()
 
 
-def _pendingset(store, layout, job_id, n):
+def _job(store, job_id, n, *, create_only=False):
+    """A magic job of ``n`` files in one pendingset, and its engine: ``(engine, pendingset key, uploads)``."""
+    dest = S3Uri(BUCKET, "table")
+    layout = JobLayout(dest.key, job_id)
     commits = []
     for i in range(n):
         key = f"table/day={i % 3}/part-{i:04d}-{job_id}.parquet"
@@ -189,17 +192,14 @@ def _pendingset(store, layout, job_id, n):
                                      length=i + 1, uri=f"s3a://{BUCKET}/{key}"))
     key = layout.pendingset_key("task_0001")
     store.objects.put_object(BUCKET, key, PendingSet(commits=tuple(commits)).with_job(job_id, "attempt_1").to_json())
-    return key, commits
+    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                          options=CommitterOptions(journal=True), create_only=create_only)
+    return engine, key, commits
 
 
 def test_the_job_commit_sends_its_completes_from_one_loop_where_it_may():
     s3, wire, store = listening()
-    job_id = "0f0e0d0c-0000-4000-8000-000000000001"
-    dest = S3Uri(BUCKET, "table")
-    layout = JobLayout(dest.key, job_id)
-    key, commits = _pendingset(store, layout, job_id, 25)
-    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
-                          options=CommitterOptions(journal=True))
+    engine, key, commits = _job(store, "0f0e0d0c-0000-4000-8000-000000000001", 25)
     sent = []
     real = store.uploads.complete_many
     store.uploads.complete_many = lambda *a, **k: sent.append(1) or real(*a, **k)  # type: ignore[method-assign]
@@ -212,13 +212,8 @@ def test_the_job_commit_sends_its_completes_from_one_loop_where_it_may():
 
 def test_a_conflict_in_the_job_commit_rolls_it_back():
     s3, wire, store = listening()
-    job_id = "0f0e0d0c-0000-4000-8000-000000000002"
-    dest = S3Uri(BUCKET, "table")
-    layout = JobLayout(dest.key, job_id)
-    key, commits = _pendingset(store, layout, job_id, 10)
+    engine, key, commits = _job(store, "0f0e0d0c-0000-4000-8000-000000000002", 10, create_only=True)
     store.objects.put_object(BUCKET, commits[4].destination_key, b"appeared")
-    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
-                          options=CommitterOptions(journal=True), create_only=True)
     with pytest.raises(JobCommitError, match="appeared after the job's conflict check") as raised:
         engine.run([key], OverwritePlan())
     assert isinstance(raised.value.__cause__, CommitConflictError)
