@@ -4,7 +4,7 @@ sends its Completes without a thread for each one in flight.
 A commit of 100,000 files sends 100,000 Completes of ~50 ms each; S3 takes 3,500 writes a second per prefix, so
 ~175 must be in flight. Sent from that many threads, each Complete costs its thread a wake-up, a wait for the GIL
 and a hand-over of it several times over (measured on the 2-core reference machine: ~18 context switches and
-0.6-0.8 ms of CPU a Complete at 256 in flight, against 0.33 ms with no latency to wait), and urllib3's and
+0.6-0.9 ms of CPU a Complete at 256 in flight, against 0.38 ms with no latency to wait), and urllib3's and
 ``http.client``'s work per request comes on top over a real socket. Here one event loop keeps every connection:
 a request is written, its answer read when it arrives, and nothing waits in a thread.
 

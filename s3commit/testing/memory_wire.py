@@ -20,6 +20,10 @@ On top, as the HTTP simulator does (one definition each, :mod:`s3commit.testing.
   reads a second), 503 SlowDown above them, and a partition that throttles for a sustained period splitting; the
   clock is injectable.
 
+:meth:`S3Wire.listen` puts the same answers on a loopback socket as well (:class:`WireListener`, one event loop,
+each answer written when its latency has passed), for what a client sends on connections of its own
+(:mod:`s3commit.store.lean_http`) and for a store in another process (``benchmarks/scale_bench.py --lean``).
+
 One :class:`S3Wire` is one process of the model (:class:`~s3commit.testing.memory.MemoryClient`: ``stop_at``,
 ``fail``, its request log), and its store is not picklable into another process. Not modelled: checksum validation,
 ``aws-chunked`` bodies, encryption, versions, operations the commit path does not send (ListParts, UploadPartCopy,
