@@ -95,27 +95,3 @@ def test_a_job_commit_through_lean_completes(s3_server, s3_bucket):
     assert store.counters.snapshot()["requests"]["CompleteMultipartUpload"] == 12
     assert store.objects.read_object(s3_bucket, "table/year=2/part-00001.bin")[0] == bytes([1, 2]) * 1000
 
-
-@pytest.mark.parametrize("algorithm", ["CRC32", "none"])
-def test_many_completes_from_one_loop_over_the_moto_servers_sockets(s3_server, s3_bucket, algorithm):
-    """UploadRequests.complete_many on connections of its own (through the simulator's proxy to moto): every object
-    as botocore's Complete makes it, each with its part checksums, and a conflict refused."""
-    from s3commit.store.uploads import CompleteCall
-
-    store = lean_store(s3_server, checksum_algorithm=algorithm)
-    assert store.uploads.can_complete_many(s3_bucket)
-    calls = []
-    for n in range(6):
-        key = f"many/day={n % 2}/part-{n} +.bin"
-        upload_id, sent = upload(store, s3_bucket, key, sizes=(5 * MIB, 10 + n))
-        calls.append((key, CompleteCall(s3_bucket, key, upload_id, tuple(p.etag for p in sent),
-                                        if_none_match=True, checksum_algorithm=store.options.checksum_algorithm,
-                                        part_checksums=tuple(p.checksum for p in sent if p.checksum))))
-    store.objects.put_object(s3_bucket, calls[5][0], b"there first")
-    done: dict[str, str] = {}
-    failures = store.uploads.complete_many(calls, done=done.__setitem__, stop_on_failure=False)
-    assert [(key, type(err)) for key, err in failures] == [(calls[5][0], PreconditionFailedError)]
-    assert sorted(done) == sorted(key for key, _ in calls[:5])
-    for n, (key, _) in enumerate(calls[:5]):
-        assert store.objects.head_object(s3_bucket, key).etag == done[key] and done[key].endswith('-2"')
-        assert store.objects.read_object(s3_bucket, key)[0][-(10 + n):] == bytes([2]) * (10 + n)
