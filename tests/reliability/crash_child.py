@@ -35,6 +35,8 @@ from s3commit.store.uploads import UploadRequests
 
 CRASH_ENV = "S3COMMIT_CRASH_AT"
 MESSAGES_PREFIX = "task commit messages: "
+LEAN_ENV = "S3COMMIT_CRASH_LEAN"
+"""Set to 1: the child's store sends its Completes by the lean path, a job commit's from one event loop."""
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,16 @@ class CrashingUploads(UploadRequests):
         return self.crash.around("complete_multipart_upload", key, lambda: super(CrashingUploads, self)
                                  .complete_multipart_upload(bucket, key, upload_id, etags, **kwargs))
 
+    def complete_many(self, calls, *, done, **kwargs):  # type: ignore[no-untyped-def]
+        """The Completes sent from one loop (``S3COMMIT_CRASH_LEAN``): each one done counts as one completed."""
+        self.crash.completing = True
+
+        def counted(tag, etag):  # type: ignore[no-untyped-def]
+            done(tag, etag)
+            self.crash.hit("complete_multipart_upload", getattr(tag, "destination_key", ""), "after")
+
+        return super().complete_many(calls, done=counted, **kwargs)
+
     def list_multipart_uploads(self, bucket, prefix):  # type: ignore[no-untyped-def]
         point = self.crash.point
         if point is not None and point.waits and self.crash.completing:
@@ -272,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     options = StoreOptions(endpoint_url=os.environ["AWS_ENDPOINT_URL"], region="us-east-1", path_style=True,
-                           retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2))
+                           retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2),
+                           lean_requests=os.environ.get(LEAN_ENV) == "1")
     store = CrashingStore(options, args.committer)
     overrides = {"threads": 2, "staging_dir": args.staging_dir, "part_size": MIN_PART_SIZE}
     if os.environ.get(CRASH_ENV) == "after-pending":  # a point of per-file manifests, not of in-memory tracking

@@ -26,17 +26,18 @@ from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.config.options import MIN_PART_SIZE
 from s3commit.errors import JournalExistsError
 from s3commit.model.task_message import TaskCommitMessage
-from tests.reliability.crash_child import CRASH_ENV, MESSAGES_PREFIX
+from tests.reliability.crash_child import CRASH_ENV, LEAN_ENV, MESSAGES_PREFIX
 from tests.reliability.helpers import assert_all_or_nothing, assert_clean, make_store, success_json, user_keys
 from tests.reliability.test_crash_matrix import CHILD, OLD_KEYS, ROOT, expected_output
 
 pytestmark = pytest.mark.integration
 
 
-def crash(server, bucket, committer, point, tmp_path, *, replace=False):
-    """Run the child job until it kills itself at ``point``; returns its job id and task commit messages."""
+def crash(server, bucket, committer, point, tmp_path, *, replace=False, lean=False):
+    """Run the child job until it kills itself at ``point``; returns its job id and task commit messages.
+    ``lean``: its Completes sent by the lean path (the job commit's from one event loop)."""
     job_id = str(uuid.uuid4())
-    env = {**os.environ, **server.env(), CRASH_ENV: point,
+    env = {**os.environ, **server.env(), CRASH_ENV: point, LEAN_ENV: "1" if lean else "0",
            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     command = [sys.executable, str(CHILD), "--committer", committer, "--dest", f"s3://{bucket}/out", "--job",
                job_id, "--staging-dir", str(tmp_path / "staging"), "--big", "--print-messages",
@@ -61,11 +62,12 @@ def old_data(s3_client, s3_bucket):
         s3_client.put_object(Bucket=s3_bucket, Key=key, Body=b"old")
 
 
-@pytest.mark.parametrize("name", ["magic", "directory"])
-def test_a_commit_killed_mid_completion_is_finished_exactly_by_committing_again(name, s3_server, s3_bucket,
+@pytest.mark.parametrize(("name", "lean"), [("magic", False), ("directory", False), ("magic", True)])
+def test_a_commit_killed_mid_completion_is_finished_exactly_by_committing_again(name, lean, s3_server, s3_bucket,
                                                                                 s3_client, old_data, tmp_path):
-    # Given: a job killed after 4 of its 9 uploads were completed (part of its output visible).
-    job_id, messages = crash(s3_server, s3_bucket, name, "after-k-completes:4", tmp_path)
+    # Given: a job killed after 4 of its 9 uploads were completed (part of its output visible); with ``lean``,
+    # its Completes were sent from one event loop (UploadRequests.complete_many).
+    job_id, messages = crash(s3_server, s3_bucket, name, "after-k-completes:4", tmp_path, lean=lean)
     # When: the job is committed again, with the same messages.
     success = again(s3_server, s3_bucket, name, job_id, tmp_path).commit_job(messages)
     # Then: exactly the job's output (and the old data), _SUCCESS naming the job, nothing pending or left.
