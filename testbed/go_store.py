@@ -1,0 +1,231 @@
+"""A simulated S3 in Go for commit-path scale: ``testbed/gostore`` (stdlib only), the model of
+:mod:`s3commit.testing.memory` answered as :mod:`s3commit.testing.memory_wire` renders it, on 127.0.0.1 over HTTP/1.1,
+with S3's latencies (a :class:`~s3commit.testing._sim.profiles.LatencyProfile`) and per-partition request rates (a
+:class:`~s3commit.testing._sim.profiles.ThrottleSpec`, 503 SlowDown above them, a partition splitting after sustained
+throttling) passed from their Python definitions as JSON. It answers many times the requests per CPU-second the
+Python wire does, so that a benchmark of the client measures the client.
+
+:class:`GoStore` builds the binary with ``go build`` (cached under ``~/.cache/s3commit/gostore/<hash of the
+sources>/``; :class:`GoStoreError` names the cause when ``go`` is missing or the build fails), starts it as a child
+that dies when its stdin closes, and gives botocore clients, :class:`~s3commit.store.s3store.S3Store` s on it, and
+its admin endpoints (``/_gostore/``): ``stats`` (requests by operation, SlowDowns answered, partitions split, the
+process's CPU seconds and peak RSS), ``seed`` (uploads of one part each, made at once), ``put`` (objects, at once)
+and ``counts`` (objects under a prefix, outstanding uploads). Signatures are not checked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from s3commit.config.options import RetryPolicy, StoreOptions
+from s3commit.store.s3store import S3Store
+from s3commit.testing._sim.profiles import LatencyProfile, ThrottleSpec, get_profile
+from s3commit.testing.memory import aws_capabilities
+from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
+
+GO_SOURCES = Path(__file__).parent / "gostore"
+"""The Go module of the store."""
+GO_FALLBACK = Path("/usr/local/go/bin/go")
+"""Where Go's own installer puts the toolchain, looked at when ``go`` is not on PATH."""
+
+
+class GoStoreError(RuntimeError):
+    """The Go store could not be built or started."""
+
+
+def go_binary() -> str:
+    """The ``go`` command: on PATH, else Go's default install location."""
+    found = shutil.which("go") or (str(GO_FALLBACK) if GO_FALLBACK.is_file() else None)
+    if found is None:
+        raise GoStoreError("the go command was not found on PATH (nor at /usr/local/go/bin/go): install Go >= 1.22 "
+                           "to build testbed/gostore")
+    return found
+
+
+def go_sources_hash() -> str:
+    """A hash of the Go sources (names and contents): the cache's key."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in GO_SOURCES.iterdir() if p.suffix == ".go" or p.name == "go.mod"):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def build_go_store() -> Path:
+    """The store's binary, built with ``go build`` unless the cache holds one for these sources."""
+    cache = Path.home() / ".cache" / "s3commit" / "gostore" / go_sources_hash()
+    binary = cache / "gostore"
+    if binary.is_file():
+        return binary
+    go = go_binary()
+    cache.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(dir=cache)) / "gostore"
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    try:
+        done = subprocess.run([go, "build", "-trimpath", "-o", str(partial), "."], cwd=GO_SOURCES, env=env,
+                              capture_output=True, text=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise GoStoreError(f"go build of {GO_SOURCES} could not run: {err}") from err
+    if done.returncode != 0:
+        raise GoStoreError(f"go build of {GO_SOURCES} failed ({go}, exit {done.returncode}):\n"
+                           f"{(done.stderr or done.stdout)[-3000:]}")
+    os.replace(partial, binary)
+    shutil.rmtree(partial.parent, ignore_errors=True)
+    return binary
+
+
+class GoStore:
+    """The Go store in a child process on 127.0.0.1 (see the module).
+
+    Args:
+        profile: S3's latency (a profile or its name, ``"s3-standard"``); None: no wait.
+        throttle: per-partition request rates; None: no limit.
+        conditional: honour ``If-None-Match`` / ``If-Match`` (False: ignore them, as rclone does).
+    """
+
+    name = "gostore"
+
+    def __init__(self, *, profile: str | LatencyProfile | None = None, throttle: ThrottleSpec | None = None,
+                 conditional: bool = True) -> None:
+        self.profile = get_profile(profile) if profile is not None else None
+        self.throttle = throttle
+        self.conditional = conditional
+        self._process: subprocess.Popen[str] | None = None
+        self._url = ""
+        self._client: Any = None
+
+    def config(self) -> dict[str, Any]:
+        """What the binary is given (``-config``): the profile's and the throttle's ``to_dict()``."""
+        return {"profile": self.profile.to_dict() if self.profile is not None else None,
+                "throttle": self.throttle.to_dict() if self.throttle is not None else None,
+                "conditional": self.conditional}
+
+    def start(self) -> GoStore:
+        if self._process is not None:
+            return self
+        binary = build_go_store()
+        process = subprocess.Popen([str(binary), "-config", json.dumps(self.config())], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            error = process.stderr.read() if process.stderr is not None else ""
+            process.wait()
+            raise GoStoreError(f"the Go store exited at start (exit {process.returncode}): {error[-2000:]}")
+        self._url = json.loads(line)["url"]
+        self._process = process
+        return self
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is not None:
+            if process.stdin is not None:
+                process.stdin.close()  # it exits when its stdin closes
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            for stream in (process.stdout, process.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def __enter__(self) -> GoStore:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint_url(self) -> str:
+        if not self._url:
+            raise GoStoreError("the Go store is not running")
+        return self._url
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise GoStoreError("the Go store is not running")
+        return self._process.pid
+
+    # --- clients and stores --------------------------------------------------------------------------------------
+
+    def client(self, *, max_attempts: int = 1, max_pool_connections: int = 32) -> Any:
+        """A new boto3 S3 client for this store (path-style, the test credentials; botocore retries nothing by
+        default, leaving retries to the code under test)."""
+        import boto3
+        from botocore.config import Config
+
+        config = Config(s3={"addressing_style": "path"}, retries={"total_max_attempts": max_attempts,
+                                                                  "mode": "standard"},
+                        max_pool_connections=max_pool_connections, connect_timeout=10, read_timeout=120)
+        return boto3.client("s3", endpoint_url=self.endpoint_url, aws_access_key_id=ACCESS_KEY,
+                            aws_secret_access_key=SECRET_KEY, region_name=REGION, config=config)
+
+    def create_bucket(self, name: str) -> str:
+        if self._client is None:
+            self._client = self.client()
+        self._client.create_bucket(Bucket=name)
+        return name
+
+    def options(self, *, retry: RetryPolicy | None = None, lean_requests: bool = False) -> StoreOptions:
+        """The options of a store on this endpoint (path-style, the test credentials, one region)."""
+        return StoreOptions(endpoint_url=self.endpoint_url, region=REGION, path_style=True, access_key=ACCESS_KEY,
+                            secret_key=SECRET_KEY, use_ssl=False, lean_requests=lean_requests,
+                            retry=retry or RetryPolicy())
+
+    def store(self, *, retry: RetryPolicy | None = None, lean_requests: bool = False, conditional: bool | None = None,
+              buckets: Iterable[str] | None = None) -> S3Store:
+        """A real :class:`S3Store` on this endpoint, knowing AWS's capabilities (:func:`aws_capabilities`, with
+        ``conditional`` default this store's) for ``buckets`` (default: every bucket now), so no probe runs."""
+        store = S3Store(self.options(retry=retry, lean_requests=lean_requests))
+        honours = self.conditional if conditional is None else conditional
+        for bucket in self.admin("buckets") if buckets is None else buckets:
+            store.capabilities[bucket] = aws_capabilities(bucket, endpoint=self.endpoint_url, conditional=honours)
+        return store
+
+    # --- admin ---------------------------------------------------------------------------------------------------
+
+    def admin(self, name: str, body: Any = None, **query: Any) -> Any:
+        """One admin endpoint's JSON answer (``/_gostore/<name>``; a POST of ``body`` as JSON when given)."""
+        url = f"{self.endpoint_url}/_gostore/{name}"
+        if query:
+            url += "?" + urllib.parse.urlencode(query, doseq=True)
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(url, data=data, method="GET" if data is None else "POST")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=120) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            raise GoStoreError(f"/_gostore/{name}: {err.code} {err.read()[:500]!r}") from err
+
+    def stats(self) -> dict[str, Any]:
+        """Requests by operation (``requests``, ``requests_total``), SlowDowns answered (``slowdowns``,
+        ``slowdowns_answered``), partitions split (``partitions_split``, ``splits``), the process's CPU seconds
+        (``cpu_seconds``, getrusage) and peak RSS (``peak_rss_mib``)."""
+        return dict(self.admin("stats"))
+
+    def seed(self, bucket: str, keys: list[str], body: bytes = b"new") -> list[dict[str, str]]:
+        """An upload of one part (``body``, text) at each key, made at once (no latency, no throttle): each its
+        ``key``, ``upload_id`` and part ``etag``."""
+        return list(self.admin("seed", {"bucket": bucket, "keys": keys, "body": body.decode()})["uploads"])
+
+    def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> dict[str, str]:
+        """Objects (text bodies) stored at once (no latency, no throttle): key -> ETag."""
+        found = self.admin("put", {"bucket": bucket, "objects": {k: v.decode() for k, v in objects.items()}})
+        return dict(found["etags"])
+
+    def counts(self, bucket: str, prefix: str = "", contains: Iterable[str] = ()) -> dict[str, Any]:
+        """Objects under ``prefix`` (``objects``), those whose key contains each of ``contains`` (``containing``),
+        and the uploads outstanding under it (``uploads``)."""
+        return dict(self.admin("counts", bucket=bucket, prefix=prefix, contains=list(contains)))

@@ -1,0 +1,3 @@
+module s3commit/gostore
+
+go 1.22

@@ -1,0 +1,508 @@
+package main
+
+// One HTTP request: classified, throttled, applied to the store at once, and answered as memory_wire renders the
+// model's answer (or S3's <Error> document) once the request's latency has passed.
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+// answer is an HTTP answer: status, headers (S3's spelling), body.
+type answer struct {
+	status  int
+	headers map[string]string
+	body    []byte
+}
+
+var requestIDs atomic.Uint64
+
+func init() { requestIDs.Store(rand.Uint64() >> 8) }
+
+// requestID is a fresh id in the shape S3 uses (16 upper-case hex characters).
+func requestID() string { return fmt.Sprintf("%016X", requestIDs.Add(1)) }
+
+func httpDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+
+func isoDate(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// tag is <name>value</name>, the value escaped as xml.sax.saxutils.escape does (&, <, >).
+func tag(b *strings.Builder, name, value string) {
+	b.WriteString("<" + name + ">")
+	b.WriteString(xmlEscaper.Replace(value))
+	b.WriteString("</" + name + ">")
+}
+
+func xmlDocument(root string, inner string) []byte {
+	return []byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<" + root + ` xmlns="` + xmlns + `">` + inner +
+		"</" + root + ">")
+}
+
+// quote is Python's urllib.parse.quote(text, safe="/"): every byte but letters, digits, "_.-~/" percent-encoded.
+func quote(text string) string {
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("_.-~/", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// errorDocument is wire.error_xml: S3's <Error> document.
+func errorDocument(code, message, resource, uploadID string) []byte {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<Error>")
+	tag(&b, "Code", code)
+	tag(&b, "Message", message)
+	tag(&b, "Resource", resource)
+	if uploadID != "" {
+		tag(&b, "UploadId", uploadID)
+	}
+	tag(&b, "RequestId", requestID())
+	b.WriteString("<HostId>s3commit-simulator</HostId></Error>")
+	return []byte(b.String())
+}
+
+func errorAnswer(code string, status int, message, resource, method, uploadID string) answer {
+	var body []byte
+	if method != "HEAD" {
+		body = errorDocument(code, message, resource, uploadID)
+	}
+	return answer{status, map[string]string{"Content-Type": "application/xml"}, body}
+}
+
+// answered is what this server answers (memory_wire's operations, and CreateBucket and ListBuckets to set up).
+var answered = toSet(opHeadBucket, opPutObject, opGetObject, opHeadObject, opDeleteObject, opDeleteObjects,
+	opCopyObject, opListObjectsV2, opCreateMultipartUpload, opUploadPart, opCompleteMultipartUpload,
+	opAbortMultipartUpload, opListMultipartUploads, opCreateBucket, opListBuckets)
+
+func header(r *http.Request, name string) *string {
+	values, ok := r.Header[http.CanonicalHeaderKey(name)]
+	if !ok || len(values) == 0 {
+		return nil
+	}
+	value := strings.Join(values, ",")
+	return &value
+}
+
+func first(query url.Values, name string) (string, bool) {
+	values, ok := query[name]
+	if !ok || len(values) == 0 {
+		return "", false
+	}
+	return values[0], true
+}
+
+// copySource is the (bucket, key) of an x-amz-copy-source header.
+func copySource(r *http.Request) (string, string) {
+	value := r.Header.Get("X-Amz-Copy-Source")
+	value, _, _ = strings.Cut(value, "?")
+	bucket, key, _ := strings.Cut(strings.TrimLeft(unquote(value), "/"), "/")
+	return bucket, key
+}
+
+// ServeHTTP answers one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	path, rawQuery, _ := strings.Cut(r.RequestURI, "?")
+	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") { // an absolute-form target
+		path, rawQuery = r.URL.EscapedPath(), r.URL.RawQuery
+	}
+	if name, ok := strings.CutPrefix(path, "/_gostore/"); ok {
+		s.admin(w, r, name)
+		return
+	}
+	query, _ := url.ParseQuery(rawQuery)
+	_, copying := r.Header["X-Amz-Copy-Source"]
+	operation, bucket, key := classify(r.Method, path, query, r.Host, copying)
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return // the connection failed
+	}
+	resource := unquote(path)
+	var delay float64
+	var reply answer
+	switch {
+	case !answered[operation] || strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked"):
+		s.count(operation, false)
+		reply = errorAnswer("NotImplemented", 501, "A header or operation you provided is not implemented.",
+			resource, r.Method, "")
+	case s.throttle != nil && !s.throttle.Admit(operation, bucket, key, s.cost(operation, body)):
+		s.count(operation, true)
+		delay = s.profile.FirstByte(operation)
+		reply = errorAnswer("SlowDown", 503, "Please reduce your request rate.", resource, r.Method, "")
+	default:
+		s.count(operation, false)
+		copied := 0
+		if operation == opCopyObject {
+			copied = max(0, s.store.Size(copySource(r)))
+		}
+		delay = s.profile.FirstByte(operation) + s.profile.Transfer(len(body)) + s.profile.Copy(copied)
+		var failure error
+		reply, failure = s.apply(operation, bucket, key, query, r, body)
+		if failure != nil {
+			e, ok := failure.(*S3Error)
+			if !ok {
+				e = s3err("InternalError", 500, failure.Error())
+			}
+			uploadID := ""
+			if operation == opUploadPart || operation == opCompleteMultipartUpload || operation == opAbortMultipartUpload {
+				uploadID = query.Get("uploadId")
+			}
+			reply = errorAnswer(e.Code, e.Status, e.Message, resource, r.Method, uploadID)
+		} else if r.Method != "HEAD" {
+			delay += s.profile.Transfer(len(reply.body))
+		}
+	}
+	wait(delay)
+	h := w.Header()
+	h["Date"] = []string{httpDate(time.Now())}
+	h["x-amz-request-id"] = []string{requestID()}
+	h["Server"] = []string{"AmazonS3"}
+	for name, value := range reply.headers {
+		h[name] = []string{value}
+	}
+	if _, ok := reply.headers["Content-Length"]; !ok && reply.status != 204 {
+		h["Content-Length"] = []string{strconv.Itoa(len(reply.body))}
+	}
+	w.WriteHeader(reply.status)
+	if r.Method != "HEAD" && len(reply.body) > 0 {
+		_, _ = w.Write(reply.body)
+	}
+}
+
+// cost is the writes a request counts as (each key of a DeleteObjects one).
+func (s *Server) cost(operation string, body []byte) int {
+	if operation == opDeleteObjects {
+		return max(1, bytes.Count(body, []byte("<Object>")))
+	}
+	return 1
+}
+
+func ok(headers map[string]string, body []byte) (answer, error) {
+	return answer{200, headers, body}, nil
+}
+
+func xmlAnswer(root, inner string) (answer, error) {
+	return ok(map[string]string{"Content-Type": "application/xml"}, xmlDocument(root, inner))
+}
+
+func (s *Server) apply(operation, bucket, key string, query url.Values, r *http.Request, body []byte) (answer, error) {
+	switch operation {
+	case opCreateBucket:
+		s.store.CreateBucket(bucket)
+		return ok(map[string]string{"Location": "/" + bucket}, nil)
+	case opListBuckets:
+		var b strings.Builder
+		b.WriteString("<Owner><ID>gostore</ID><DisplayName>gostore</DisplayName></Owner><Buckets>")
+		for _, name := range s.store.BucketNames() {
+			b.WriteString("<Bucket>")
+			tag(&b, "Name", name)
+			tag(&b, "CreationDate", isoDate(time.Unix(0, 0)))
+			b.WriteString("</Bucket>")
+		}
+		b.WriteString("</Buckets>")
+		return xmlAnswer("ListAllMyBucketsResult", b.String())
+	case opHeadBucket:
+		if err := s.store.HeadBucket(bucket); err != nil {
+			return answer{}, err
+		}
+		return ok(map[string]string{"x-amz-bucket-region": "us-east-1"}, nil)
+	case opPutObject:
+		contentType := ""
+		if value := header(r, "Content-Type"); value != nil {
+			contentType = *value
+		}
+		etag, err := s.store.PutObject(bucket, key, body, contentType, header(r, "If-None-Match"), header(r, "If-Match"))
+		if err != nil {
+			return answer{}, err
+		}
+		return ok(map[string]string{"ETag": etag}, nil)
+	case opGetObject, opHeadObject:
+		return s.getObject(bucket, key, r, operation == opHeadObject)
+	case opDeleteObject:
+		if err := s.store.DeleteObject(bucket, key, header(r, "If-None-Match"), header(r, "If-Match")); err != nil {
+			return answer{}, err
+		}
+		return answer{204, map[string]string{}, nil}, nil
+	case opDeleteObjects:
+		return s.deleteObjects(bucket, body)
+	case opCopyObject:
+		sourceBucket, sourceKey := copySource(r)
+		etag, when, err := s.store.CopyObject(bucket, key, sourceBucket, sourceKey)
+		if err != nil {
+			return answer{}, err
+		}
+		var b strings.Builder
+		tag(&b, "LastModified", isoDate(when))
+		tag(&b, "ETag", etag)
+		return xmlAnswer("CopyObjectResult", b.String())
+	case opListObjectsV2:
+		return s.listObjects(bucket, query)
+	case opCreateMultipartUpload:
+		id, err := s.store.CreateUpload(bucket, key)
+		if err != nil {
+			return answer{}, err
+		}
+		var b strings.Builder
+		tag(&b, "Bucket", bucket)
+		tag(&b, "Key", key)
+		tag(&b, "UploadId", id)
+		return xmlAnswer("InitiateMultipartUploadResult", b.String())
+	case opUploadPart:
+		number, _ := strconv.Atoi(query.Get("partNumber"))
+		etag, err := s.store.UploadPart(bucket, key, query.Get("uploadId"), number, body)
+		if err != nil {
+			return answer{}, err
+		}
+		return ok(map[string]string{"ETag": etag}, nil)
+	case opCompleteMultipartUpload:
+		var document struct {
+			Parts []CompletedPart `xml:"Part"`
+		}
+		if len(body) > 0 {
+			if err := xml.Unmarshal(body, &document); err != nil {
+				return answer{}, s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema")
+			}
+		}
+		etag, err := s.store.Complete(bucket, key, query.Get("uploadId"), document.Parts,
+			header(r, "If-None-Match"), header(r, "If-Match"))
+		if err != nil {
+			return answer{}, err
+		}
+		var b strings.Builder
+		tag(&b, "Location", s.url+"/"+quote(bucket)+"/"+quote(key))
+		tag(&b, "Bucket", bucket)
+		tag(&b, "Key", key)
+		tag(&b, "ETag", etag)
+		return xmlAnswer("CompleteMultipartUploadResult", b.String())
+	case opAbortMultipartUpload:
+		if err := s.store.Abort(bucket, key, query.Get("uploadId")); err != nil {
+			return answer{}, err
+		}
+		return answer{204, map[string]string{}, nil}, nil
+	case opListMultipartUploads:
+		return s.listUploads(bucket, query)
+	}
+	return answer{}, s3err("NotImplemented", 501, "A header or operation you provided is not implemented.")
+}
+
+func (s *Server) getObject(bucket, key string, r *http.Request, head bool) (answer, error) {
+	found, err := s.store.Object(bucket, key, head)
+	if err != nil {
+		return answer{}, err
+	}
+	headers := map[string]string{"ETag": found.etag, "Last-Modified": httpDate(found.modified),
+		"Content-Type": found.contentType, "Accept-Ranges": "bytes"}
+	body, status := found.body, 200
+	if value := header(r, "Range"); !head && value != nil && *value != "" {
+		start, end, valid := byteRange(*value, len(found.body))
+		if !valid {
+			return answer{}, s3err("InvalidRange", 416, "The requested range is not satisfiable")
+		}
+		body, status = found.body[start:end], 206
+		headers["Content-Range"] = fmt.Sprintf("bytes %d-%d/%d", start, start+len(body)-1, len(found.body))
+	}
+	headers["Content-Length"] = strconv.Itoa(len(body))
+	if head {
+		body = nil
+	}
+	return answer{status, headers, body}, nil
+}
+
+// byteRange is a Range header's [start, end) in a body of size bytes: "bytes=first-last", "bytes=first-" or
+// "bytes=-suffix".
+func byteRange(value string, size int) (int, int, bool) {
+	spec, found := strings.CutPrefix(strings.TrimSpace(value), "bytes=")
+	firstText, lastText, dash := strings.Cut(spec, "-")
+	if !found || !dash {
+		return 0, 0, false
+	}
+	if firstText == "" {
+		suffix, err := strconv.Atoi(lastText)
+		if err != nil {
+			return 0, 0, false
+		}
+		return max(0, size-suffix), size, true
+	}
+	start, err := strconv.Atoi(firstText)
+	if err != nil || start >= size && size > 0 {
+		return 0, 0, false
+	}
+	end := size
+	if lastText != "" {
+		last, err := strconv.Atoi(lastText)
+		if err != nil || last < start {
+			return 0, 0, false
+		}
+		end = min(size, last+1)
+	}
+	return min(start, size), end, true
+}
+
+func (s *Server) deleteObjects(bucket string, body []byte) (answer, error) {
+	var document struct {
+		Objects []DeleteEntry `xml:"Object"`
+		Quiet   string        `xml:"Quiet"`
+	}
+	if err := xml.Unmarshal(body, &document); err != nil {
+		return answer{}, s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema")
+	}
+	refused, err := s.store.DeleteObjects(bucket, document.Objects)
+	if err != nil {
+		return answer{}, err
+	}
+	failed := make(map[string]bool, len(refused))
+	for _, e := range refused {
+		failed[e.Key] = true
+	}
+	var b strings.Builder
+	if strings.ToLower(strings.TrimSpace(document.Quiet)) != "true" {
+		for _, entry := range document.Objects {
+			if !failed[entry.Key] {
+				b.WriteString("<Deleted>")
+				tag(&b, "Key", entry.Key)
+				b.WriteString("</Deleted>")
+			}
+		}
+	}
+	for _, e := range refused {
+		b.WriteString("<Error>")
+		tag(&b, "Key", e.Key)
+		tag(&b, "Code", e.Code)
+		tag(&b, "Message", e.Message)
+		b.WriteString("</Error>")
+	}
+	return xmlAnswer("DeleteResult", b.String())
+}
+
+func (s *Server) listObjects(bucket string, query url.Values) (answer, error) {
+	prefix, _ := first(query, "prefix")
+	delimiter, _ := first(query, "delimiter")
+	token, _ := first(query, "continuation-token")
+	startAfter, _ := first(query, "start-after")
+	maxKeys := page
+	if text, _ := first(query, "max-keys"); text != "" {
+		n, err := strconv.Atoi(text)
+		if err != nil || n < 0 {
+			return answer{}, s3err("InvalidArgument", 400, "Provided max-keys not an integer or within integer range")
+		}
+		maxKeys = n
+	}
+	result, err := s.store.ListObjects(bucket, prefix, delimiter, token, startAfter, maxKeys)
+	if err != nil {
+		return answer{}, err
+	}
+	// botocore asks for url-encoded keys (encoding-type=url) and decodes them; the token is a key, opaque here
+	var b strings.Builder
+	tag(&b, "Name", bucket)
+	tag(&b, "Prefix", quote(prefix))
+	tag(&b, "KeyCount", strconv.Itoa(len(result.Entries)))
+	tag(&b, "MaxKeys", strconv.Itoa(maxKeys))
+	tag(&b, "IsTruncated", strconv.FormatBool(result.Truncated))
+	tag(&b, "EncodingType", "url")
+	if delimiter != "" {
+		tag(&b, "Delimiter", quote(delimiter))
+	}
+	if token != "" {
+		tag(&b, "ContinuationToken", token)
+	}
+	if startAfter != "" {
+		tag(&b, "StartAfter", quote(startAfter))
+	}
+	if result.Truncated {
+		tag(&b, "NextContinuationToken", result.NextToken)
+	}
+	for _, entry := range result.Entries {
+		if entry.obj == nil {
+			continue
+		}
+		b.WriteString("<Contents>")
+		tag(&b, "Key", quote(entry.Key))
+		tag(&b, "LastModified", isoDate(entry.obj.modified))
+		tag(&b, "ETag", entry.obj.etag)
+		tag(&b, "Size", strconv.Itoa(len(entry.obj.body)))
+		b.WriteString("<StorageClass>STANDARD</StorageClass></Contents>")
+	}
+	for _, entry := range result.Entries {
+		if entry.obj == nil {
+			b.WriteString("<CommonPrefixes>")
+			tag(&b, "Prefix", quote(entry.Key))
+			b.WriteString("</CommonPrefixes>")
+		}
+	}
+	return xmlAnswer("ListBucketResult", b.String())
+}
+
+func (s *Server) listUploads(bucket string, query url.Values) (answer, error) {
+	prefix, _ := first(query, "prefix")
+	var keyMarker, idMarker *string
+	if value, present := first(query, "key-marker"); present {
+		keyMarker = &value
+		idValue, _ := first(query, "upload-id-marker")
+		idMarker = &idValue
+	}
+	maxUploads := page
+	if text, _ := first(query, "max-uploads"); text != "" {
+		n, err := strconv.Atoi(text)
+		if err != nil || n < 0 {
+			return answer{}, s3err("InvalidArgument", 400, "Provided max-uploads not an integer or within integer range")
+		}
+		maxUploads = n
+	}
+	encoding, _ := first(query, "encoding-type")
+	encoded := encoding == "url"
+	name := func(text string) string {
+		if encoded {
+			return quote(text)
+		}
+		return text
+	}
+	uploads, truncated, err := s.store.ListUploads(bucket, prefix, keyMarker, idMarker, maxUploads)
+	if err != nil {
+		return answer{}, err
+	}
+	var b strings.Builder
+	tag(&b, "Bucket", bucket)
+	marker, markerID := "", ""
+	if keyMarker != nil {
+		marker, markerID = *keyMarker, *idMarker
+	}
+	tag(&b, "KeyMarker", name(marker))
+	tag(&b, "UploadIdMarker", markerID)
+	tag(&b, "Prefix", name(prefix))
+	tag(&b, "MaxUploads", strconv.Itoa(maxUploads))
+	tag(&b, "IsTruncated", strconv.FormatBool(truncated))
+	if encoded {
+		tag(&b, "EncodingType", "url")
+	}
+	if truncated && len(uploads) > 0 {
+		last := uploads[len(uploads)-1]
+		tag(&b, "NextKeyMarker", name(last.Key))
+		tag(&b, "NextUploadIdMarker", last.ID)
+	}
+	for _, u := range uploads {
+		b.WriteString("<Upload>")
+		tag(&b, "Key", name(u.Key))
+		tag(&b, "UploadId", u.ID)
+		tag(&b, "Initiated", isoDate(u.Initiated))
+		b.WriteString("<StorageClass>STANDARD</StorageClass></Upload>")
+	}
+	return xmlAnswer("ListMultipartUploadsResult", b.String())
+}
