@@ -7,7 +7,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"fmt"
-	"io"
+	"html"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -31,9 +31,36 @@ var requestIDs atomic.Uint64
 func init() { requestIDs.Store(rand.Uint64() >> 8) }
 
 // requestID is a fresh id in the shape S3 uses (16 upper-case hex characters).
-func requestID() string { return fmt.Sprintf("%016X", requestIDs.Add(1)) }
+func requestID() string {
+	const digits = "0123456789ABCDEF"
+	var id [16]byte
+	n := requestIDs.Add(1)
+	for i := 15; i >= 0; i-- {
+		id[i] = digits[n&15]
+		n >>= 4
+	}
+	return string(id[:])
+}
 
 func httpDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
+
+// cachedDate is the HTTP date of this second, formatted once a second (the Date of every answer).
+type cachedDate struct {
+	second int64
+	text   string
+}
+
+var lastDate atomic.Pointer[cachedDate]
+
+func nowDate() string {
+	now := time.Now()
+	if found := lastDate.Load(); found != nil && found.second == now.Unix() {
+		return found.text
+	}
+	made := &cachedDate{now.Unix(), httpDate(now)}
+	lastDate.Store(made)
+	return made.text
+}
 
 func isoDate(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
@@ -93,12 +120,12 @@ var answered = toSet(opHeadBucket, opPutObject, opGetObject, opHeadObject, opDel
 	opCopyObject, opListObjectsV2, opCreateMultipartUpload, opUploadPart, opCompleteMultipartUpload,
 	opAbortMultipartUpload, opListMultipartUploads, opCreateBucket, opListBuckets)
 
-func header(r *http.Request, name string) *string {
-	values, ok := r.Header[http.CanonicalHeaderKey(name)]
-	if !ok || len(values) == 0 {
+// header is a request header's value (its values joined by ","), nil when absent.
+func header(r *request, name string) *string {
+	value, ok := r.Header[strings.ToLower(name)]
+	if !ok {
 		return nil
 	}
-	value := strings.Join(values, ",")
 	return &value
 }
 
@@ -111,35 +138,30 @@ func first(query url.Values, name string) (string, bool) {
 }
 
 // copySource is the (bucket, key) of an x-amz-copy-source header.
-func copySource(r *http.Request) (string, string) {
-	value := r.Header.Get("X-Amz-Copy-Source")
+func copySource(r *request) (string, string) {
+	value := r.Header["x-amz-copy-source"]
 	value, _, _ = strings.Cut(value, "?")
 	bucket, key, _ := strings.Cut(strings.TrimLeft(unquote(value), "/"), "/")
 	return bucket, key
 }
 
-// ServeHTTP answers one request.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// handle answers one request: classified, throttled, applied at once; its answer, and the seconds S3 would take
+// to send it (its latency: the answer is written once they have passed).
+func (s *Server) handle(r *request) (answer, float64) {
 	path, rawQuery, _ := strings.Cut(r.RequestURI, "?")
-	if strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://") { // an absolute-form target
-		path, rawQuery = r.URL.EscapedPath(), r.URL.RawQuery
-	}
 	if name, ok := strings.CutPrefix(path, "/_gostore/"); ok {
-		s.admin(w, r, name)
-		return
+		query, _ := url.ParseQuery(rawQuery)
+		return s.admin(name, query, r.Body), 0
 	}
 	query, _ := url.ParseQuery(rawQuery)
-	_, copying := r.Header["X-Amz-Copy-Source"]
+	_, copying := r.Header["x-amz-copy-source"]
 	operation, bucket, key := classify(r.Method, path, query, r.Host, copying)
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		return // the connection failed
-	}
+	body := r.Body
 	resource := unquote(path)
 	var delay float64
 	var reply answer
 	switch {
-	case !answered[operation] || strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked"):
+	case !answered[operation] || strings.Contains(r.Header["content-encoding"], "aws-chunked"):
 		s.count(operation, false)
 		reply = errorAnswer("NotImplemented", 501, "A header or operation you provided is not implemented.",
 			resource, r.Method, "")
@@ -170,21 +192,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			delay += s.profile.Transfer(len(reply.body))
 		}
 	}
-	wait(delay)
-	h := w.Header()
-	h["Date"] = []string{httpDate(time.Now())}
-	h["x-amz-request-id"] = []string{requestID()}
-	h["Server"] = []string{"AmazonS3"}
-	for name, value := range reply.headers {
-		h[name] = []string{value}
-	}
+	reply.headers["Date"] = nowDate()
+	reply.headers["x-amz-request-id"] = requestID()
+	reply.headers["Server"] = "AmazonS3"
 	if _, ok := reply.headers["Content-Length"]; !ok && reply.status != 204 {
-		h["Content-Length"] = []string{strconv.Itoa(len(reply.body))}
+		reply.headers["Content-Length"] = strconv.Itoa(len(reply.body))
 	}
-	w.WriteHeader(reply.status)
-	if r.Method != "HEAD" && len(reply.body) > 0 {
-		_, _ = w.Write(reply.body)
-	}
+	return reply, delay
 }
 
 // cost is the writes a request counts as (each key of a DeleteObjects one).
@@ -203,7 +217,7 @@ func xmlAnswer(root, inner string) (answer, error) {
 	return ok(map[string]string{"Content-Type": "application/xml"}, xmlDocument(root, inner))
 }
 
-func (s *Server) apply(operation, bucket, key string, query url.Values, r *http.Request, body []byte) (answer, error) {
+func (s *Server) apply(operation, bucket, key string, query url.Values, r *request, body []byte) (answer, error) {
 	switch operation {
 	case opCreateBucket:
 		s.store.CreateBucket(bucket)
@@ -273,15 +287,11 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *http.
 		}
 		return ok(map[string]string{"ETag": etag}, nil)
 	case opCompleteMultipartUpload:
-		var document struct {
-			Parts []CompletedPart `xml:"Part"`
+		parts, valid := completedParts(body)
+		if !valid {
+			return answer{}, errMalformedXML
 		}
-		if len(body) > 0 {
-			if err := xml.Unmarshal(body, &document); err != nil {
-				return answer{}, s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema")
-			}
-		}
-		etag, err := s.store.Complete(bucket, key, query.Get("uploadId"), document.Parts,
+		etag, err := s.store.Complete(bucket, key, query.Get("uploadId"), parts,
 			header(r, "If-None-Match"), header(r, "If-Match"))
 		if err != nil {
 			return answer{}, err
@@ -303,7 +313,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *http.
 	return answer{}, s3err("NotImplemented", 501, "A header or operation you provided is not implemented.")
 }
 
-func (s *Server) getObject(bucket, key string, r *http.Request, head bool) (answer, error) {
+func (s *Server) getObject(bucket, key string, r *request, head bool) (answer, error) {
 	found, err := s.store.Object(bucket, key, head)
 	if err != nil {
 		return answer{}, err
@@ -356,13 +366,67 @@ func byteRange(value string, size int) (int, int, bool) {
 	return min(start, size), end, true
 }
 
+var errMalformedXML = s3err("MalformedXML", 400,
+	"The XML you provided was not well-formed or did not validate against our published schema")
+
+// completedParts reads a CompleteMultipartUpload document's parts (<Part><PartNumber/><ETag/></Part>, in order),
+// by scanning: the one document of every Complete, which encoding/xml parses at several times the cost.
+func completedParts(body []byte) ([]CompletedPart, bool) {
+	text := string(body)
+	if strings.TrimSpace(text) == "" {
+		return nil, true
+	}
+	if !strings.Contains(text, "CompleteMultipartUpload") {
+		return nil, false
+	}
+	var parts []CompletedPart
+	for {
+		start := strings.Index(text, "<Part>")
+		if start < 0 {
+			return parts, true
+		}
+		end := strings.Index(text[start:], "</Part>")
+		if end < 0 {
+			return nil, false
+		}
+		inner := text[start+len("<Part>") : start+end]
+		text = text[start+end+len("</Part>"):]
+		number := 0
+		if value, found := element(inner, "PartNumber"); found {
+			n, err := strconv.Atoi(strings.TrimSpace(value))
+			if err != nil {
+				return nil, false
+			}
+			number = n
+		}
+		etag, _ := element(inner, "ETag")
+		parts = append(parts, CompletedPart{PartNumber: number, ETag: etag})
+	}
+}
+
+// element is the unescaped text of <name>...</name> in inner.
+func element(inner, name string) (string, bool) {
+	_, after, found := strings.Cut(inner, "<"+name+">")
+	if !found {
+		return "", false
+	}
+	value, _, found := strings.Cut(after, "</"+name+">")
+	if !found {
+		return "", false
+	}
+	if strings.ContainsRune(value, '&') {
+		value = html.UnescapeString(value)
+	}
+	return value, true
+}
+
 func (s *Server) deleteObjects(bucket string, body []byte) (answer, error) {
 	var document struct {
 		Objects []DeleteEntry `xml:"Object"`
 		Quiet   string        `xml:"Quiet"`
 	}
 	if err := xml.Unmarshal(body, &document); err != nil {
-		return answer{}, s3err("MalformedXML", 400, "The XML you provided was not well-formed or did not validate against our published schema")
+		return answer{}, errMalformedXML
 	}
 	refused, err := s.store.DeleteObjects(bucket, document.Objects)
 	if err != nil {

@@ -1,0 +1,330 @@
+package main
+
+// HTTP/1.1 on one connection, as S3's clients speak it: keep-alive, one request at a time (each answered before the
+// next is handled, as memory_wire's listener does), a body by Content-Length or chunked, "Expect: 100-continue"
+// answered. One goroutine per connection reads and applies each request at once; its answer is written, in one
+// write, by the answer queue (one goroutine for every connection, waking at most once a millisecond) once the
+// request's latency has passed, so that a request costs no goroutine of its own sleeping. net/http's server costs
+// about twice the CPU per request (a background read and its abort per request with a body), and this store's
+// point is its answers per CPU-second.
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// request is one HTTP request, read whole.
+type request struct {
+	Method     string
+	RequestURI string
+	Host       string
+	Header     map[string]string // lower-case names; a repeated header's values joined by ","
+	Body       []byte
+	close      bool
+}
+
+var errMalformed = errors.New("malformed HTTP request")
+
+// serve answers every connection the listener accepts.
+func (s *Server) serve(listener net.Listener) error {
+	for {
+		conn, err := listener.Accept()
+		if err != nil {
+			var transient interface{ Temporary() bool }
+			if errors.As(err, &transient) && transient.Temporary() {
+				continue
+			}
+			return err
+		}
+		go s.serveConn(conn)
+	}
+}
+
+// connection is one client's connection: its answer in the queue, if one is.
+type connection struct {
+	conn        net.Conn
+	written     chan struct{} // the queued answer was written (capacity 1)
+	outstanding bool          // an answer is queued (the connection's goroutine only)
+}
+
+// settle waits for the connection's queued answer to be written (at once unless the client sent before it came).
+func (c *connection) settle() {
+	if c.outstanding {
+		<-c.written
+		c.outstanding = false
+	}
+}
+
+func (s *Server) serveConn(conn net.Conn) {
+	defer conn.Close()
+	c := &connection{conn: conn, written: make(chan struct{}, 1)}
+	reader := bufio.NewReaderSize(conn, 16<<10)
+	text := textproto.NewReader(reader)
+	for {
+		req, err := readRequest(text, reader, c)
+		if err != nil {
+			if errors.Is(err, errMalformed) {
+				c.settle()
+				_, _ = conn.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			}
+			c.settle()
+			return
+		}
+		reply, delay := s.handle(req)
+		data := renderAnswer(req, reply)
+		c.settle()
+		if delay <= 0 || req.close {
+			wait(delay)
+			if _, err := conn.Write(data); err != nil || req.close {
+				return
+			}
+			continue
+		}
+		c.outstanding = true
+		s.queue.add(&queued{due: time.Now().Add(time.Duration(delay * float64(time.Second))), conn: c, data: data})
+	}
+}
+
+// queued is an answer waiting for its time.
+type queued struct {
+	due  time.Time
+	conn *connection
+	data []byte
+}
+
+// answerQueue writes each answer when it is due: a heap by due time, one goroutine waking at the earliest due time
+// but at most once a millisecond (the answers due in between written together).
+type answerQueue struct {
+	mu    sync.Mutex
+	items []*queued
+	wake  chan struct{}
+}
+
+func newAnswerQueue() *answerQueue {
+	q := &answerQueue{wake: make(chan struct{}, 1)}
+	go q.run()
+	return q
+}
+
+func (q *answerQueue) add(item *queued) {
+	q.mu.Lock()
+	q.items = append(q.items, item)
+	q.up(len(q.items) - 1)
+	first := q.items[0] == item
+	q.mu.Unlock()
+	if first {
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (q *answerQueue) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !q.items[i].due.Before(q.items[parent].due) {
+			return
+		}
+		q.items[i], q.items[parent] = q.items[parent], q.items[i]
+		i = parent
+	}
+}
+
+func (q *answerQueue) pop() *queued {
+	top := q.items[0]
+	last := len(q.items) - 1
+	q.items[0] = q.items[last]
+	q.items[last] = nil
+	q.items = q.items[:last]
+	for i := 0; ; {
+		smallest, left, right := i, 2*i+1, 2*i+2
+		if left < last && q.items[left].due.Before(q.items[smallest].due) {
+			smallest = left
+		}
+		if right < last && q.items[right].due.Before(q.items[smallest].due) {
+			smallest = right
+		}
+		if smallest == i {
+			break
+		}
+		q.items[i], q.items[smallest] = q.items[smallest], q.items[i]
+		i = smallest
+	}
+	return top
+}
+
+func (q *answerQueue) run() {
+	timer := time.NewTimer(time.Hour)
+	var due []*queued
+	for {
+		q.mu.Lock()
+		now := time.Now()
+		for len(q.items) > 0 && !q.items[0].due.After(now) {
+			due = append(due, q.pop())
+		}
+		next := time.Hour
+		if len(q.items) > 0 {
+			next = q.items[0].due.Sub(now)
+		}
+		q.mu.Unlock()
+		for i, item := range due {
+			item.deliver()
+			due[i] = nil
+		}
+		due = due[:0]
+		timer.Reset(max(next, time.Millisecond))
+		select {
+		case <-timer.C:
+		case <-q.wake:
+		}
+	}
+}
+
+// largeAnswer is the size above which an answer is written by a goroutine of its own (a slow reader of a large GET
+// must not hold the others' answers).
+const largeAnswer = 256 << 10
+
+func (item *queued) deliver() {
+	write := func() {
+		_, _ = item.conn.conn.Write(item.data)
+		item.conn.written <- struct{}{}
+	}
+	if len(item.data) > largeAnswer {
+		go write()
+	} else {
+		write()
+	}
+}
+
+// readHeader reads header lines up to the empty line: lower-case names, values trimmed.
+func readHeader(reader *bufio.Reader) (map[string]string, error) {
+	header := make(map[string]string, 16)
+	for {
+		line, err := reader.ReadSlice('\n')
+		if err != nil {
+			if errors.Is(err, bufio.ErrBufferFull) {
+				return nil, errMalformed
+			}
+			return nil, err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			return header, nil
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon <= 0 {
+			return nil, errMalformed
+		}
+		name := string(bytes.ToLower(bytes.TrimSpace(line[:colon])))
+		value := string(bytes.TrimSpace(line[colon+1:]))
+		if previous, ok := header[name]; ok {
+			value = previous + "," + value
+		}
+		header[name] = value
+	}
+}
+
+func readRequest(text *textproto.Reader, reader *bufio.Reader, c *connection) (*request, error) {
+	line, err := text.ReadLine()
+	if err != nil {
+		return nil, err
+	}
+	method, rest, ok1 := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
+		return nil, errMalformed
+	}
+	header, err := readHeader(reader)
+	if err != nil {
+		return nil, err
+	}
+	req := &request{Method: method, RequestURI: target, Host: header["host"], Header: header}
+	connection := strings.ToLower(header["connection"])
+	req.close = strings.Contains(connection, "close") || (proto == "HTTP/1.0" && !strings.Contains(connection, "keep-alive"))
+	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") { // absolute form
+		if _, after, found := strings.Cut(target[strings.Index(target, "//")+2:], "/"); found {
+			req.RequestURI = "/" + after
+		} else {
+			req.RequestURI = "/"
+		}
+	}
+	chunked := strings.Contains(strings.ToLower(header["transfer-encoding"]), "chunked")
+	length := 0
+	if value := header["content-length"]; value != "" && !chunked {
+		if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 {
+			return nil, errMalformed
+		}
+	}
+	if (length > 0 || chunked) && strings.EqualFold(header["expect"], "100-continue") {
+		c.settle()
+		if _, err := c.conn.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
+			return nil, err
+		}
+	}
+	if chunked {
+		req.Body, err = readChunked(text, reader)
+		return req, err
+	}
+	req.Body = make([]byte, length)
+	if _, err := io.ReadFull(reader, req.Body); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+func readChunked(text *textproto.Reader, reader *bufio.Reader) ([]byte, error) {
+	var body []byte
+	for {
+		line, err := text.ReadLine()
+		if err != nil {
+			return nil, err
+		}
+		sizeText, _, _ := strings.Cut(line, ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		if err != nil || size < 0 {
+			return nil, errMalformed
+		}
+		if size == 0 {
+			if _, err := readHeader(reader); err != nil { // trailers, up to the empty line
+				return nil, errMalformed
+			}
+			return body, nil
+		}
+		start := len(body)
+		body = append(body, make([]byte, size)...)
+		if _, err := io.ReadFull(reader, body[start:]); err != nil {
+			return nil, err
+		}
+		if _, err := text.ReadLine(); err != nil { // the chunk's CRLF
+			return nil, err
+		}
+	}
+}
+
+// renderAnswer is one answer's bytes: the status line, the headers (S3's spelling), the body (none for HEAD).
+func renderAnswer(req *request, reply answer) []byte {
+	var b bytes.Buffer
+	b.Grow(256 + len(reply.body))
+	b.WriteString("HTTP/1.1 " + strconv.Itoa(reply.status) + " " + http.StatusText(reply.status) + "\r\n")
+	for name, value := range reply.headers {
+		b.WriteString(name + ": " + value + "\r\n")
+	}
+	if req.close {
+		b.WriteString("Connection: close\r\n")
+	}
+	b.WriteString("\r\n")
+	if req.Method != "HEAD" {
+		b.Write(reply.body)
+	}
+	return b.Bytes()
+}
