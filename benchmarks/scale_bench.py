@@ -21,15 +21,19 @@ store (the same S3Wire, on a loopback socket: :class:`~s3commit.testing.memory_w
 of its own, this process the client alone, its Completes sent from one event loop on connections of its own
 (``UploadRequests.complete_many``) and its other requests by botocore over HTTP; the client's CPU (this process's)
 and the store's (the child's) are reported apart, with the phases' durations (``load``: the pendingsets read and
-checked before the first Complete).
+checked before the first Complete). ``--store go`` (with ``--lean``) puts the Go store (``testbed.go_store``:
+the same model and envelope, many times the answers per CPU-second) in that child's place, the job seeded there,
+its stats read for the store's CPU, answers, SlowDowns and splits (``store_headroom``: the store's answers per
+CPU-second over the client's Completes per CPU-second).
 
-    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean] [--out results.json]
+    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean [--store go]] [--out f]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -48,10 +52,34 @@ from s3commit.testing._sim.classify import S3Operation
 from s3commit.testing._sim.profiles import ThrottleSpec, get_profile
 from s3commit.testing.memory import MemoryS3, aws_capabilities
 from s3commit.testing.memory_wire import S3Wire
+from testbed.go_store import GoStore
 
 BUCKET = "scale"
 FILES_PER_TASK = 100
 PROFILE = "s3-standard"
+
+
+def old_key(dest: S3Uri, n: int) -> str:
+    """The key of the ``n``-th old file of an overwrite."""
+    return f"{dest.key}/day={n % 30}/old-{n:06d}.parquet"
+
+
+def new_key(dest: S3Uri, job_id: str, n: int) -> str:
+    """The key of the job's ``n``-th file."""
+    return f"{dest.key}/day={n % 30}/part-{n // FILES_PER_TASK:05d}-{job_id}-c{n:06d}.parquet"
+
+
+def pendingset(layout: JobLayout, job_id: str, task: int, commits: list[PendingUpload]) -> tuple[str, bytes]:
+    """The key and body of task ``task``'s pendingset (``task``: its first file's number)."""
+    attempt = f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
+    key = layout.pendingset_key(f"task_scale_0000_m_{task // FILES_PER_TASK:06d}")
+    return key, PendingSet(commits=tuple(commits)).with_job(job_id, attempt).to_json()
+
+
+def pending_upload(key: str, upload_id: str, etag: str) -> PendingUpload:
+    """One file's upload of one small part (``b"new"``)."""
+    return PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(etag,), length=3,
+                         uri=f"s3a://{BUCKET}/{key}")
 
 
 def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: int, *, old: int,
@@ -61,27 +89,39 @@ def prepare(s3: MemoryS3, dest: S3Uri, layout: JobLayout, job_id: str, files: in
     (``s3commit.snapshot.complete-at-task-commit``)."""
     client = s3.store().requests.client  # the model's own client: no latency, no throttle
     for n in range(old):
-        client.put_object(Bucket=BUCKET, Key=f"{dest.key}/day={n % 30}/old-{n:06d}.parquet", Body=b"old")
+        client.put_object(Bucket=BUCKET, Key=old_key(dest, n), Body=b"old")
     keys = []
     for task in range(0, files, FILES_PER_TASK):
         commits = []
         for n in range(task, min(files, task + FILES_PER_TASK)):
-            key = f"{dest.key}/day={n % 30}/part-{task // FILES_PER_TASK:05d}-{job_id}-c{n:06d}.parquet"
+            key = new_key(dest, job_id, n)
             upload_id = client.create_multipart_upload(Bucket=BUCKET, Key=key)["UploadId"]
             etag = client.upload_part(Bucket=BUCKET, Key=key, UploadId=upload_id, PartNumber=1, Body=b"new")["ETag"]
-            commit = PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(etag,),
-                                   length=3, uri=f"s3a://{BUCKET}/{key}")
+            commit = pending_upload(key, upload_id, etag)
             if early:
                 client.complete_multipart_upload(Bucket=BUCKET, Key=key, UploadId=upload_id,
                                                  MultipartUpload={"Parts": [{"ETag": etag, "PartNumber": 1}]})
                 commit = commit.as_completed()
             commits.append(commit)
-        attempt = f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
-        pendingset_key = layout.pendingset_key(f"task_scale_0000_m_{task // FILES_PER_TASK:06d}")
-        body = PendingSet(commits=tuple(commits)).with_job(job_id, attempt).to_json()
+        pendingset_key, body = pendingset(layout, job_id, task, commits)
         client.put_object(Bucket=BUCKET, Key=pendingset_key, Body=body)
         keys.append(pendingset_key)
     return keys
+
+
+def prepare_go(go: GoStore, dest: S3Uri, layout: JobLayout, job_id: str, files: int, *, old: int) -> list[str]:
+    """:func:`prepare`'s job on the Go store: its uploads seeded (one part ``b"new"`` each), the old files and the
+    pendingsets PUT through its admin endpoint (no latency, no throttle, not timed)."""
+    if old:
+        go.put_objects(BUCKET, {old_key(dest, n): b"old" for n in range(old)})
+    seeded = go.seed(BUCKET, [new_key(dest, job_id, n) for n in range(files)], b"new")
+    pendingsets: dict[str, bytes] = {}
+    for task in range(0, files, FILES_PER_TASK):
+        commits = [pending_upload(u["key"], u["upload_id"], u["etag"]) for u in seeded[task:task + FILES_PER_TASK]]
+        key, body = pendingset(layout, job_id, task, commits)
+        pendingsets[key] = body
+    go.put_objects(BUCKET, pendingsets)
+    return list(pendingsets)
 
 
 def floor_seconds(files: int, *, old: int, rate: float | None, in_flight: int) -> float:
@@ -200,20 +240,68 @@ def run_served_case(files: int, *, rate: float | None, overwrite: bool) -> dict[
     }
 
 
+def run_go_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str, Any]:
+    """A ``--lean --store go`` case: :func:`run_served_case` with the Go store (``testbed.go_store``) in the child
+    process instead of the Python wire, the job prepared there (:func:`prepare_go`); the store's CPU, answers,
+    SlowDowns and splits read from its stats before and after the commit, what the commit left from its counts."""
+    throttle = ThrottleSpec(writes_per_second=rate) if rate else None
+    with GoStore(profile=PROFILE, throttle=throttle, cpu_profile=os.environ.get("S3COMMIT_GOSTORE_CPUPROFILE")) as go:
+        go.create_bucket(BUCKET)
+        job_id = str(uuid.uuid4())
+        dest = S3Uri(BUCKET, "table")
+        layout = JobLayout(dest.key, job_id)
+        old = files if overwrite else 0
+        keys = prepare_go(go, dest, layout, job_id, files, old=old)
+        store = go.store(retry=RetryPolicy(), lean_requests=True, buckets=(BUCKET,))
+        engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                              options=CommitterOptions(journal=True))
+        plan = OverwritePlan(delete_paths=("",)) if overwrite else OverwritePlan()
+        before = go.stats()
+        started, cpu = time.perf_counter(), time.process_time()
+        success = engine.run(keys, plan)
+        seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
+        after = go.stats()
+        left = go.counts(BUCKET, f"{dest.key}/", contains=["/part-", "/old-"])
+        outstanding = go.counts(BUCKET, "")["uploads"]
+    exact = left["containing"]["/part-"] == files and left["containing"]["/old-"] == 0 and outstanding == 0
+    store_cpu = after["cpu_seconds"] - before["cpu_seconds"]
+    answers = after["requests_total"] - before["requests_total"]
+    floor = floor_seconds(files, old=old, rate=rate, in_flight=store.options.concurrency_max)
+    metrics, counted = success.metrics, store.counters.snapshot()
+    client_rate = files / cpu_seconds
+    store_rate = answers / max(store_cpu, 1e-9)
+    return {
+        "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": True, "store": "go",
+        "exact": exact, "seconds": round(seconds, 3), "floor_seconds": round(floor, 3),
+        "ratio": round(seconds / floor, 2), "cpu_seconds": round(cpu_seconds, 3),
+        "completes_per_cpu_second": round(client_rate), "store_cpu_seconds": round(store_cpu, 3),
+        "store_requests": answers, "store_answers_per_cpu_second": round(store_rate),
+        "store_headroom": round(store_rate / client_rate, 2),
+        "requests": counted["total_requests"],
+        "slowdowns_answered": after["slowdowns_answered"] - before["slowdowns_answered"],
+        "failures": sum(counted["failures"].values()), "retries": sum(counted["retries"].values()),
+        "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "store_peak_rss_mib": round(after["peak_rss_mib"]), "partitions_split": after["partitions_split"],
+        "over": "socket", "durations_ms": {k[len("duration_"):-3]: v for k, v in metrics.items()
+                                           if k.startswith("duration_")},
+    }
+
+
 def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3500.0, overwrite: bool = False,
-               lean: bool = False) -> dict[str, Any]:
+               lean: bool = False, store: str = "wire") -> dict[str, Any]:
     """Every case (files x throttled or not, and an overwrite of as many old files where asked), each in a process
     of its own; the ``scale`` section of ``benchmarks/main.py``."""
     results = []
     for files in file_counts:
         for replaces in ([False, True] if overwrite else [False]):
             for throttle in throttled:
-                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)}"
+                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store}"
                 out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
                                      capture_output=True, text=True, check=True).stdout
                 results.append(json.loads(out.strip().splitlines()[-1]))
                 print(f"  scale: {json.dumps(results[-1])}", flush=True)
-    return {"profile": PROFILE, "rate": rate, "lean": lean, "cases": results}
+    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store, "cases": results}
 
 
 def scale_markdown(scale: dict[str, Any]) -> list[str]:
@@ -265,23 +353,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--overwrite", action="store_true", help="also an overwrite deleting as many old files")
     parser.add_argument("--rate", type=float, default=3500.0, help="the throttle's writes a second per prefix")
     parser.add_argument("--lean", action="store_true", help="Completes by the lean path (s3commit.store.lean-requests)")
+    parser.add_argument("--store", choices=("wire", "go"), default="wire",
+                        help="the store of the --lean cases: the Python wire in a child (wire) or the Go store (go)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the store of a --lean case, in this process
-    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean: one case, in this process
+    parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean[,store]: one case here
     parser.add_argument("--out", help="write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.store == "go" and not (args.lean or args.case):
+        parser.error("--store go is for the --lean cases")
     if args.serve:
         files, throttled, overwrite, _ = args.serve.split(",")
         serve_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         return 0
     if args.case:
-        files, throttled, overwrite, lean = args.case.split(",")
-        case = run_served_case if lean == "1" else run_case
+        files, throttled, overwrite, lean, *store = args.case.split(",")
+        case = run_case if lean != "1" else run_go_case if store == ["go"] else run_served_case
         result = case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         print(json.dumps(result))
         return 0
     throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]
     scale = scale_runs([int(f) for f in args.files.split(",")], throttled=throttles, rate=args.rate,
-                       overwrite=args.overwrite, lean=args.lean)
+                       overwrite=args.overwrite, lean=args.lean, store=args.store)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "profile": PROFILE,
