@@ -109,15 +109,28 @@ from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
 from s3commit.store.s3store import S3Store
 from s3commit.store.uploads import CompleteCall
-from s3commit.transfer.parallel import Failure, RateLimiter, map_ordered, resolved, run_each, window_for
+from s3commit.transfer.parallel import (
+    Failure,
+    RateLimiter,
+    map_ordered,
+    quiet_collector,
+    resolved,
+    run_each,
+    window_for,
+)
 
 if TYPE_CHECKING:
     from s3commit.commit.process_state import SeenObjects
 
 log = logging.getLogger(__name__)
 
+_SCRATCH_INSIDE = tuple(f"/{element}" for element in SCRATCH_PREFIXES)
+"""A key with an element that starts with one of SCRATCH_PREFIXES, past its first, holds one of these."""
 CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
+PENDINGSETS_AHEAD = 8
+"""Pendingsets read again at once, ahead of the Completes, where they were not held (past CACHE_BUDGET): one at a
+time, a GET's latency each (~60 ms for 100 files) paced a commit of 100,000 files at ~2,300 Completes a second."""
 
 RECOVERED_DIAGNOSTIC = "s3commit.recovered"
 """``_SUCCESS`` diagnostics key set to ``"true"`` when the commit was finished from its journal by another process."""
@@ -247,11 +260,11 @@ class CommitEngine:
             if commit.bucket != bucket:
                 raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
                                     f"{self.dest}", source=source)
-            elements = key.split("/")  # once, for both checks
             if (not ((len(key) > under and key.startswith(prefix)) or key.rpartition("/")[0] in absolute)
-                    or any(e.startswith(SCRATCH_PREFIXES) for e in elements)):
+                    or key.startswith(SCRATCH_PREFIXES) or any(inside in key for inside in _SCRATCH_INSIDE)):
                 raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
                                     source=source)
+            elements = key.split("/")
             if "" in elements or "." in elements or ".." in elements:
                 raise ManifestError(f"upload key {key!r} has an empty, '.' or '..' element", source=source)
             if key in seen:
@@ -448,8 +461,7 @@ class CommitEngine:
         """The uploads to complete: those a task commit completed already (a snapshot destination) are counted as
         this commit's, with no request (a roll-back deletes them, the overwrite keeps them), and left out. One
         pendingset at a time: a commit of 10,000 files its tasks completed takes a lock 100 times, not 10,000."""
-        for key in keys:
-            commits = self._load(key).commits
+        for commits in (pendingset.commits for pendingset in self._pendingsets(keys)):
             done = [c for c in commits if c.completed_at_task_commit]
             if done:
                 with self._lock:
@@ -458,6 +470,18 @@ class CommitEngine:
                 if len(done) == len(commits):
                     continue
             yield from (c for c in commits if not c.completed_at_task_commit)
+
+    def _pendingsets(self, keys: Sequence[str]) -> Iterator[PendingSet]:
+        """The pendingsets of ``keys``, in order: those held, and the others read again, PENDINGSETS_AHEAD at once."""
+        again = [key for key in keys if key not in self._cache]
+        if not again:
+            yield from (self._cache[key] for key in keys)
+            return
+        with ThreadPoolExecutor(PENDINGSETS_AHEAD, thread_name_prefix=f"s3commit-reread-{self.job_id[:8]}") as readers:
+            reads = map_ordered(readers, again, self._load, window=PENDINGSETS_AHEAD)
+            for key in keys:
+                held = self._cache.get(key)
+                yield held if held is not None else next(reads)[1].result()
 
     def check_completed_at_task_commit(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """On a destination that is not (or no longer) a snapshot one, the files its task commits completed must
@@ -895,7 +919,7 @@ class CommitEngine:
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
         # journal is written.
-        with ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
+        with quiet_collector(), ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
                 return self._run(keys, plan, accepted_attempts, side, beside, known)
             finally:

@@ -7,6 +7,8 @@
   finish, calls not yet started are skipped).
 - :func:`map_ordered` is for results: they come back in the order of the items, while at most ``window``
   calls run ahead of the consumer. :func:`gather` collects it: every result, in order, and every failure.
+- :func:`quiet_collector` keeps Python's garbage collector from scanning, again and again, the objects that were
+  there before a burst of work began (a job commit of 100,000 files).
 
 Items are drawn lazily, so an iterator of 100,000 uploads is never held whole. The pool is the caller's: its
 threads bound the concurrency, the window bounds the work waiting for them. This module knows nothing of S3.
@@ -14,6 +16,8 @@ threads bound the concurrency, the window bounds the work waiting for them. This
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import threading
 import time
 from collections import deque
@@ -35,6 +39,37 @@ class Failure(Generic[Item]):
 
     item: Item
     error: BaseException
+
+
+_QUIET = threading.Lock()
+_quiet_depth = 0
+
+
+@contextlib.contextmanager
+def quiet_collector() -> Iterator[None]:
+    """Within: every object that existed on entry is left out of the garbage collector's passes (``gc.freeze``),
+    and put back on the way out (``gc.unfreeze``); nothing is lost, cycles made before are collected after.
+
+    Why: a burst of work that makes many objects living for a while (a job commit reading 100,000 pendingset
+    entries, its Completes' tasks and answers) sets off the collector's full passes, each a scan of the whole heap
+    (the client's models, the caller's data): measured, ~80 ms each, stalling every request's answer, 4-5 s of a
+    100,000-file commit's 27 s of CPU. Nested and concurrent uses share one freeze; where something else froze the
+    heap (``gc.get_freeze_count()`` at entry), it is left as it is."""
+    global _quiet_depth
+    with _QUIET:
+        mine = _quiet_depth > 0 or gc.get_freeze_count() == 0
+        if mine:
+            if _quiet_depth == 0:
+                gc.freeze()
+            _quiet_depth += 1
+    try:
+        yield
+    finally:
+        if mine:
+            with _QUIET:
+                _quiet_depth -= 1
+                if _quiet_depth == 0:
+                    gc.unfreeze()
 
 
 def window_for(threads: int) -> int:

@@ -7,6 +7,7 @@ sending its Completes this way where it may."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -221,4 +222,42 @@ def test_a_conflict_in_the_job_commit_rolls_it_back():
     assert [k for k in visible if "/part-" in k] == [commits[4].destination_key]  # only what was there
     assert store.objects.read_object(BUCKET, commits[4].destination_key)[0] == b"appeared"
     assert complete_call(commits[0]).key == commits[0].destination_key
+    wire.close()
+
+
+def test_a_job_past_the_cache_budget_reads_its_pendingsets_again_ahead_of_the_completes(monkeypatch):
+    """Past CACHE_BUDGET uploads the pendingsets not held are read again as the Completes go: PENDINGSETS_AHEAD at once,
+    on threads of their own (one at a time, a GET's latency each paced a commit of 100,000 files)."""
+    from s3commit.commit import engine as engine_module
+
+    monkeypatch.setattr(engine_module, "CACHE_BUDGET", 6)  # the first two pendingsets (3 files each) held
+    s3, wire, store = listening()
+    job_id = "0f0e0d0c-0000-4000-8000-000000000003"
+    engine, first, commits = _job(store, job_id, 3)
+    keys = [first]
+    for task in range(2, 13):
+        more = [replace(c, destination_key=c.destination_key.replace(".parquet", f"-{task}.parquet"),
+                        upload_id=store.uploads.create_multipart_upload(BUCKET, c.destination_key.replace(
+                            ".parquet", f"-{task}.parquet"))) for c in commits]
+        more = [replace(c, etags=(store.uploads.upload_part(BUCKET, c.destination_key, c.upload_id, 1,
+                                                            b"x" * c.length).etag,)) for c in more]
+        key = engine.layout.pendingset_key(f"task_{task:04d}")
+        store.objects.put_object(BUCKET, key, PendingSet(commits=tuple(more)).with_job(job_id, "a").to_json())
+        keys.append(key)
+    together = threading.Barrier(2, timeout=30)  # the first two reads again must be under way at once
+    again: list[str] = []
+    load = engine._load
+
+    def counted(key):
+        if engine._cache.get(key) is None:
+            again.append(threading.current_thread().name)
+            if len(again) <= 2:
+                together.wait()
+        return load(key)
+
+    monkeypatch.setattr(engine, "_load", counted)
+    engine.run(keys, OverwritePlan())
+    assert engine.stats.completed == 36 and s3.uploads(BUCKET) == []
+    assert len([k for k in s3.objects(BUCKET, "table/") if "/part-" in k]) == 36
+    assert len(again) == 10 and all(name.startswith("s3commit-reread") for name in again)
     wire.close()

@@ -1,15 +1,18 @@
-"""Bounded parallel work (``s3commit.transfer.parallel``): windows, order, failures collected, stopping early."""
+"""Bounded parallel work (``s3commit.transfer.parallel``): windows, order, failures collected, stopping early; the
+collector kept quiet through a burst."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import tracemalloc
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3commit.transfer.parallel import gather, map_ordered, run_each, window_for
+from s3commit.transfer.parallel import gather, map_ordered, quiet_collector, run_each, window_for
 
 
 class Gauge:
@@ -173,3 +176,41 @@ def test_a_window_below_one_is_refused(call):
 def test_the_window_for_a_pool_keeps_four_calls_per_thread():
     assert window_for(8) == 32
     assert window_for(0) == 4
+
+
+def test_quiet_collector_freezes_what_was_there_and_puts_it_back():
+    assert gc.get_freeze_count() == 0
+    before = [object() for _ in range(10)]  # noqa: F841  (alive on entry)
+    with quiet_collector():
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        with quiet_collector():  # nested (a commit inside another's beside work): one freeze
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen
+    assert gc.get_freeze_count() == 0
+
+
+def test_quiet_collector_collects_cycles_made_within_and_puts_back_on_failure():
+    class Node:
+        pass
+
+    with pytest.raises(RuntimeError), quiet_collector():
+        node = Node()
+        node.self = node  # a cycle made within: not frozen, collected as usual
+        gone = weakref.ref(node)
+        del node
+        gc.collect()
+        assert gone() is None
+        raise RuntimeError("the commit failed")
+    assert gc.get_freeze_count() == 0
+
+
+def test_quiet_collector_leaves_a_heap_someone_else_froze_as_it_is():
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with quiet_collector():
+            assert gc.get_freeze_count() == frozen
+        assert gc.get_freeze_count() == frozen  # not unfrozen: it was not ours
+    finally:
+        gc.unfreeze()
