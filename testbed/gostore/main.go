@@ -53,6 +53,8 @@ func main() {
 	port := flag.Int("port", 0, "the port on 127.0.0.1 (0: one the OS chooses)")
 	procs := flag.Int("procs", 1, "GOMAXPROCS: the threads running Go code at once (1: no thread woken for another's "+
 		"work, the fewest CPU-seconds per answer; about 16,000 answers a second on one core)")
+	frontend := flag.String("frontend", "epoll", "epoll: one event loop serves every connection (Linux); "+
+		"goroutines: a goroutine a connection (net's poller)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (runtime/pprof) here until stdin closes")
 	flag.Parse()
 	if *procs > 0 {
@@ -66,20 +68,43 @@ func main() {
 	if config.Throttle != nil && config.Throttle.BurstSeconds == 0 {
 		config.Throttle.BurstSeconds = 1
 	}
-	listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "gostore: %v\n", err)
-		os.Exit(1)
+	var serve func(*Server) error
+	var url string
+	switch *frontend {
+	case "epoll":
+		lfd, bound, err := listenLoopback(*port)
+		if err != nil {
+			fail("listen", err)
+		}
+		url = fmt.Sprintf("http://127.0.0.1:%d", bound)
+		serve = func(s *Server) error {
+			loop, err := newEventLoop(s, lfd)
+			if err != nil {
+				return err
+			}
+			return loop.run()
+		}
+	case "goroutines":
+		listener, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", *port))
+		if err != nil {
+			fail("listen", err)
+		}
+		url = "http://" + listener.Addr().String()
+		serve = func(s *Server) error {
+			s.queue = newAnswerQueue()
+			return s.serve(listener)
+		}
+	default:
+		fail("-frontend", fmt.Errorf("%q is neither epoll nor goroutines", *frontend))
 	}
-	server := newServer(config, fmt.Sprintf("http://%s", listener.Addr().String()))
+	server := newServer(config, url)
 	if *cpuProfile != "" {
 		out, err := os.Create(*cpuProfile)
 		if err == nil {
 			err = pprof.StartCPUProfile(out)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "gostore: -cpuprofile: %v\n", err)
-			os.Exit(2)
+			fail("-cpuprofile", err)
 		}
 	}
 	go func() { // die with the parent: its end of our stdin closes
@@ -89,15 +114,19 @@ func main() {
 	}()
 	ready, _ := json.Marshal(map[string]string{"url": server.url})
 	fmt.Println(string(ready))
-	if err := server.serve(listener); err != nil {
-		fmt.Fprintf(os.Stderr, "gostore: %v\n", err)
-		os.Exit(1)
+	if err := serve(server); err != nil {
+		fail("serve", err)
 	}
+}
+
+func fail(what string, err error) {
+	fmt.Fprintf(os.Stderr, "gostore: %s: %v\n", what, err)
+	os.Exit(1)
 }
 
 func newServer(config Config, url string) *Server {
 	conditional := config.Conditional == nil || *config.Conditional
-	s := &Server{store: NewStore(conditional), queue: newAnswerQueue(), profile: config.Profile, url: url,
+	s := &Server{store: NewStore(conditional), profile: config.Profile, url: url,
 		requests: map[string]int64{}, slowdowns: map[string]int64{}}
 	if config.Throttle != nil {
 		s.throttle = NewThrottle(*config.Throttle)

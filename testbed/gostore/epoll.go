@@ -1,0 +1,406 @@
+package main
+
+// The event loop front end (the default, -frontend epoll): every connection served by one goroutine over Linux's
+// epoll, as memory_wire's listener serves them from one asyncio loop. Level-triggered, so a request costs one read
+// (no read to EAGAIN after it), one write, and its share of an epoll_wait; the answers due are written when the
+// wait's timeout (the earliest due time, in milliseconds) passes; no goroutine is woken or parked per request.
+// HTTP/1.1 keep-alive, one request at a time per connection (the next handled once the answer is written), a body
+// by Content-Length or chunked, "Expect: 100-continue" answered.
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxHead is the largest request head (request line and headers) taken.
+const maxHead = 64 << 10
+
+type loopConn struct {
+	fd         int
+	in         []byte // read, not yet handled
+	out        []byte // answer bytes not yet written
+	waiting    bool   // an answer is in the timer heap
+	continued  bool   // 100 Continue sent for the request being read
+	closeAfter bool   // close once out is written
+	watchOut   bool   // registered for EPOLLOUT
+	closed     bool
+}
+
+type timedAnswer struct {
+	due        time.Time
+	conn       *loopConn
+	data       []byte
+	closeAfter bool
+}
+
+type eventLoop struct {
+	s       *Server
+	epfd    int
+	lfd     int
+	conns   map[int]*loopConn
+	timers  []*timedAnswer
+	scratch []byte
+}
+
+// listenLoopback opens a non-blocking listening socket on 127.0.0.1:port; returns it and its port.
+func listenLoopback(port int) (int, int, error) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, err
+	}
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		syscall.Close(fd)
+		return -1, 0, err
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		syscall.Close(fd)
+		return -1, 0, err
+	}
+	if err := syscall.Listen(fd, 4096); err != nil {
+		syscall.Close(fd)
+		return -1, 0, err
+	}
+	name, err := syscall.Getsockname(fd)
+	if err != nil {
+		syscall.Close(fd)
+		return -1, 0, err
+	}
+	return fd, name.(*syscall.SockaddrInet4).Port, nil
+}
+
+func newEventLoop(s *Server, lfd int) (*eventLoop, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, lfd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(lfd)}); err != nil {
+		return nil, err
+	}
+	return &eventLoop{s: s, epfd: epfd, lfd: lfd, conns: map[int]*loopConn{}, scratch: make([]byte, 256<<10)}, nil
+}
+
+func (l *eventLoop) run() error {
+	events := make([]syscall.EpollEvent, 512)
+	for {
+		timeout := -1
+		if len(l.timers) > 0 {
+			wait := time.Until(l.timers[0].due)
+			timeout = max(0, int((wait+time.Millisecond-1)/time.Millisecond))
+		}
+		n, err := syscall.EpollWait(l.epfd, events, timeout)
+		if err != nil && !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			fd := int(events[i].Fd)
+			if fd == l.lfd {
+				l.accept()
+				continue
+			}
+			c := l.conns[fd]
+			if c == nil {
+				continue
+			}
+			if events[i].Events&syscall.EPOLLOUT != 0 {
+				l.flush(c)
+			}
+			if events[i].Events&(syscall.EPOLLIN|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && !c.closed {
+				l.readable(c)
+			}
+		}
+		l.due()
+	}
+}
+
+func (l *eventLoop) accept() {
+	for {
+		fd, _, err := syscall.Accept4(l.lfd, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
+		if err != nil {
+			return // EAGAIN: none left (other errors: the client gave up)
+		}
+		_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}); err != nil {
+			syscall.Close(fd)
+			continue
+		}
+		l.conns[fd] = &loopConn{fd: fd}
+	}
+}
+
+func (l *eventLoop) close(c *loopConn) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	syscall.Close(c.fd)
+	delete(l.conns, c.fd)
+}
+
+func (l *eventLoop) readable(c *loopConn) {
+	for {
+		n, err := syscall.Read(c.fd, l.scratch)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+				break
+			}
+			l.close(c)
+			return
+		}
+		if n == 0 {
+			l.close(c)
+			return
+		}
+		c.in = append(c.in, l.scratch[:n]...)
+		if n < len(l.scratch) {
+			break
+		}
+	}
+	l.process(c)
+}
+
+// flush writes what it can of c.out; watches for writability while some is left.
+func (l *eventLoop) flush(c *loopConn) {
+	for len(c.out) > 0 && !c.closed {
+		n, err := syscall.Write(c.fd, c.out)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) {
+				l.watch(c, true)
+				return
+			}
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			l.close(c)
+			return
+		}
+		c.out = c.out[n:]
+	}
+	if c.closed {
+		return
+	}
+	c.out = nil
+	l.watch(c, false)
+	if c.closeAfter {
+		l.close(c)
+		return
+	}
+	if !c.waiting && len(c.in) > 0 {
+		l.process(c)
+	}
+}
+
+func (l *eventLoop) watch(c *loopConn, out bool) {
+	if c.watchOut == out {
+		return
+	}
+	c.watchOut = out
+	events := uint32(syscall.EPOLLIN)
+	if out {
+		events |= syscall.EPOLLOUT
+	}
+	_ = syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_MOD, c.fd, &syscall.EpollEvent{Events: events, Fd: int32(c.fd)})
+}
+
+func (l *eventLoop) send(c *loopConn, data []byte) {
+	c.out = append(c.out, data...)
+	l.flush(c)
+}
+
+// process handles the requests c.in holds whole, one at a time (the next once the answer is written).
+func (l *eventLoop) process(c *loopConn) {
+	for !c.closed && !c.waiting && len(c.out) == 0 && len(c.in) > 0 {
+		req, consumed, err := parseRequest(c.in)
+		if err != nil {
+			c.closeAfter = true
+			l.send(c, []byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+			return
+		}
+		if req == nil { // not whole yet
+			if consumed > 0 && !c.continued { // the head is whole, asking for 100 Continue
+				c.continued = true
+				l.send(c, []byte("HTTP/1.1 100 Continue\r\n\r\n"))
+			}
+			return
+		}
+		c.continued = false
+		c.in = c.in[consumed:]
+		if len(c.in) == 0 {
+			c.in = nil
+		}
+		reply, delay := l.s.handle(req)
+		data := renderAnswer(req, reply)
+		if delay <= 0 {
+			c.closeAfter = req.close
+			l.send(c, data)
+			continue
+		}
+		c.waiting = true
+		l.push(&timedAnswer{due: time.Now().Add(time.Duration(delay * float64(time.Second))), conn: c, data: data,
+			closeAfter: req.close})
+	}
+}
+
+// due writes the answers whose time has come.
+func (l *eventLoop) due() {
+	now := time.Now()
+	for len(l.timers) > 0 && !l.timers[0].due.After(now) {
+		item := l.pop()
+		c := item.conn
+		if c.closed {
+			continue
+		}
+		c.waiting = false
+		c.closeAfter = item.closeAfter
+		l.send(c, item.data)
+	}
+}
+
+func (l *eventLoop) push(item *timedAnswer) {
+	l.timers = append(l.timers, item)
+	for i := len(l.timers) - 1; i > 0; {
+		parent := (i - 1) / 2
+		if !l.timers[i].due.Before(l.timers[parent].due) {
+			break
+		}
+		l.timers[i], l.timers[parent] = l.timers[parent], l.timers[i]
+		i = parent
+	}
+}
+
+func (l *eventLoop) pop() *timedAnswer {
+	top := l.timers[0]
+	last := len(l.timers) - 1
+	l.timers[0] = l.timers[last]
+	l.timers[last] = nil
+	l.timers = l.timers[:last]
+	for i := 0; ; {
+		smallest, left, right := i, 2*i+1, 2*i+2
+		if left < last && l.timers[left].due.Before(l.timers[smallest].due) {
+			smallest = left
+		}
+		if right < last && l.timers[right].due.Before(l.timers[smallest].due) {
+			smallest = right
+		}
+		if smallest == i {
+			break
+		}
+		l.timers[i], l.timers[smallest] = l.timers[smallest], l.timers[i]
+		i = smallest
+	}
+	return top
+}
+
+// parseRequest reads one request from the start of data: the request and the bytes it took; (nil, 0, nil) when
+// it is not whole yet, (nil, >0, nil) when its head is whole, asks "Expect: 100-continue", and its body is not.
+func parseRequest(data []byte) (*request, int, error) {
+	end := bytes.Index(data, []byte("\r\n\r\n"))
+	if end < 0 {
+		if len(data) > maxHead {
+			return nil, 0, errMalformed
+		}
+		return nil, 0, nil
+	}
+	lines := strings.Split(string(data[:end]), "\r\n")
+	method, rest, ok1 := strings.Cut(lines[0], " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
+		return nil, 0, errMalformed
+	}
+	header := make(map[string]string, len(lines))
+	for _, line := range lines[1:] {
+		name, value, found := strings.Cut(line, ":")
+		if !found || name == "" {
+			return nil, 0, errMalformed
+		}
+		name = strings.ToLower(strings.TrimSpace(name))
+		value = strings.TrimSpace(value)
+		if previous, ok := header[name]; ok {
+			value = previous + "," + value
+		}
+		header[name] = value
+	}
+	req := &request{Method: method, RequestURI: absolutePath(target), Host: header["host"], Header: header}
+	connection := strings.ToLower(header["connection"])
+	req.close = strings.Contains(connection, "close") || (proto == "HTTP/1.0" && !strings.Contains(connection, "keep-alive"))
+	start := end + 4
+	expects := strings.EqualFold(header["expect"], "100-continue")
+	notYet := -1
+	if expects {
+		notYet = start
+	}
+	if strings.Contains(strings.ToLower(header["transfer-encoding"]), "chunked") {
+		body, consumed, complete, err := chunkedBody(data[start:])
+		if err != nil {
+			return nil, 0, err
+		}
+		if !complete {
+			return nil, max(0, notYet), nil
+		}
+		req.Body = body
+		return req, start + consumed, nil
+	}
+	length := 0
+	if value := header["content-length"]; value != "" {
+		n, err := strconv.Atoi(value)
+		if err != nil || n < 0 {
+			return nil, 0, errMalformed
+		}
+		length = n
+	}
+	if len(data)-start < length {
+		return nil, max(0, notYet), nil
+	}
+	req.Body = append([]byte(nil), data[start:start+length]...)
+	return req, start + length, nil
+}
+
+// absolutePath is a request target's origin form ("/path?query" of "http://host/path?query").
+func absolutePath(target string) string {
+	if !strings.HasPrefix(target, "http://") && !strings.HasPrefix(target, "https://") {
+		return target
+	}
+	if _, after, found := strings.Cut(target[strings.Index(target, "//")+2:], "/"); found {
+		return "/" + after
+	}
+	return "/"
+}
+
+// chunkedBody decodes a chunked body at the start of data: the body, the bytes it took, whether it is whole.
+func chunkedBody(data []byte) ([]byte, int, bool, error) {
+	var body []byte
+	at := 0
+	for {
+		lineEnd := bytes.Index(data[at:], []byte("\r\n"))
+		if lineEnd < 0 {
+			return nil, 0, false, nil
+		}
+		sizeText, _, _ := strings.Cut(string(data[at:at+lineEnd]), ";")
+		size, err := strconv.ParseInt(strings.TrimSpace(sizeText), 16, 64)
+		if err != nil || size < 0 {
+			return nil, 0, false, errMalformed
+		}
+		at += lineEnd + 2
+		if size == 0 { // trailers, up to the empty line
+			for {
+				lineEnd := bytes.Index(data[at:], []byte("\r\n"))
+				if lineEnd < 0 {
+					return nil, 0, false, nil
+				}
+				at += lineEnd + 2
+				if lineEnd == 0 {
+					return body, at, true, nil
+				}
+			}
+		}
+		if int64(len(data)-at) < size+2 {
+			return nil, 0, false, nil
+		}
+		body = append(body, data[at:at+int(size)]...)
+		at += int(size) + 2
+	}
+}
