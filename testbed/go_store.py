@@ -38,6 +38,9 @@ GO_SOURCES = Path(__file__).parent / "gostore"
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 """Where Go's own installer puts the toolchain, looked at when ``go`` is not on PATH."""
 
+ADMIN_BATCH = 5000
+"""Uploads seeded, or objects put, per admin request."""
+
 
 class GoStoreError(RuntimeError):
     """The Go store could not be built or started."""
@@ -90,6 +93,8 @@ class GoStore:
         profile: S3's latency (a profile or its name, ``"s3-standard"``); None: no wait.
         throttle: per-partition request rates; None: no limit.
         conditional: honour ``If-None-Match`` / ``If-Match`` (False: ignore them, as rclone does).
+        frontend: ``"epoll"`` (one event loop serves every connection; the default) or ``"goroutines"`` (a goroutine
+            a connection, over Go's poller).
         procs: the store's GOMAXPROCS (default 1: the fewest CPU-seconds per answer, no thread woken for another's
             work; more for a client that sends more than one core's worth, ~16,000 answers a second here).
         cpu_profile: a file the store writes its CPU profile to (``runtime/pprof``; ``go tool pprof``) until it stops.
@@ -98,10 +103,12 @@ class GoStore:
     name = "gostore"
 
     def __init__(self, *, profile: str | LatencyProfile | None = None, throttle: ThrottleSpec | None = None,
-                 conditional: bool = True, procs: int = 1, cpu_profile: str | None = None) -> None:
+                 conditional: bool = True, frontend: str = "epoll", procs: int = 1,
+                 cpu_profile: str | None = None) -> None:
         self.profile = get_profile(profile) if profile is not None else None
         self.throttle = throttle
         self.conditional = conditional
+        self.frontend = frontend
         self.procs = procs
         self.cpu_profile = cpu_profile
         self._process: subprocess.Popen[str] | None = None
@@ -118,7 +125,8 @@ class GoStore:
         if self._process is not None:
             return self
         binary = build_go_store()
-        command = [str(binary), "-config", json.dumps(self.config()), "-procs", str(self.procs)]
+        command = [str(binary), "-config", json.dumps(self.config()), "-procs", str(self.procs),
+                   "-frontend", self.frontend]
         if self.cpu_profile:
             command += ["-cpuprofile", self.cpu_profile]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -226,12 +234,20 @@ class GoStore:
     def seed(self, bucket: str, keys: list[str], body: bytes = b"new") -> list[dict[str, str]]:
         """An upload of one part (``body``, text) at each key, made at once (no latency, no throttle): each its
         ``key``, ``upload_id`` and part ``etag``."""
-        return list(self.admin("seed", {"bucket": bucket, "keys": keys, "body": body.decode()})["uploads"])
+        made: list[dict[str, str]] = []
+        for start in range(0, len(keys), ADMIN_BATCH):  # (batches: the store's memory stays that of its contents)
+            batch = {"bucket": bucket, "keys": keys[start:start + ADMIN_BATCH], "body": body.decode()}
+            made.extend(self.admin("seed", batch)["uploads"])
+        return made
 
     def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> dict[str, str]:
         """Objects (text bodies) stored at once (no latency, no throttle): key -> ETag."""
-        found = self.admin("put", {"bucket": bucket, "objects": {k: v.decode() for k, v in objects.items()}})
-        return dict(found["etags"])
+        etags: dict[str, str] = {}
+        items = list(objects.items())
+        for start in range(0, len(items), ADMIN_BATCH):
+            batch = {k: v.decode() for k, v in items[start:start + ADMIN_BATCH]}
+            etags.update(self.admin("put", {"bucket": bucket, "objects": batch})["etags"])
+        return etags
 
     def counts(self, bucket: str, prefix: str = "", contains: Iterable[str] = ()) -> dict[str, Any]:
         """Objects under ``prefix`` (``objects``), those whose key contains each of ``contains`` (``containing``),

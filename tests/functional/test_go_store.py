@@ -22,9 +22,10 @@ except GoStoreError as err:
     pytest.skip(f"the Go store is not available: {err}", allow_module_level=True)
 
 
-@pytest.fixture(scope="module")
-def go_store():
-    with GoStore() as started:
+@pytest.fixture(scope="module", params=["epoll", "goroutines"])
+def go_store(request):
+    """The store, on each of its front ends (one event loop; a goroutine a connection)."""
+    with GoStore(frontend=request.param) as started:
         yield started
 
 
@@ -221,3 +222,24 @@ def test_it_exits_when_its_stdin_closes():
     process.stdin.close()
     assert process.wait(timeout=10) == 0
     store.stop()
+
+
+def test_large_bodies_expect_100_continue_and_chunked_bodies_arrive_whole(go_store, client, bucket):
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    big = bytes(range(256)) * 12_288  # 3 MiB: botocore sends it with "Expect: 100-continue"
+    etag = client.put_object(Bucket=bucket, Key="big", Body=big)["ETag"]
+    assert client.get_object(Bucket=bucket, Key="big")["Body"].read() == big
+    assert etag == client.head_object(Bucket=bucket, Key="big")["ETag"]
+    where = urlsplit(go_store.endpoint_url)
+    with socket.create_connection((where.hostname, where.port)) as raw:
+        raw.sendall(f"PUT /{bucket}/chunked HTTP/1.1\r\nHost: {where.netloc}\r\nTransfer-Encoding: chunked\r\n"
+                    "Expect: 100-continue\r\n\r\n".encode())
+        assert raw.recv(100).startswith(b"HTTP/1.1 100 Continue")
+        raw.sendall(b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+        answer = http.client.HTTPResponse(raw)
+        answer.begin()
+        assert answer.status == 200
+    assert client.get_object(Bucket=bucket, Key="chunked")["Body"].read() == b"hello world"
