@@ -295,8 +295,8 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str,
         "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "store_peak_rss_mib": round(after["peak_rss_mib"]), "partitions_split": after["partitions_split"],
-        "over": "socket", "durations_ms": {k[len("duration_"):-3]: v for k, v in metrics.items()
-                                           if k.startswith("duration_")},
+        "store_connections": after["connections_accepted"] - before["connections_accepted"], "over": "socket",
+        "durations_ms": {k[len("duration_"):-3]: v for k, v in metrics.items() if k.startswith("duration_")},
     }
 
 

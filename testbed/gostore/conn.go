@@ -45,6 +45,7 @@ func (s *Server) serve(listener net.Listener) error {
 			}
 			return err
 		}
+		s.connections.Add(1)
 		go s.serveConn(conn)
 	}
 }

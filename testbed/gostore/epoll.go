@@ -10,10 +10,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // maxHead is the largest request head (request line and headers) taken.
@@ -91,7 +93,7 @@ func (l *eventLoop) run() error {
 			wait := time.Until(l.timers[0].due)
 			timeout = max(0, int((wait+time.Millisecond-1)/time.Millisecond))
 		}
-		n, err := syscall.EpollWait(l.epfd, events, timeout)
+		n, err := l.wait(events, timeout)
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			return err
 		}
@@ -116,6 +118,26 @@ func (l *eventLoop) run() error {
 	}
 }
 
+// wait is epoll_wait, as a raw system call when it may block: the runtime is not told (a goroutine blocked in a
+// system call has its P handed off and a thread started spinning, a futex wake-up each time the loop waits), and
+// the loop yields to any other goroutine after each wait. It waits at most maxWait, so that the runtime's own work
+// (the collector, the stdin watcher) runs.
+func (l *eventLoop) wait(events []syscall.EpollEvent, timeout int) (int, error) {
+	if timeout < 0 || timeout > maxWait {
+		timeout = maxWait
+	}
+	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&events[0])),
+		uintptr(len(events)), uintptr(timeout), 0, 0)
+	runtime.Gosched()
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(r), nil
+}
+
+// maxWait is the longest epoll_wait, in milliseconds.
+const maxWait = 10
+
 func (l *eventLoop) accept() {
 	for {
 		fd, _, err := syscall.Accept4(l.lfd, syscall.SOCK_NONBLOCK|syscall.SOCK_CLOEXEC)
@@ -128,6 +150,7 @@ func (l *eventLoop) accept() {
 			continue
 		}
 		l.conns[fd] = &loopConn{fd: fd}
+		l.s.connections.Add(1)
 	}
 }
 

@@ -46,6 +46,8 @@ type Server struct {
 	requests  map[string]int64
 	slowdowns map[string]int64
 	answered  atomic.Int64
+	// connections counts the connections accepted.
+	connections atomic.Int64
 }
 
 func main() {
@@ -232,7 +234,7 @@ func (s *Server) stats() map[string]any {
 	}
 	return map[string]any{
 		"requests": requests, "requests_total": total, "slowdowns": slowdowns, "slowdowns_answered": slowdownTotal,
-		"partitions_split": splitCount, "splits": splits,
+		"partitions_split": splitCount, "splits": splits, "connections_accepted": s.connections.Load(),
 		"cpu_seconds":  seconds(usage.Utime) + seconds(usage.Stime),
 		"user_seconds": seconds(usage.Utime), "system_seconds": seconds(usage.Stime),
 		"peak_rss_mib": float64(usage.Maxrss) / 1024,
