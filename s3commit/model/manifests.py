@@ -150,13 +150,11 @@ def _etags(value: Any, source: str | None) -> tuple[str, ...]:
     ``etag``; any checksum in them is Hadoop's, and s3commit records its own in ``extraData``)."""
     _check(value is not None, "No etag list", source)
     _check(isinstance(value, list), "etags is not a list", source)
-    etags = []
-    for number, entry in enumerate(value, start=1):
-        if isinstance(entry, dict):
-            entry = entry.get("etag")
-        _check(isinstance(entry, str) and bool(entry), f"Empty etag for part {number}", source)
-        etags.append(entry)
-    return tuple(etags)
+    etags: tuple[Any, ...] = tuple(entry.get("etag") if type(entry) is dict else entry for entry in value)
+    for number, etag in enumerate(etags, start=1):
+        if not (isinstance(etag, str) and etag):
+            raise ManifestError(f"Empty etag for part {number}", source=source)
+    return etags  # every one a string, checked above
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,20 +224,21 @@ class PendingUpload:
         return replace(self, extra_data={**self.extra_data, COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT})
 
     def validate(self, source: str | None = None) -> PendingUpload:
-        # Per entry (a commit may read 100,000 twice): each message is formatted only when its check fails.
+        # Per entry (a commit may read 100,000 twice): one test where all is well, each check in turn otherwise,
+        # and each message formatted only when its check fails.
         src = source or self.filename
-        _check(bool(self.bucket), "Empty bucket", src)
-        _check(bool(self.destination_key), "Empty destination", src)
-        _check(not self.destination_key.startswith("/"), "destinationKey must not start with '/'", src)
-        _check(bool(self.upload_id), "Empty uploadId", src)
-        if self.length < 0:
-            raise ManifestError(f"Invalid length: {self.length}", source=src)
-        _check(bool(self.uri), "Empty uri", src)
-        if not self.etags:
-            raise ManifestError(f"No upload parts for {self.dest_uri} (empty etag list)", source=src)
-        for i, etag in enumerate(self.etags):
-            if not (isinstance(etag, str) and etag):
-                raise ManifestError(f"Empty etag for part {i + 1} of {self.dest_uri}", source=src)
+        key = self.destination_key
+        if not (self.bucket and key and key[0] != "/" and self.upload_id and self.length >= 0 and self.uri
+                and self.etags and all(type(etag) is str and etag for etag in self.etags)):
+            _check(bool(self.bucket), "Empty bucket", src)
+            _check(bool(key), "Empty destination", src)
+            _check(not key.startswith("/"), "destinationKey must not start with '/'", src)
+            _check(bool(self.upload_id), "Empty uploadId", src)
+            _check(self.length >= 0, f"Invalid length: {self.length}", src)
+            _check(bool(self.uri), "Empty uri", src)
+            _check(len(self.etags) > 0, f"No upload parts for {self.dest_uri} (empty etag list)", src)
+            for i, etag in enumerate(self.etags):
+                _check(isinstance(etag, str) and bool(etag), f"Empty etag for part {i + 1} of {self.dest_uri}", src)
         if self.extra_data:
             checksums.recorded(self.extra_data, len(self.etags), src or self.dest_uri)  # refuses a mismatch
         return self
@@ -279,21 +278,26 @@ class PendingUpload:
         version = obj.get("version")
         _check(version == PENDING_VERSION,
                f"Wrong version: {version} (a .pending file must have version {PENDING_VERSION})", source)
-        # Per entry (a commit of 100,000 files reads as many, twice where they are not all held): the fields
-        # checked in one loop and set in place of the frozen dataclass's ``__init__``; the same checks, in order.
-        values: dict[str, Any] = {}
-        for attribute, name, kind, default in _PENDING_FIELDS:
-            value = obj.get(name)
-            if value is None:
-                value = default
-            elif type(value) is not kind and (kind is int or not isinstance(value, kind)):
-                _field(obj, name, kind, default, source)  # raises, naming the field
-            values[attribute] = value
-            if attribute == "upload_id":
-                values["etags"] = _etags(obj.get("etags"), source)
-        extra = obj.get("extraData")
-        values["extra_data"] = _str_map(extra, "extraData", source) if extra else _NO_EXTRA_DATA
-        statistics = _field(obj, "iostatistics", dict, None, source)
+        # Per entry (a commit of 100,000 files reads as many, twice where they are not all held): one test of the
+        # fields' types where all is well, set in place of the frozen dataclass's ``__init__``; else each field
+        # checked in turn, in the order of the messages (the part ETags follow ``uploadId``).
+        get = obj.get
+        values: dict[str, Any] = {
+            "bucket": get("bucket"), "destination_key": get("destinationKey"), "upload_id": get("uploadId"),
+            "length": get("length"), "uri": get("uri"), "created": get("created"), "saved": get("saved"),
+            "job_id": get("jobId"), "task_id": get("taskId"), "text": get("text")}
+        if not all(type(values[attribute]) is kind for attribute, _, kind, _ in _PENDING_FIELDS):
+            for attribute, name, kind, default in _PENDING_FIELDS:
+                values[attribute] = _field(obj, name, kind, default, source)
+                if attribute == "upload_id":
+                    _etags(get("etags"), source)
+        values["etags"] = _etags(get("etags"), source)
+        extra = get("extraData")
+        values["extra_data"] = _NO_EXTRA_DATA if extra is None or (type(extra) is dict and not extra) \
+            else _str_map(extra, "extraData", source)
+        statistics = get("iostatistics")
+        if statistics is not None and type(statistics) is not dict:
+            _field(obj, "iostatistics", dict, None, source)  # raises, naming the field
         # Most entries' statistics are empty: one shared value in place of six dicts each, which, held for a
         # while in 100,000 entries, would make the garbage collector's full passes the commit's largest cost.
         values["iostatistics"] = _EMPTY_STATISTICS if statistics is None or statistics == _EMPTY_STATISTICS \
@@ -334,12 +338,13 @@ class PendingSet:
         twice."""
         seen: set[tuple[str, str]] = set()
         for commit in self.commits:
-            _check(isinstance(commit, PendingUpload), "Collection element is not a PendingUpload", source)
             if not entries_checked:
+                _check(isinstance(commit, PendingUpload), "Collection element is not a PendingUpload", source)
                 commit.validate(source)
             where = (commit.bucket, commit.destination_key)
-            _check(where not in seen,
-                   f"Destination {commit.dest_uri} is written to by more than one pending commit", source)
+            if where in seen:
+                raise ManifestError(f"Destination {commit.dest_uri} is written to by more than one pending commit",
+                                    source=source)
             seen.add(where)
         return self
 
