@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 const (
@@ -69,10 +70,28 @@ func splitBucketAndKey(path, host string) (string, string) {
 	return unquote(bucket), unquote(key)
 }
 
+// hostBuckets caches virtualHostBucket's answers: a store is reached by a handful of Host headers.
+var hostBuckets sync.Map
+
+type hostBucket struct {
+	bucket string
+	found  bool
+}
+
 func virtualHostBucket(host string) (string, bool) {
 	if host == "" {
 		return "", false
 	}
+	if cached, ok := hostBuckets.Load(host); ok {
+		found := cached.(hostBucket)
+		return found.bucket, found.found
+	}
+	bucket, found := parseVirtualHost(host)
+	hostBuckets.Store(host, hostBucket{bucket, found})
+	return bucket, found
+}
+
+func parseVirtualHost(host string) (string, bool) {
 	name := host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		name = h

@@ -27,12 +27,42 @@ type request struct {
 	Method     string
 	RequestURI string
 	Host       string
-	Header     map[string]string // lower-case names; a repeated header's values joined by ","
+	Header     fields
 	Body       []byte
 	close      bool
 }
 
 var errMalformed = errors.New("malformed HTTP request")
+
+// fields are a request's headers, in order: lower-case names, a repeated header's values joined by "," (a slice:
+// a request has a dozen, looked up a few times).
+type fields []field
+
+type field struct{ name, value string }
+
+func (f fields) lookup(name string) (string, bool) {
+	for i := range f {
+		if f[i].name == name {
+			return f[i].value, true
+		}
+	}
+	return "", false
+}
+
+func (f fields) get(name string) string {
+	value, _ := f.lookup(name)
+	return value
+}
+
+func (f *fields) add(name, value string) {
+	for i := range *f {
+		if (*f)[i].name == name {
+			(*f)[i].value += "," + value
+			return
+		}
+	}
+	*f = append(*f, field{name, value})
+}
 
 // serve answers every connection the listener accepts.
 func (s *Server) serve(listener net.Listener) error {
@@ -208,8 +238,8 @@ func (item *queued) deliver() {
 }
 
 // readHeader reads header lines up to the empty line: lower-case names, values trimmed.
-func readHeader(reader *bufio.Reader) (map[string]string, error) {
-	header := make(map[string]string, 16)
+func readHeader(reader *bufio.Reader) (fields, error) {
+	header := make(fields, 0, 16)
 	for {
 		line, err := reader.ReadSlice('\n')
 		if err != nil {
@@ -226,12 +256,7 @@ func readHeader(reader *bufio.Reader) (map[string]string, error) {
 		if colon <= 0 {
 			return nil, errMalformed
 		}
-		name := string(bytes.ToLower(bytes.TrimSpace(line[:colon])))
-		value := string(bytes.TrimSpace(line[colon+1:]))
-		if previous, ok := header[name]; ok {
-			value = previous + "," + value
-		}
-		header[name] = value
+		header.add(string(bytes.ToLower(bytes.TrimSpace(line[:colon]))), string(bytes.TrimSpace(line[colon+1:])))
 	}
 }
 
@@ -249,8 +274,8 @@ func readRequest(text *textproto.Reader, reader *bufio.Reader, c *connection) (*
 	if err != nil {
 		return nil, err
 	}
-	req := &request{Method: method, RequestURI: target, Host: header["host"], Header: header}
-	connection := strings.ToLower(header["connection"])
+	req := &request{Method: method, RequestURI: target, Host: header.get("host"), Header: header}
+	connection := strings.ToLower(header.get("connection"))
 	req.close = strings.Contains(connection, "close") || (proto == "HTTP/1.0" && !strings.Contains(connection, "keep-alive"))
 	if strings.HasPrefix(target, "http://") || strings.HasPrefix(target, "https://") { // absolute form
 		if _, after, found := strings.Cut(target[strings.Index(target, "//")+2:], "/"); found {
@@ -259,14 +284,14 @@ func readRequest(text *textproto.Reader, reader *bufio.Reader, c *connection) (*
 			req.RequestURI = "/"
 		}
 	}
-	chunked := strings.Contains(strings.ToLower(header["transfer-encoding"]), "chunked")
+	chunked := strings.Contains(strings.ToLower(header.get("transfer-encoding")), "chunked")
 	length := 0
-	if value := header["content-length"]; value != "" && !chunked {
+	if value := header.get("content-length"); value != "" && !chunked {
 		if length, err = strconv.Atoi(strings.TrimSpace(value)); err != nil || length < 0 {
 			return nil, errMalformed
 		}
 	}
-	if (length > 0 || chunked) && strings.EqualFold(header["expect"], "100-continue") {
+	if (length > 0 || chunked) && strings.EqualFold(header.get("expect"), "100-continue") {
 		c.settle()
 		if _, err := c.conn.Write([]byte("HTTP/1.1 100 Continue\r\n\r\n")); err != nil {
 			return nil, err

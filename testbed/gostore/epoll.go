@@ -18,12 +18,16 @@ import (
 	"unsafe"
 )
 
+// reuseBelow is the size up to which a request is read into its connection's own buffer (larger ones grow one).
+const reuseBelow = 16 << 10
+
 // maxHead is the largest request head (request line and headers) taken.
 const maxHead = 64 << 10
 
 type loopConn struct {
 	fd         int
 	in         []byte // read, not yet handled
+	buffer     []byte // the connection's own input buffer, for requests of up to reuseBelow bytes
 	out        []byte // answer bytes not yet written
 	waiting    bool   // an answer is in the timer heap
 	continued  bool   // 100 Continue sent for the request being read
@@ -149,7 +153,9 @@ func (l *eventLoop) accept() {
 			syscall.Close(fd)
 			continue
 		}
-		l.conns[fd] = &loopConn{fd: fd}
+		c := &loopConn{fd: fd, buffer: make([]byte, 0, reuseBelow)}
+		c.in = c.buffer[:0]
+		l.conns[fd] = c
 		l.s.connections.Add(1)
 	}
 }
@@ -253,7 +259,10 @@ func (l *eventLoop) process(c *loopConn) {
 		c.continued = false
 		c.in = c.in[consumed:]
 		if len(c.in) == 0 {
-			c.in = nil
+			c.in = c.in[:0:0]
+			if consumed <= reuseBelow {
+				c.in = c.buffer[:0]
+			}
 		}
 		reply, delay := l.s.handle(req)
 		data := renderAnswer(req, reply)
@@ -334,29 +343,24 @@ func parseRequest(data []byte) (*request, int, error) {
 	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
 		return nil, 0, errMalformed
 	}
-	header := make(map[string]string, len(lines))
+	header := make(fields, 0, len(lines))
 	for _, line := range lines[1:] {
 		name, value, found := strings.Cut(line, ":")
 		if !found || name == "" {
 			return nil, 0, errMalformed
 		}
-		name = strings.ToLower(strings.TrimSpace(name))
-		value = strings.TrimSpace(value)
-		if previous, ok := header[name]; ok {
-			value = previous + "," + value
-		}
-		header[name] = value
+		header.add(strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(value))
 	}
-	req := &request{Method: method, RequestURI: absolutePath(target), Host: header["host"], Header: header}
-	connection := strings.ToLower(header["connection"])
+	req := &request{Method: method, RequestURI: absolutePath(target), Host: header.get("host"), Header: header}
+	connection := strings.ToLower(header.get("connection"))
 	req.close = strings.Contains(connection, "close") || (proto == "HTTP/1.0" && !strings.Contains(connection, "keep-alive"))
 	start := end + 4
-	expects := strings.EqualFold(header["expect"], "100-continue")
+	expects := strings.EqualFold(header.get("expect"), "100-continue")
 	notYet := -1
 	if expects {
 		notYet = start
 	}
-	if strings.Contains(strings.ToLower(header["transfer-encoding"]), "chunked") {
+	if strings.Contains(strings.ToLower(header.get("transfer-encoding")), "chunked") {
 		body, consumed, complete, err := chunkedBody(data[start:])
 		if err != nil {
 			return nil, 0, err
@@ -368,7 +372,7 @@ func parseRequest(data []byte) (*request, int, error) {
 		return req, start + consumed, nil
 	}
 	length := 0
-	if value := header["content-length"]; value != "" {
+	if value := header.get("content-length"); value != "" {
 		n, err := strconv.Atoi(value)
 		if err != nil || n < 0 {
 			return nil, 0, errMalformed

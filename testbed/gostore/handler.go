@@ -122,7 +122,7 @@ var answered = toSet(opHeadBucket, opPutObject, opGetObject, opHeadObject, opDel
 
 // header is a request header's value (its values joined by ","), nil when absent.
 func header(r *request, name string) *string {
-	value, ok := r.Header[strings.ToLower(name)]
+	value, ok := r.Header.lookup(strings.ToLower(name))
 	if !ok {
 		return nil
 	}
@@ -139,7 +139,7 @@ func first(query url.Values, name string) (string, bool) {
 
 // copySource is the (bucket, key) of an x-amz-copy-source header.
 func copySource(r *request) (string, string) {
-	value := r.Header["x-amz-copy-source"]
+	value := r.Header.get("x-amz-copy-source")
 	value, _, _ = strings.Cut(value, "?")
 	bucket, key, _ := strings.Cut(strings.TrimLeft(unquote(value), "/"), "/")
 	return bucket, key
@@ -154,14 +154,14 @@ func (s *Server) handle(r *request) (answer, float64) {
 		return s.admin(name, query, r.Body), 0
 	}
 	query, _ := url.ParseQuery(rawQuery)
-	_, copying := r.Header["x-amz-copy-source"]
+	_, copying := r.Header.lookup("x-amz-copy-source")
 	operation, bucket, key := classify(r.Method, path, query, r.Host, copying)
 	body := r.Body
 	resource := unquote(path)
 	var delay float64
 	var reply answer
 	switch {
-	case !answered[operation] || strings.Contains(r.Header["content-encoding"], "aws-chunked"):
+	case !answered[operation] || strings.Contains(r.Header.get("content-encoding"), "aws-chunked"):
 		s.count(operation, false)
 		reply = errorAnswer("NotImplemented", 501, "A header or operation you provided is not implemented.",
 			resource, r.Method, "")
