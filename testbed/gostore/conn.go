@@ -342,8 +342,11 @@ func renderAnswer(req *request, reply answer) []byte {
 	var b bytes.Buffer
 	b.Grow(256 + len(reply.body))
 	b.WriteString("HTTP/1.1 " + strconv.Itoa(reply.status) + " " + http.StatusText(reply.status) + "\r\n")
-	for name, value := range reply.headers {
-		b.WriteString(name + ": " + value + "\r\n")
+	for _, f := range reply.headers {
+		b.WriteString(f.name)
+		b.WriteString(": ")
+		b.WriteString(f.value)
+		b.WriteString("\r\n")
 	}
 	if req.close {
 		b.WriteString("Connection: close\r\n")

@@ -236,7 +236,11 @@ func (l *eventLoop) watch(c *loopConn, out bool) {
 }
 
 func (l *eventLoop) send(c *loopConn, data []byte) {
-	c.out = append(c.out, data...)
+	if len(c.out) == 0 {
+		c.out = data // (the answer's own bytes: nothing else holds them)
+	} else {
+		c.out = append(c.out, data...)
+	}
 	l.flush(c)
 }
 

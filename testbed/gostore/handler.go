@@ -22,7 +22,7 @@ const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
 // answer is an HTTP answer: status, headers (S3's spelling), body.
 type answer struct {
 	status  int
-	headers map[string]string
+	headers fields // S3's spelling
 	body    []byte
 }
 
@@ -110,9 +110,9 @@ func errorDocument(code, message, resource, uploadID string) []byte {
 func errorAnswer(code string, status int, message, resource, method, uploadID string) answer {
 	var body []byte
 	if method != "HEAD" {
-		body = errorDocument(code, message, resource, uploadID)
+		body = errorDocument(code, message, unquote(resource), uploadID)
 	}
-	return answer{status, map[string]string{"Content-Type": "application/xml"}, body}
+	return answer{status, fields{{"Content-Type", "application/xml"}}, body}
 }
 
 // answered is what this server answers (memory_wire's operations, and CreateBucket and ListBuckets to set up).
@@ -157,7 +157,7 @@ func (s *Server) handle(r *request) (answer, float64) {
 	_, copying := r.Header.lookup("x-amz-copy-source")
 	operation, bucket, key := classify(r.Method, path, query, r.Host, copying)
 	body := r.Body
-	resource := unquote(path)
+	resource := path // unescaped where an error names it
 	var delay float64
 	var reply answer
 	switch {
@@ -192,11 +192,10 @@ func (s *Server) handle(r *request) (answer, float64) {
 			delay += s.profile.Transfer(len(reply.body))
 		}
 	}
-	reply.headers["Date"] = nowDate()
-	reply.headers["x-amz-request-id"] = requestID()
-	reply.headers["Server"] = "AmazonS3"
-	if _, ok := reply.headers["Content-Length"]; !ok && reply.status != 204 {
-		reply.headers["Content-Length"] = strconv.Itoa(len(reply.body))
+	reply.headers = append(reply.headers, field{"Date", nowDate()}, field{"x-amz-request-id", requestID()},
+		field{"Server", "AmazonS3"})
+	if _, ok := reply.headers.lookup("Content-Length"); !ok && reply.status != 204 {
+		reply.headers = append(reply.headers, field{"Content-Length", strconv.Itoa(len(reply.body))})
 	}
 	return reply, delay
 }
@@ -209,19 +208,19 @@ func (s *Server) cost(operation string, body []byte) int {
 	return 1
 }
 
-func ok(headers map[string]string, body []byte) (answer, error) {
+func ok(headers fields, body []byte) (answer, error) {
 	return answer{200, headers, body}, nil
 }
 
 func xmlAnswer(root, inner string) (answer, error) {
-	return ok(map[string]string{"Content-Type": "application/xml"}, xmlDocument(root, inner))
+	return ok(fields{{"Content-Type", "application/xml"}}, xmlDocument(root, inner))
 }
 
 func (s *Server) apply(operation, bucket, key string, query url.Values, r *request, body []byte) (answer, error) {
 	switch operation {
 	case opCreateBucket:
 		s.store.CreateBucket(bucket)
-		return ok(map[string]string{"Location": "/" + bucket}, nil)
+		return ok(fields{{"Location", "/" + bucket}}, nil)
 	case opListBuckets:
 		var b strings.Builder
 		b.WriteString("<Owner><ID>gostore</ID><DisplayName>gostore</DisplayName></Owner><Buckets>")
@@ -237,7 +236,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err := s.store.HeadBucket(bucket); err != nil {
 			return answer{}, err
 		}
-		return ok(map[string]string{"x-amz-bucket-region": "us-east-1"}, nil)
+		return ok(fields{{"x-amz-bucket-region", "us-east-1"}}, nil)
 	case opPutObject:
 		contentType := ""
 		if value := header(r, "Content-Type"); value != nil {
@@ -247,14 +246,14 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err != nil {
 			return answer{}, err
 		}
-		return ok(map[string]string{"ETag": etag}, nil)
+		return ok(fields{{"ETag", etag}}, nil)
 	case opGetObject, opHeadObject:
 		return s.getObject(bucket, key, r, operation == opHeadObject)
 	case opDeleteObject:
 		if err := s.store.DeleteObject(bucket, key, header(r, "If-None-Match"), header(r, "If-Match")); err != nil {
 			return answer{}, err
 		}
-		return answer{204, map[string]string{}, nil}, nil
+		return answer{204, fields{}, nil}, nil
 	case opDeleteObjects:
 		return s.deleteObjects(bucket, body)
 	case opCopyObject:
@@ -285,7 +284,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err != nil {
 			return answer{}, err
 		}
-		return ok(map[string]string{"ETag": etag}, nil)
+		return ok(fields{{"ETag", etag}}, nil)
 	case opCompleteMultipartUpload:
 		parts, valid := completedParts(body)
 		if !valid {
@@ -306,7 +305,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err := s.store.Abort(bucket, key, query.Get("uploadId")); err != nil {
 			return answer{}, err
 		}
-		return answer{204, map[string]string{}, nil}, nil
+		return answer{204, fields{}, nil}, nil
 	case opListMultipartUploads:
 		return s.listUploads(bucket, query)
 	}
@@ -318,8 +317,8 @@ func (s *Server) getObject(bucket, key string, r *request, head bool) (answer, e
 	if err != nil {
 		return answer{}, err
 	}
-	headers := map[string]string{"ETag": found.etag, "Last-Modified": httpDate(found.modified),
-		"Content-Type": found.contentType, "Accept-Ranges": "bytes"}
+	headers := fields{{"ETag", found.etag}, {"Last-Modified", httpDate(found.modified)},
+		{"Content-Type", found.contentType}, {"Accept-Ranges", "bytes"}}
 	body, status := found.body, 200
 	if value := header(r, "Range"); !head && value != nil && *value != "" {
 		start, end, valid := byteRange(*value, len(found.body))
@@ -327,9 +326,9 @@ func (s *Server) getObject(bucket, key string, r *request, head bool) (answer, e
 			return answer{}, s3err("InvalidRange", 416, "The requested range is not satisfiable")
 		}
 		body, status = found.body[start:end], 206
-		headers["Content-Range"] = fmt.Sprintf("bytes %d-%d/%d", start, start+len(body)-1, len(found.body))
+		headers = append(headers, field{"Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+len(body)-1, len(found.body))})
 	}
-	headers["Content-Length"] = strconv.Itoa(len(body))
+	headers = append(headers, field{"Content-Length", strconv.Itoa(len(body))})
 	if head {
 		body = nil
 	}
