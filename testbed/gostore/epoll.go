@@ -50,6 +50,7 @@ type eventLoop struct {
 	conns   map[int]*loopConn
 	timers  []*timedAnswer
 	scratch []byte
+	yielded time.Time // when the loop last yielded to other goroutines
 }
 
 // listenLoopback opens a non-blocking listening socket on 127.0.0.1:port; returns it and its port.
@@ -124,7 +125,7 @@ func (l *eventLoop) run() error {
 
 // wait is epoll_wait, as a raw system call when it may block: the runtime is not told (a goroutine blocked in a
 // system call has its P handed off and a thread started spinning, a futex wake-up each time the loop waits), and
-// the loop yields to any other goroutine after each wait. It waits at most maxWait, so that the runtime's own work
+// the loop yields to any other goroutine every maxWait. It waits at most maxWait, so that the runtime's own work
 // (the collector, the stdin watcher) runs.
 func (l *eventLoop) wait(events []syscall.EpollEvent, timeout int) (int, error) {
 	if timeout < 0 || timeout > maxWait {
@@ -132,7 +133,10 @@ func (l *eventLoop) wait(events []syscall.EpollEvent, timeout int) (int, error) 
 	}
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&events[0])),
 		uintptr(len(events)), uintptr(timeout), 0, 0)
-	runtime.Gosched()
+	if now := time.Now(); now.Sub(l.yielded) >= maxWait*time.Millisecond {
+		l.yielded = now
+		runtime.Gosched()
+	}
 	if errno != 0 {
 		return 0, errno
 	}
