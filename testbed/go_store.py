@@ -40,6 +40,8 @@ GO_FALLBACK = Path("/usr/local/go/bin/go")
 
 ADMIN_BATCH = 5000
 """Uploads seeded, or objects put, per admin request."""
+ADMIN_BATCH_BYTES = 4_000_000
+"""The bytes of objects put per admin request, at most (and one object)."""
 
 
 class GoStoreError(RuntimeError):
@@ -243,9 +245,15 @@ class GoStore:
     def put_objects(self, bucket: str, objects: Mapping[str, bytes]) -> dict[str, str]:
         """Objects (text bodies) stored at once (no latency, no throttle): key -> ETag."""
         etags: dict[str, str] = {}
-        items = list(objects.items())
-        for start in range(0, len(items), ADMIN_BATCH):
-            batch = {k: v.decode() for k, v in items[start:start + ADMIN_BATCH]}
+        batch: dict[str, str] = {}
+        size = 0
+        for key, body in objects.items():
+            batch[key] = body.decode()
+            size += len(key) + len(body)
+            if len(batch) >= ADMIN_BATCH or size >= ADMIN_BATCH_BYTES:
+                etags.update(self.admin("put", {"bucket": bucket, "objects": batch})["etags"])
+                batch, size = {}, 0
+        if batch:
             etags.update(self.admin("put", {"bucket": bucket, "objects": batch})["etags"])
         return etags
 
