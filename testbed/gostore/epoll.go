@@ -49,7 +49,6 @@ type eventLoop struct {
 	lfd     int
 	conns   map[int]*loopConn
 	timers  []*timedAnswer
-	scratch []byte
 	yielded time.Time // when the loop last yielded to other goroutines
 }
 
@@ -87,7 +86,7 @@ func newEventLoop(s *Server, lfd int) (*eventLoop, error) {
 	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, lfd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(lfd)}); err != nil {
 		return nil, err
 	}
-	return &eventLoop{s: s, epfd: epfd, lfd: lfd, conns: map[int]*loopConn{}, scratch: make([]byte, 256<<10)}, nil
+	return &eventLoop{s: s, epfd: epfd, lfd: lfd, conns: map[int]*loopConn{}}, nil
 }
 
 func (l *eventLoop) run() error {
@@ -131,6 +130,7 @@ func (l *eventLoop) wait(events []syscall.EpollEvent, timeout int) (int, error) 
 	if timeout < 0 || timeout > maxWait {
 		timeout = maxWait
 	}
+	l.s.waits.Add(1)
 	r, _, errno := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&events[0])),
 		uintptr(len(events)), uintptr(timeout), 0, 0)
 	if now := time.Now(); now.Sub(l.yielded) >= maxWait*time.Millisecond {
@@ -176,7 +176,14 @@ func (l *eventLoop) close(c *loopConn) {
 
 func (l *eventLoop) readable(c *loopConn) {
 	for {
-		n, err := syscall.Read(c.fd, l.scratch)
+		if cap(c.in)-len(c.in) < minRead { // room for what comes: the connection's buffer, else a grown one
+			grown := make([]byte, len(c.in), max(2*cap(c.in), len(c.in)+readGrowth))
+			copy(grown, c.in)
+			c.in = grown
+		}
+		room := c.in[len(c.in):cap(c.in)]
+		l.s.reads.Add(1)
+		n, err := syscall.Read(c.fd, room)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 				break
@@ -188,17 +195,24 @@ func (l *eventLoop) readable(c *loopConn) {
 			l.close(c)
 			return
 		}
-		c.in = append(c.in, l.scratch[:n]...)
-		if n < len(l.scratch) {
+		c.in = c.in[:len(c.in)+n]
+		if n < len(room) {
 			break
 		}
 	}
 	l.process(c)
 }
 
+// minRead is the least room a read is given; readGrowth how much a connection's input grows by at least.
+const (
+	minRead    = 4 << 10
+	readGrowth = 256 << 10
+)
+
 // flush writes what it can of c.out; watches for writability while some is left.
 func (l *eventLoop) flush(c *loopConn) {
 	for len(c.out) > 0 && !c.closed {
+		l.s.writes.Add(1)
 		n, err := syscall.Write(c.fd, c.out)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) {

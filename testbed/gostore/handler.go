@@ -80,16 +80,28 @@ func xmlDocument(root string, inner string) []byte {
 
 // quote is Python's urllib.parse.quote(text, safe="/"): every byte but letters, digits, "_.-~/" percent-encoded.
 func quote(text string) string {
-	var b strings.Builder
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || strings.IndexByte("_.-~/", c) >= 0 {
-			b.WriteByte(c)
+	const hexDigits = "0123456789ABCDEF"
+	safe := func(c byte) bool {
+		return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c == '_' || c == '.' ||
+			c == '-' || c == '~' || c == '/'
+	}
+	i := 0
+	for i < len(text) && safe(text[i]) {
+		i++
+	}
+	if i == len(text) {
+		return text
+	}
+	b := make([]byte, 0, len(text)+16)
+	b = append(b, text[:i]...)
+	for ; i < len(text); i++ {
+		if c := text[i]; safe(c) {
+			b = append(b, c)
 		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
+			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		}
 	}
-	return b.String()
+	return string(b)
 }
 
 // errorDocument is wire.error_xml: S3's <Error> document.

@@ -48,6 +48,8 @@ type Server struct {
 	answered  atomic.Int64
 	// connections counts the connections accepted.
 	connections atomic.Int64
+	// waits, reads and writes count the event loop's system calls (epoll_wait, read, write).
+	waits, reads, writes atomic.Int64
 }
 
 func main() {
@@ -235,6 +237,7 @@ func (s *Server) stats() map[string]any {
 	return map[string]any{
 		"requests": requests, "requests_total": total, "slowdowns": slowdowns, "slowdowns_answered": slowdownTotal,
 		"partitions_split": splitCount, "splits": splits, "connections_accepted": s.connections.Load(),
+		"system_calls": map[string]int64{"epoll_wait": s.waits.Load(), "read": s.reads.Load(), "write": s.writes.Load()},
 		"cpu_seconds":  seconds(usage.Utime) + seconds(usage.Stime),
 		"user_seconds": seconds(usage.Utime), "system_seconds": seconds(usage.Stime),
 		"peak_rss_mib": float64(usage.Maxrss) / 1024,
