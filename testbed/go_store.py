@@ -35,6 +35,8 @@ from s3commit.testing.server import ACCESS_KEY, REGION, SECRET_KEY
 
 GO_SOURCES = Path(__file__).parent / "gostore"
 """The Go module of the store."""
+CACHE_ROOT = Path.home() / ".cache" / "s3commit" / "gostore"
+"""Where built binaries are kept, one directory per hash of the sources."""
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 """Where Go's own installer puts the toolchain, looked at when ``go`` is not on PATH."""
 
@@ -67,7 +69,7 @@ def go_sources_hash() -> str:
 
 def build_go_store() -> Path:
     """The store's binary, built with ``go build`` unless the cache holds one for these sources."""
-    cache = Path.home() / ".cache" / "s3commit" / "gostore" / go_sources_hash()
+    cache = CACHE_ROOT / go_sources_hash()
     binary = cache / "gostore"
     if binary.is_file():
         return binary
@@ -78,13 +80,14 @@ def build_go_store() -> Path:
     try:
         done = subprocess.run([go, "build", "-trimpath", "-o", str(partial), "."], cwd=GO_SOURCES, env=env,
                               capture_output=True, text=True, timeout=300)
+        if done.returncode != 0:
+            raise GoStoreError(f"go build of {GO_SOURCES} failed ({go}, exit {done.returncode}):\n"
+                               f"{(done.stderr or done.stdout)[-3000:]}")
+        os.replace(partial, binary)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise GoStoreError(f"go build of {GO_SOURCES} could not run: {err}") from err
-    if done.returncode != 0:
-        raise GoStoreError(f"go build of {GO_SOURCES} failed ({go}, exit {done.returncode}):\n"
-                           f"{(done.stderr or done.stdout)[-3000:]}")
-    os.replace(partial, binary)
-    shutil.rmtree(partial.parent, ignore_errors=True)
+    finally:
+        shutil.rmtree(partial.parent, ignore_errors=True)
     return binary
 
 

@@ -243,3 +243,24 @@ def test_large_bodies_expect_100_continue_and_chunked_bodies_arrive_whole(go_sto
         answer.begin()
         assert answer.status == 200
     assert client.get_object(Bucket=bucket, Key="chunked")["Body"].read() == b"hello world"
+
+
+def test_a_missing_go_or_a_failed_build_is_a_go_store_error_naming_it(monkeypatch, tmp_path):
+    import shutil
+
+    import testbed.go_store as go_store_module
+
+    broken = tmp_path / "src"
+    broken.mkdir()
+    (broken / "go.mod").write_text("module broken\n\ngo 1.22\n")
+    (broken / "main.go").write_text("package main\n\nfunc main() { undefinedName() }\n")
+    monkeypatch.setattr(go_store_module, "GO_SOURCES", broken)
+    monkeypatch.setattr(go_store_module, "CACHE_ROOT", tmp_path / "cache")
+    with pytest.raises(GoStoreError, match=r"(?s)go build of .* failed.*undefined: undefinedName"):
+        build_go_store()
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == [go_store_module.go_sources_hash()]
+    assert list((tmp_path / "cache" / go_store_module.go_sources_hash()).iterdir()) == []  # nothing half-built
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(go_store_module, "GO_FALLBACK", tmp_path / "no-go")
+    with pytest.raises(GoStoreError, match="the go command was not found on PATH"):
+        build_go_store()
