@@ -264,3 +264,67 @@ def test_a_missing_go_or_a_failed_build_is_a_go_store_error_naming_it(monkeypatc
     monkeypatch.setattr(go_store_module, "GO_FALLBACK", tmp_path / "no-go")
     with pytest.raises(GoStoreError, match="the go command was not found on PATH"):
         build_go_store()
+
+
+def test_its_answers_are_the_memory_wires(tmp_path):
+    """The same requests through botocore to S3Wire (MemoryS3) and to a fresh Go store: the same parsed answers
+    (dates, request ids and the Complete's Location, which names the endpoint, aside) and the same errors."""
+    from s3commit.testing import MemoryS3, S3Wire
+
+    def run(client) -> list:
+        seen: list = []
+
+        def call(name: str, **params) -> None:
+            try:
+                answer = getattr(client, name)(**params)
+            except ClientError as err:
+                seen.append((name, "error", err.response["Error"].get("Code"), err.response["Error"].get("Message"),
+                             err.response["ResponseMetadata"]["HTTPStatusCode"]))
+                return
+            if "Body" in answer:
+                answer["Body"] = answer["Body"].read()
+            for drop in ("ResponseMetadata", "LastModified", "Location"):
+                answer.pop(drop, None)
+            for listed in ("Contents", "Uploads"):
+                for item in answer.get(listed, []):
+                    item.pop("LastModified", None)
+                    item.pop("Initiated", None)
+            answer.get("CopyObjectResult", {}).pop("LastModified", None)
+            seen.append((name, answer))
+
+        bucket = "same"
+        call("put_object", Bucket=bucket, Key="d/a=1/x y", Body=b"one")
+        call("put_object", Bucket=bucket, Key="d/a=1/x y", Body=b"two", IfNoneMatch="*")
+        call("put_object", Bucket=bucket, Key="d/b", Body=b"three", ContentType="text/plain")
+        call("get_object", Bucket=bucket, Key="d/a=1/x y", Range="bytes=1-")
+        call("head_object", Bucket=bucket, Key="d/b")
+        call("head_object", Bucket=bucket, Key="d/none")
+        call("get_object", Bucket=bucket, Key="d/none")
+        call("copy_object", Bucket=bucket, Key="e/c", CopySource={"Bucket": bucket, "Key": "d/b"})
+        call("list_objects_v2", Bucket=bucket, Prefix="d/", Delimiter="/")
+        call("list_objects_v2", Bucket=bucket, MaxKeys=1)
+        call("list_objects_v2", Bucket=bucket, MaxKeys=1, ContinuationToken="d/a=1/x y")
+        upload = client.create_multipart_upload(Bucket=bucket, Key="m")["UploadId"]
+        etags = [client.upload_part(Bucket=bucket, Key="m", UploadId=upload, PartNumber=n, Body=b"p" * n)["ETag"]
+                 for n in (1, 2)]
+        call("list_multipart_uploads", Bucket=bucket)
+        parts = [{"ETag": e, "PartNumber": n} for n, e in enumerate(etags, 1)]
+        call("complete_multipart_upload", Bucket=bucket, Key="m", UploadId=upload,
+             MultipartUpload={"Parts": parts[::-1]})
+        call("complete_multipart_upload", Bucket=bucket, Key="m", UploadId=upload, MultipartUpload={"Parts": parts})
+        call("complete_multipart_upload", Bucket=bucket, Key="m", UploadId=upload, MultipartUpload={"Parts": parts})
+        call("abort_multipart_upload", Bucket=bucket, Key="m", UploadId=upload)
+        call("delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": "d/b"}, {"Key": "nothing"}]})
+        call("delete_objects", Bucket=bucket, Delete={"Objects": [{"Key": "e/c"}], "Quiet": True})
+        call("delete_object", Bucket=bucket, Key="m")
+        call("list_objects_v2", Bucket=bucket)
+        call("put_object_tagging", Bucket=bucket, Key="d/a=1/x y", Tagging={"TagSet": []})
+        call("head_bucket", Bucket="missing")
+        return seen
+
+    wire = S3Wire(MemoryS3())
+    wire.s3.create_bucket("same")
+    expected = run(wire.client())
+    with GoStore() as fresh:
+        fresh.create_bucket("same")
+        assert len(expected) == 22 and run(fresh.client()) == expected
