@@ -328,3 +328,30 @@ def test_its_answers_are_the_memory_wires(tmp_path):
     with GoStore() as fresh:
         fresh.create_bucket("same")
         assert len(expected) == 22 and run(fresh.client()) == expected
+
+
+def test_reads_have_their_own_rate():
+    spec = ThrottleSpec(writes_per_second=10_000, reads_per_second=20, burst_seconds=1, split_after_seconds=None)
+    with GoStore(throttle=spec) as store:
+        client = store.client(max_pool_connections=8)
+        store.create_bucket("r")
+        assert puts(client, "r", [f"k/{n}" for n in range(50)]) == []  # writes: far under their rate
+        codes: list[str] = []
+        lock = threading.Lock()
+
+        def read(n: int) -> None:
+            for _ in range(40):
+                try:
+                    client.get_object(Bucket="r", Key=f"k/{n}")["Body"].read()
+                except ClientError as err:
+                    with lock:
+                        codes.append(err.response["Error"]["Code"])
+
+        readers = [threading.Thread(target=read, args=(n,)) for n in range(8)]
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join()
+        # 320 GETs against 20 a second with a burst of 20: most are refused unless they took ~15 s
+        assert codes and set(codes) == {"SlowDown"}
+        assert store.stats()["slowdowns"] == {"GetObject": len(codes)}
