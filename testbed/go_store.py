@@ -40,6 +40,8 @@ CACHE_ROOT = Path.home() / ".cache" / "s3commit" / "gostore"
 GO_FALLBACK = Path("/usr/local/go/bin/go")
 """Where Go's own installer puts the toolchain, looked at when ``go`` is not on PATH."""
 
+TICK = 0.001
+"""The epoll front end's tick where latencies are simulated (GoStore's ``tick``)."""
 ADMIN_BATCH = 5000
 """Uploads seeded, or objects put, per admin request."""
 ADMIN_BATCH_BYTES = 4_000_000
@@ -100,6 +102,10 @@ class GoStore:
         conditional: honour ``If-None-Match`` / ``If-Match`` (False: ignore them, as rclone does).
         frontend: ``"epoll"`` (one event loop serves every connection; the default) or ``"goroutines"`` (a goroutine
             a connection, over Go's poller).
+        tick: with the epoll front end, while requests come or answers wait, look for requests once every ``tick``
+            seconds instead of at every arrival: fewer wake-ups (~30% less CPU an answer in a scale run), a request
+            applied and answered up to a tick later. Default: 1 ms where the profile has latencies (tens of ms on
+            S3), 0 otherwise.
         procs: the store's GOMAXPROCS (default 1: the fewest CPU-seconds per answer, no thread woken for another's
             work; more for a client that sends more than one core's worth, ~16,000 answers a second here).
         cpu_profile: a file the store writes its CPU profile to (``runtime/pprof``; ``go tool pprof``) until it stops.
@@ -108,12 +114,15 @@ class GoStore:
     name = "gostore"
 
     def __init__(self, *, profile: str | LatencyProfile | None = None, throttle: ThrottleSpec | None = None,
-                 conditional: bool = True, frontend: str = "epoll", procs: int = 1,
+                 conditional: bool = True, frontend: str = "epoll", tick: float | None = None, procs: int = 1,
                  cpu_profile: str | None = None) -> None:
         self.profile = get_profile(profile) if profile is not None else None
         self.throttle = throttle
         self.conditional = conditional
         self.frontend = frontend
+        slow = self.profile is not None and (self.profile.default_first_byte_seconds > 0
+                                             or any(self.profile.first_byte_seconds.values()))
+        self.tick = (TICK if slow else 0.0) if tick is None else tick
         self.procs = procs
         self.cpu_profile = cpu_profile
         self._process: subprocess.Popen[str] | None = None
@@ -131,7 +140,7 @@ class GoStore:
             return self
         binary = build_go_store()
         command = [str(binary), "-config", json.dumps(self.config()), "-procs", str(self.procs),
-                   "-frontend", self.frontend]
+                   "-frontend", self.frontend, "-tick", f"{self.tick}s"]
         if self.cpu_profile:
             command += ["-cpuprofile", self.cpu_profile]
         process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

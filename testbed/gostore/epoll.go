@@ -50,6 +50,8 @@ type eventLoop struct {
 	conns   map[int]*loopConn
 	timers  []*timedAnswer
 	yielded time.Time // when the loop last yielded to other goroutines
+	// tick: while requests come or answers wait, the loop looks for them once a tick (0: at every arrival).
+	tick time.Duration
 }
 
 // listenLoopback opens a non-blocking listening socket on 127.0.0.1:port; returns it and its port.
@@ -91,13 +93,23 @@ func newEventLoop(s *Server, lfd int) (*eventLoop, error) {
 
 func (l *eventLoop) run() error {
 	events := make([]syscall.EpollEvent, 512)
+	busy := false
 	for {
 		timeout := -1
 		if len(l.timers) > 0 {
 			wait := time.Until(l.timers[0].due)
 			timeout = max(0, int((wait+time.Millisecond-1)/time.Millisecond))
 		}
+		if busy && l.tick > 0 && timeout != 0 { // busy: look once a tick, not at every arrival
+			pause := l.tick
+			if timeout > 0 {
+				pause = min(pause, time.Duration(timeout)*time.Millisecond)
+			}
+			sleepRaw(pause)
+			timeout = 0
+		}
 		n, err := l.wait(events, timeout)
+		busy = n > 0 || len(l.timers) > 0
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			return err
 		}
@@ -141,6 +153,12 @@ func (l *eventLoop) wait(events []syscall.EpollEvent, timeout int) (int, error) 
 		return 0, errno
 	}
 	return int(r), nil
+}
+
+// sleepRaw sleeps in nanosleep, a raw system call (the runtime, told, would hand the P off).
+func sleepRaw(pause time.Duration) {
+	spec := syscall.NsecToTimespec(pause.Nanoseconds())
+	_, _, _ = syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&spec)), 0, 0)
 }
 
 // maxWait is the longest epoll_wait, in milliseconds.

@@ -59,6 +59,8 @@ func main() {
 		"work, the fewest CPU-seconds per answer; about 16,000 answers a second on one core)")
 	frontend := flag.String("frontend", "epoll", "epoll: one event loop serves every connection (Linux); "+
 		"goroutines: a goroutine a connection (net's poller)")
+	tick := flag.Duration("tick", 0, "epoll front end: while busy, look for requests once a tick (e.g. 1ms: fewer "+
+		"wake-ups, each request up to a tick later) instead of at every arrival (0)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (runtime/pprof) here until stdin closes")
 	flag.Parse()
 	if *procs > 0 {
@@ -86,6 +88,7 @@ func main() {
 			if err != nil {
 				return err
 			}
+			loop.tick = *tick
 			return loop.run()
 		}
 	case "goroutines":

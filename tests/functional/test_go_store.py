@@ -22,10 +22,13 @@ except GoStoreError as err:
     pytest.skip(f"the Go store is not available: {err}", allow_module_level=True)
 
 
-@pytest.fixture(scope="module", params=["epoll", "goroutines"])
+@pytest.fixture(scope="module", params=[("epoll", 0.0), ("epoll", 0.001), ("goroutines", 0.0)],
+                ids=["epoll", "epoll-tick", "goroutines"])
 def go_store(request):
-    """The store, on each of its front ends (one event loop; a goroutine a connection)."""
-    with GoStore(frontend=request.param) as started:
+    """The store, on each of its front ends (one event loop, looking at every arrival or once a millisecond; a
+    goroutine a connection)."""
+    frontend, tick = request.param
+    with GoStore(frontend=frontend, tick=tick) as started:
         yield started
 
 
