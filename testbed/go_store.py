@@ -128,6 +128,7 @@ class GoStore:
         self._process: subprocess.Popen[str] | None = None
         self._url = ""
         self._client: Any = None
+        self._store_client: Any = None
 
     def config(self) -> dict[str, Any]:
         """What the binary is given (``-config``): the profile's and the throttle's ``to_dict()``."""
@@ -216,8 +217,14 @@ class GoStore:
     def store(self, *, retry: RetryPolicy | None = None, lean_requests: bool = False, conditional: bool | None = None,
               buckets: Iterable[str] | None = None) -> S3Store:
         """A real :class:`S3Store` on this endpoint, knowing AWS's capabilities (:func:`aws_capabilities`, with
-        ``conditional`` default this store's) for ``buckets`` (default: every bucket now), so no probe runs."""
-        store = S3Store(self.options(retry=retry, lean_requests=lean_requests))
+        ``conditional`` default this store's) for ``buckets`` (default: every bucket now), so no probe runs. Its
+        botocore client is built once and shared by every store made here (as the memory wire's are: building one
+        loads the service's model, ~0.2 s); each store has its own retries and counters."""
+        if self._store_client is None:
+            from s3commit.store.client import build_s3_client
+
+            self._store_client = build_s3_client(self.options())  # one attempt a request: a store retries
+        store = S3Store(self.options(retry=retry, lean_requests=lean_requests), client=self._store_client)
         honours = self.conditional if conditional is None else conditional
         for bucket in self.admin("buckets") if buckets is None else buckets:
             store.capabilities[bucket] = aws_capabilities(bucket, endpoint=self.endpoint_url, conditional=honours)
