@@ -358,3 +358,18 @@ def test_reads_have_their_own_rate():
         # 320 GETs against 20 a second with a burst of 20: most are refused unless they took ~15 s
         assert codes and set(codes) == {"SlowDown"}
         assert store.stats()["slowdowns"] == {"GetObject": len(codes)}
+
+
+def test_virtual_host_style_names_the_bucket_by_host(go_store, client, bucket):
+    import http.client
+    from urllib.parse import urlsplit
+
+    client.put_object(Bucket=bucket, Key="v/k", Body=b"hosted")
+    where = urlsplit(go_store.endpoint_url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=10)
+    try:
+        connection.request("GET", "/v/k", headers={"Host": f"{bucket}.localhost:{where.port}"})
+        answer = connection.getresponse()
+        assert (answer.status, answer.read()) == (200, b"hosted")
+    finally:
+        connection.close()
