@@ -88,7 +88,7 @@ class Requests:
             raise TypeError(f"{operation}: a {retry.value} request needs an Attempts record")
         seen = attempts if attempts is not None else Attempts()
         try:
-            return self.retrying(operation, retry, recorded=recorded)(
+            return self.retrying(operation, retry, recorded=recorded, made=seen.made)(
                 lambda: self.attempt(operation, fn, seen, bucket=bucket, key=key, upload_id=upload_id))
         except StoreError as err:
             self.gave_up(operation, err, seen)
@@ -116,18 +116,19 @@ class Requests:
         finally:
             limit.release(generation, throttled=throttled)
 
-    def retrying(self, operation: str, retry: Retry, *, recorded: bool = False) -> Retrying:
+    def retrying(self, operation: str, retry: Retry, *, recorded: bool = False, made: int = 0) -> Retrying:
         """The one retry loop of one request: the store's policy, as ``retry`` allows, each retry counted.
 
         :meth:`call` runs a request in it; a request whose answer is read after the call returns (a GET's body
         streamed, :meth:`~s3commit.store.objects.ObjectRequests.stream_object`) iterates it
         itself, sending each attempt with :meth:`attempt` and reporting the end with :meth:`gave_up`, so that
-        the reads of the answer share the request's budget instead of adding a loop of their own.
+        the reads of the answer share the request's budget instead of adding a loop of their own. ``made``: attempts
+        already made elsewhere, counted in the budget (:func:`~s3commit.store.retry.build_retrying`).
         """
         return build_retrying(
             self.options.retry, sleep=self.sleep,
             on_retry=lambda _state: self.counters.add("retries", operation),
-            retry_on=lambda exc: retry.may_retry(exc, recorded=recorded),
+            retry_on=lambda exc: retry.may_retry(exc, recorded=recorded), made=made,
         )
 
     def attempt(self, operation: str, fn: Callable[[], T], seen: Attempts, *, bucket: str,

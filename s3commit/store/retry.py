@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -107,6 +108,7 @@ def build_retrying(
     sleep: Callable[[float], None] = time.sleep,
     on_retry: Callable[[RetryCallState], None] | None = None,
     retry_on: Callable[[BaseException], bool] = is_retryable,
+    made: int = 0,
 ) -> Retrying:
     """A tenacity ``Retrying`` for ``policy``: jittered exponential backoff, re-raising the last error.
 
@@ -116,6 +118,9 @@ def build_retrying(
         on_retry: called before each sleep (the store counts retries with it).
         retry_on: which failures are retried (default :func:`is_retryable`; the store passes its method's
             :meth:`Retry.may_retry`).
+        made: attempts of the request already made, and failed, elsewhere (a Complete first sent from the event
+            loop of ``UploadRequests.complete_many``): the loop goes on from there, its first attempt after the
+            back-off that attempt earned, and the policy's ``max_attempts`` counts them.
     """
 
     def before_sleep(state: RetryCallState) -> None:
@@ -126,12 +131,18 @@ def build_retrying(
         delay = state.next_action.sleep if state.next_action is not None else 0.0
         log.info("retrying in %.2fs after attempt %d: %s", delay, state.attempt_number, exc)
 
+    def backoff(number: int) -> float:  # wait_random_exponential's delay after the ``number``th attempt
+        return random.uniform(0.0, min(policy.max_delay, policy.initial_delay * 2 ** (number - 1)))
+
     kwargs: dict[str, Any] = {
-        "stop": stop_after_attempt(policy.max_attempts),
-        "wait": wait_random_exponential(multiplier=policy.initial_delay, max=policy.max_delay),
+        "stop": stop_after_attempt(max(1, policy.max_attempts - made)),
+        "wait": wait_random_exponential(multiplier=policy.initial_delay, max=policy.max_delay) if not made
+        else (lambda state: backoff(made + state.attempt_number)),
         "retry": retry_if_exception(retry_on),
         "reraise": True,
         "sleep": sleep,
         "before_sleep": before_sleep,
     }
+    if made:
+        kwargs["before"] = lambda state: sleep(backoff(made)) if state.attempt_number == 1 else None
     return Retrying(**kwargs)

@@ -428,10 +428,11 @@ class _Many:
             except StoreError as err:
                 uploads.requests.gave_up(COMPLETE, err, attempts)
                 raise
-        if not Retry.VERIFIED.may_retry(error):
+        if not Retry.VERIFIED.may_retry(error) or attempts.made >= uploads.options.retry.max_attempts:
             uploads.requests.gave_up(COMPLETE, error, attempts)
             raise error
         uploads.counters.add("retries", COMPLETE)
+        # The store's retry loop goes on from this first attempt: after its back-off, within the same budget.
         return uploads.complete_multipart_upload(
             call.bucket, call.key, call.upload_id, call.etags, expected_length=call.expected_length,
             if_none_match=call.if_none_match, created_ms=call.created_ms, checksum_algorithm=call.checksum_algorithm,

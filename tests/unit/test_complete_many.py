@@ -21,6 +21,7 @@ from s3commit.errors import (
     JobCommitError,
     LeaseLostError,
     PreconditionFailedError,
+    ThrottledError,
 )
 from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.paths import JobLayout
@@ -140,6 +141,29 @@ def test_throttles_and_server_errors_are_retried_under_the_stores_policy_and_low
     assert counted["retries"]["CompleteMultipartUpload"] >= 12
     assert counted["requests"]["CompleteMultipartUpload"] == len(answered)
     assert limit.state().decreases >= 1 and limit.state().in_flight == 0
+    wire.close()
+
+
+def test_a_complete_that_keeps_failing_is_sent_the_policys_attempts_in_all_with_its_back_offs():
+    """The first attempt from the loop and the store's retries share one budget (``fs.s3a.attempts.maximum``), and
+    the first retry waits the back-off the first attempt earned, as a throttled request's retry must."""
+    def down(request):
+        return s3_error("SlowDown", 503, "Please reduce your request rate.") \
+            if request.operation == "complete_multipart_upload" else None
+
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    wire = S3Wire(s3, fail=down)
+    wire.listen()
+    slept: list[float] = []
+    store = wire.store(lean_requests=True, retry=RetryPolicy(max_attempts=4, initial_delay=0.5, max_delay=10),
+                       sleep=slept.append)
+    calls = uploads(store, 1)
+    done, failures = run(store, calls)
+    assert done == {} and [type(err).__name__ for _, err in failures] == [ThrottledError.__name__]
+    assert failures[0][1].attempts == 4
+    assert store.counters.snapshot()["requests"]["CompleteMultipartUpload"] == 4
+    assert len(slept) == 3 and all(0 <= delay <= 0.5 * 2 ** n for n, delay in enumerate(slept))
     wire.close()
 
 
