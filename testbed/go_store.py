@@ -20,6 +20,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import urllib.parse
 import urllib.request
@@ -100,8 +101,8 @@ class GoStore:
         profile: S3's latency (a profile or its name, ``"s3-standard"``); None: no wait.
         throttle: per-partition request rates; None: no limit.
         conditional: honour ``If-None-Match`` / ``If-Match`` (False: ignore them, as rclone does).
-        frontend: ``"epoll"`` (one event loop serves every connection; the default) or ``"goroutines"`` (a goroutine
-            a connection, over Go's poller).
+        frontend: ``"epoll"`` (one event loop serves every connection; the default on Linux) or ``"goroutines"`` (a
+            goroutine a connection, over Go's poller; the default elsewhere).
         tick: with the epoll front end, while requests come or answers wait, look for requests once every ``tick``
             seconds instead of at every arrival: fewer wake-ups (~30% less CPU an answer in a scale run), a request
             applied and answered up to a tick later. Default: 1 ms where the profile has latencies (tens of ms on
@@ -114,12 +115,12 @@ class GoStore:
     name = "gostore"
 
     def __init__(self, *, profile: str | LatencyProfile | None = None, throttle: ThrottleSpec | None = None,
-                 conditional: bool = True, frontend: str = "epoll", tick: float | None = None, procs: int = 1,
+                 conditional: bool = True, frontend: str | None = None, tick: float | None = None, procs: int = 1,
                  cpu_profile: str | None = None) -> None:
         self.profile = get_profile(profile) if profile is not None else None
         self.throttle = throttle
         self.conditional = conditional
-        self.frontend = frontend
+        self.frontend = frontend or ("epoll" if sys.platform.startswith("linux") else "goroutines")
         slow = self.profile is not None and (self.profile.default_first_byte_seconds > 0
                                              or any(self.profile.first_byte_seconds.values()))
         self.tick = (TICK if slow else 0.0) if tick is None else tick

@@ -1,3 +1,5 @@
+//go:build linux
+
 package main
 
 // The event loop front end (the default, -frontend epoll): every connection served by one goroutine over Linux's
