@@ -132,12 +132,14 @@ type queued struct {
 	data []byte
 }
 
+func (q *queued) dueAt() time.Time { return q.due }
+
 // answerQueue writes each answer when it is due: a heap by due time, one goroutine waking at the earliest due time
 // but at most once a millisecond (the answers due in between written together).
 type answerQueue struct {
-	mu    sync.Mutex
-	items []*queued
-	wake  chan struct{}
+	mu   sync.Mutex
+	heap dueHeap[*queued]
+	wake chan struct{}
 }
 
 func newAnswerQueue() *answerQueue {
@@ -148,9 +150,8 @@ func newAnswerQueue() *answerQueue {
 
 func (q *answerQueue) add(item *queued) {
 	q.mu.Lock()
-	q.items = append(q.items, item)
-	q.up(len(q.items) - 1)
-	first := q.items[0] == item
+	q.heap.push(item)
+	first := q.heap.peek() == item
 	q.mu.Unlock()
 	if first {
 		select {
@@ -160,52 +161,18 @@ func (q *answerQueue) add(item *queued) {
 	}
 }
 
-func (q *answerQueue) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !q.items[i].due.Before(q.items[parent].due) {
-			return
-		}
-		q.items[i], q.items[parent] = q.items[parent], q.items[i]
-		i = parent
-	}
-}
-
-func (q *answerQueue) pop() *queued {
-	top := q.items[0]
-	last := len(q.items) - 1
-	q.items[0] = q.items[last]
-	q.items[last] = nil
-	q.items = q.items[:last]
-	for i := 0; ; {
-		smallest, left, right := i, 2*i+1, 2*i+2
-		if left < last && q.items[left].due.Before(q.items[smallest].due) {
-			smallest = left
-		}
-		if right < last && q.items[right].due.Before(q.items[smallest].due) {
-			smallest = right
-		}
-		if smallest == i {
-			break
-		}
-		q.items[i], q.items[smallest] = q.items[smallest], q.items[i]
-		i = smallest
-	}
-	return top
-}
-
 func (q *answerQueue) run() {
 	timer := time.NewTimer(time.Hour)
 	var due []*queued
 	for {
 		q.mu.Lock()
 		now := time.Now()
-		for len(q.items) > 0 && !q.items[0].due.After(now) {
-			due = append(due, q.pop())
+		for q.heap.Len() > 0 && !q.heap.peek().due.After(now) {
+			due = append(due, q.heap.pop())
 		}
 		next := time.Hour
-		if len(q.items) > 0 {
-			next = q.items[0].due.Sub(now)
+		if q.heap.Len() > 0 {
+			next = q.heap.peek().due.Sub(now)
 		}
 		q.mu.Unlock()
 		for i, item := range due {

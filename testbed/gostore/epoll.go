@@ -45,12 +45,14 @@ type timedAnswer struct {
 	closeAfter bool
 }
 
+func (t *timedAnswer) dueAt() time.Time { return t.due }
+
 type eventLoop struct {
 	s       *Server
 	epfd    int
 	lfd     int
 	conns   map[int]*loopConn
-	timers  []*timedAnswer
+	timers  dueHeap[*timedAnswer]
 	yielded time.Time // when the loop last yielded to other goroutines
 	// tick: while requests come or answers wait, the loop looks for them once a tick (0: at every arrival).
 	tick time.Duration
@@ -98,8 +100,8 @@ func (l *eventLoop) run() error {
 	busy := false
 	for {
 		timeout := -1
-		if len(l.timers) > 0 {
-			wait := time.Until(l.timers[0].due)
+		if l.timers.Len() > 0 {
+			wait := time.Until(l.timers.peek().due)
 			timeout = max(0, int((wait+time.Millisecond-1)/time.Millisecond))
 		}
 		if busy && l.tick > 0 && timeout != 0 { // busy: look once a tick, not at every arrival
@@ -111,7 +113,7 @@ func (l *eventLoop) run() error {
 			timeout = 0
 		}
 		n, err := l.wait(events, timeout)
-		busy = n > 0 || len(l.timers) > 0
+		busy = n > 0 || l.timers.Len() > 0
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			return err
 		}
@@ -314,7 +316,7 @@ func (l *eventLoop) process(c *loopConn) {
 			continue
 		}
 		c.waiting = true
-		l.push(&timedAnswer{due: time.Now().Add(time.Duration(delay * float64(time.Second))), conn: c, data: data,
+		l.timers.push(&timedAnswer{due: time.Now().Add(time.Duration(delay * float64(time.Second))), conn: c, data: data,
 			closeAfter: req.close})
 	}
 }
@@ -322,8 +324,8 @@ func (l *eventLoop) process(c *loopConn) {
 // due writes the answers whose time has come.
 func (l *eventLoop) due() {
 	now := time.Now()
-	for len(l.timers) > 0 && !l.timers[0].due.After(now) {
-		item := l.pop()
+	for l.timers.Len() > 0 && !l.timers.peek().due.After(now) {
+		item := l.timers.pop()
 		c := item.conn
 		if c.closed {
 			continue
@@ -332,41 +334,6 @@ func (l *eventLoop) due() {
 		c.closeAfter = item.closeAfter
 		l.send(c, item.data)
 	}
-}
-
-func (l *eventLoop) push(item *timedAnswer) {
-	l.timers = append(l.timers, item)
-	for i := len(l.timers) - 1; i > 0; {
-		parent := (i - 1) / 2
-		if !l.timers[i].due.Before(l.timers[parent].due) {
-			break
-		}
-		l.timers[i], l.timers[parent] = l.timers[parent], l.timers[i]
-		i = parent
-	}
-}
-
-func (l *eventLoop) pop() *timedAnswer {
-	top := l.timers[0]
-	last := len(l.timers) - 1
-	l.timers[0] = l.timers[last]
-	l.timers[last] = nil
-	l.timers = l.timers[:last]
-	for i := 0; ; {
-		smallest, left, right := i, 2*i+1, 2*i+2
-		if left < last && l.timers[left].due.Before(l.timers[smallest].due) {
-			smallest = left
-		}
-		if right < last && l.timers[right].due.Before(l.timers[smallest].due) {
-			smallest = right
-		}
-		if smallest == i {
-			break
-		}
-		l.timers[i], l.timers[smallest] = l.timers[smallest], l.timers[i]
-		i = smallest
-	}
-	return top
 }
 
 // parseRequest reads one request from the start of data: the request and the bytes it took; (nil, 0, nil) when
