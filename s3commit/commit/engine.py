@@ -55,6 +55,7 @@ journal and chooses the variant.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import re
@@ -127,6 +128,10 @@ log = logging.getLogger(__name__)
 
 _SCRATCH_ELEMENT = re.compile("(?:^|/)(?:" + "|".join(re.escape(element) for element in SCRATCH_PREFIXES) + ")")
 """A key element that starts with one of SCRATCH_PREFIXES (one search per key: a commit checks 100,000)."""
+QUIET_FROM_PENDINGSETS = 100
+"""A commit of this many pendingsets or more keeps the garbage collector off the heap that was there
+(:func:`~s3commit.transfer.parallel.quiet_collector`): a large one, whose full collections would stall its requests.
+A small one leaves the collector as it is."""
 CACHE_BUDGET = 10_000
 """Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
 PENDINGSETS_AHEAD = 8
@@ -920,7 +925,8 @@ class CommitEngine:
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
         # journal is written.
-        with quiet_collector(), ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
+        quiet = quiet_collector() if len(keys) >= QUIET_FROM_PENDINGSETS else contextlib.nullcontext()
+        with quiet, ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
                 return self._run(keys, plan, accepted_attempts, side, beside, known)
             finally:

@@ -60,6 +60,11 @@ def quiet_collector() -> Iterator[None]:
         mine = _quiet_depth > 0 or gc.get_freeze_count() == 0
         if mine:
             if _quiet_depth == 0:
+                # The young generations first: their garbage freed, their survivors counted into the oldest (as
+                # their promotion is counted, which decides the next full pass). Frozen young garbage would be put
+                # back into the oldest generation uncounted, to wait for a full pass: a sidecar committing job after
+                # job grew by 37 MB in 900 jobs that way.
+                gc.collect(1)
                 gc.freeze()
             _quiet_depth += 1
     try:

@@ -205,6 +205,18 @@ def test_quiet_collector_collects_cycles_made_within_and_puts_back_on_failure():
     assert gc.get_freeze_count() == 0
 
 
+def test_quiet_collector_frees_young_garbage_before_it_freezes():
+    class Node:
+        pass
+
+    node = Node()
+    node.self = node  # young cyclic garbage, there on entry: freed, not frozen to wait for a full pass
+    gone = weakref.ref(node)
+    del node
+    with quiet_collector():
+        assert gone() is None
+
+
 def test_quiet_collector_leaves_a_heap_someone_else_froze_as_it_is():
     gc.freeze()
     try:
