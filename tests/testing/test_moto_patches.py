@@ -1,10 +1,15 @@
 """The test server's changes to moto change what requests cost, never what they answer: ranged GETs read
-their range only, and a Complete copies each part once. Checked through the server (which applies them)."""
+their range only, a Complete copies each part once, and a host's service is looked up once. Checked through the
+server (which applies them), or in a process of its own."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from botocore.exceptions import ClientError
@@ -125,3 +130,32 @@ def test_crc32c_is_crc32c_not_motos_crc32_fallback(s3_client, s3_bucket):
     expected = checksums.composite("CRC32C", [part["ChecksumCRC32C"] for part in sent])
     assert checksums.composite_matches(str(expected), head["ChecksumCRC32C"]) is True
     assert expected != checksums.composite("CRC32", [checksums.checksum("CRC32", p) for p in parts])
+
+
+def test_moto_maps_each_host_to_the_service_it_mapped_it_to_before_and_lists_its_package_once():
+    # Given: moto's dispatcher, in a process of its own (the patch is process-wide), asked about hosts of S3 and of
+    # other services before and after dispatch_hosts_once.
+    script = textwrap.dedent("""
+        import json
+        from unittest import mock
+        from moto import backends
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+        from s3commit.testing._sim.moto_patches import dispatch_hosts_once
+
+        hosts = [None, "moto_api", "s3", "127.0.0.1:5000", "s3.us-east-1.amazonaws.com", "bkt.s3.amazonaws.com",
+                 "bkt.s3.eu-west-1.amazonaws.com", "sqs.us-east-1.amazonaws.com", "localhost"]
+        app = DomainDispatcherApplication(lambda service: None)
+        before = [app.get_backend_for_host(host) for host in hosts]
+        dispatch_hosts_once()
+        dispatch_hosts_once()  # idempotent
+        first = [app.get_backend_for_host(host) for host in hosts]
+        with mock.patch.object(backends, "list_of_moto_modules", side_effect=AssertionError("listed again")):
+            again = [app.get_backend_for_host(host) for host in hosts]
+        print(json.dumps([before, first, again]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    before, first, again = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then: every host maps as unpatched moto maps it (S3's to s3), and the second time without listing moto.
+    assert first == before and again == before
+    assert before == [None, "moto_api", "s3", None, "s3", "s3", "s3", "sqs", None]
