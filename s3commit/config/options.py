@@ -174,12 +174,14 @@ KEYS: dict[str, Key] = {
             "Most requests a process has in flight to one prefix, and where the adaptive limit starts: S3 takes about "
             "3,500 writes/s per prefix, 175 in flight at 50 ms each. The S3 client's connection pool holds at least "
             "this many connections (fs.s3a.connection.maximum if larger)."),
-        Key("s3commit.store.lean-requests", "false",
+        Key("s3commit.store.lean-requests", "true",
             "Send each CompleteMultipartUpload (a job commit's request per file) through s3commit's own lean request "
             "path: built, SigV4-signed and parsed by s3commit, sent through the S3 client's connection pool, at a "
             "fraction of botocore's CPU per request; retries, errors and counters as every request's. botocore "
             "still sends it where the lean path does not apply (anonymous or non-SigV4 signing, S3 Express, moto's "
-            "in-process mock)."),
+            "in-process mock), and takes over a bucket's Completes where the store refuses one the lean path built "
+            "(a signature it does not accept, a region it redirects: logged once). false: botocore sends every "
+            "Complete."),
         Key("s3commit.retry.initial-delay", "0.1", "First backoff delay in seconds (jittered, doubling)."),
         Key("s3commit.retry.max-delay", "10", "Largest single backoff delay in seconds."),
         Key("fs.s3a.committer.magic.track.commits.in.memory.enabled", "true",

@@ -1,5 +1,5 @@
 """CompleteMultipartUpload built, signed and sent by s3commit itself: the commit path's hot request at a fraction of
-botocore's CPU per request (``s3commit.store.lean-requests``; off by default).
+botocore's CPU per request (``s3commit.store.lean-requests``; on by default).
 
 A job commit of 100,000 files is one Complete per file. botocore spends about 0.76 ms of client CPU on each on the
 reference machine (a dozen events, endpoint rules, validation and serialization, SigV4, parsing the answer), more
@@ -29,7 +29,9 @@ only its endpoint tells): a client without an HTTP session to lend, a signer oth
 credentials, SigV4a of multi-region access points), a bucket whose endpoint rules name another signer or add headers
 (S3 Express session auth) or cannot be resolved, and moto's in-process mock
 (no connection is made: its ``before-send`` handler must see the request). The store's options set nothing else a
-Complete carries (no SSE-C, no requester pays).
+Complete carries (no SSE-C, no requester pays). And botocore takes over a bucket's Completes where the store refuses
+one sent here for how it was built, signed or addressed (:data:`REFUSALS`: a signature it does not accept, a region
+it redirects): the Complete refused is sent again by botocore, the refusal logged once.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import logging
 import re
 import threading
 import time
@@ -50,6 +53,8 @@ from s3commit._version import __version__
 from s3commit.store import moto_inprocess
 from s3commit.store.signing import SIGNATURE_VERSION
 
+log = logging.getLogger(__name__)
+
 ALGORITHM = "AWS4-HMAC-SHA256"
 _S3_NAMESPACE = "http://s3.amazonaws.com/doc/2006-03-01/"
 _SIGNERS = ("s3v4", "v4", SIGNATURE_VERSION)
@@ -58,6 +63,13 @@ _KEYS_KEPT = 16
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9/_.~-]*")
 """A key that percent-encoding leaves as it is (``quote(key, safe="/~")``): most are, and quoting costs per byte."""
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]*")
+REFUSALS = frozenset({"SignatureDoesNotMatch", "IncompleteSignature", "AuthorizationHeaderMalformed",
+                      "XAmzContentSHA256Mismatch", "MalformedXML", "PermanentRedirect", "TemporaryRedirect",
+                      "301", "307"})
+"""What a store answers a request it did not act on because of how the request was built, signed or addressed.
+Where a Complete sent here gets one of these, botocore sends that Complete again, and every later one of the
+bucket (:meth:`LeanCompletes.refused`): its own signer, its region redirects. A store that refuses botocore's
+request too then says so through botocore's answer."""
 
 
 class Target:
@@ -123,6 +135,7 @@ class LeanCompletes:
         self._client: Any = None
         self._usable: bool | None = None
         self._targets: dict[str, Target | None] = {}
+        self._refused: set[str] = set()
         self._keys: dict[tuple[str, str, str, str], bytes] = {}
         self.user_agent = f"s3commit/{__version__} lean"
 
@@ -133,6 +146,27 @@ class LeanCompletes:
         if not self._usable or moto_inprocess.answered_here(client):
             return False
         return self._target(client, bucket) is not None
+
+    def refused(self, bucket: str, error: BaseException) -> bool:
+        """Whether ``error`` (an attempt's, sent here) is one of :data:`REFUSALS`; if so, botocore sends the
+        bucket's Completes from now on (:meth:`usable` says no), and the first says so in the log."""
+        response = getattr(error, "response", None)
+        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
+        if code not in REFUSALS:
+            return False
+        with self._lock:
+            first = bucket not in self._refused
+            self._refused.add(bucket)
+            self._targets[bucket] = None
+        if first:
+            log.warning("s3://%s: the store refused a CompleteMultipartUpload built by s3commit's lean path (%s: %s); "
+                        "botocore sends this bucket's Completes from now on (s3commit.store.lean-requests)", bucket,
+                        code, response.get("Error", {}).get("Message", ""))  # type: ignore[union-attr]
+        return True
+
+    def was_refused(self, bucket: str) -> bool:
+        """Whether the store refused what this module sent to ``bucket`` (:meth:`refused`)."""
+        return bucket in self._refused
 
     def target(self, bucket: str) -> Target | None:
         """Where ``bucket``'s Completes go, once :meth:`usable` said yes for it (else None)."""

@@ -144,15 +144,23 @@ class UploadRequests(RequestGroup):
         parts = call.parts()
         attempts = attempts if attempts is not None else Attempts()
         client, lean = self.client, self.lean
+        extra = {"IfNoneMatch": "*"} if if_none_match else {}
+
+        def by_botocore() -> Any:
+            return client.complete_multipart_upload(
+                Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra)
+
         if lean is not None and lean.usable(client, bucket):
             def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
-                return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
+                if lean.usable(client, bucket):  # (until the store refuses what the lean path sends)
+                    try:
+                        return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
+                    except Exception as err:
+                        if not lean.refused(bucket, err):
+                            raise
+                return by_botocore()
         else:
-            extra = {"IfNoneMatch": "*"} if if_none_match else {}
-
-            def send() -> Any:
-                return client.complete_multipart_upload(
-                    Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}, **extra)
+            send = by_botocore
         try:
             response = self.requests.call(
                 "CompleteMultipartUpload", send,
@@ -184,10 +192,15 @@ class UploadRequests(RequestGroup):
 
     def can_complete_many(self, bucket: str) -> bool:
         """Whether :meth:`complete_many` sends ``bucket``'s Completes on connections of its own (the lean path,
-        ``s3commit.store.lean-requests``, on plain HTTP(S): :mod:`s3commit.store.lean_http`)."""
+        ``s3commit.store.lean-requests``, on plain HTTP(S): :mod:`s3commit.store.lean_http`). Not for a subclass
+        that overrides :meth:`complete_multipart_upload` and not this: its override is called for every Complete."""
         client, lean = self.client, self.lean
         if lean is None or not lean.usable(client, bucket):
             return False
+        own = type(self)
+        if own.complete_multipart_upload is not UploadRequests.complete_multipart_upload \
+                and own.complete_many is UploadRequests.complete_many:
+            return False  # a subclass that sees each Complete (a fault injected, an audit) is called for each one
         target = lean.target(bucket)
         return target is not None and settings_of(client, target.base) is not None
 
@@ -323,9 +336,24 @@ class _Many:
         in_flight: set[asyncio.Future[None]] = set()
         freed = asyncio.Event()
 
+        async def by_botocore(tag: Any, call: CompleteCall, attempts: Attempts) -> None:
+            """The Complete sent by botocore on a settler (the store refused the lean path's, LeanCompletes.refused),
+            on from ``attempts``."""
+            try:
+                etag = await loop.run_in_executor(settle, self._resend, call, attempts)
+            except BaseException as err:
+                self.failures.append((tag, err))
+                if self.stop_on_failure:
+                    self.stopped = True
+                return
+            finally:
+                freed.set()
+            self.done(tag, etag)
+
         async def one(tag: Any, call: CompleteCall, limit: ConcurrencyLimit, generation: int) -> None:
             attempts = Attempts(made=1, first_sent=time.monotonic())
             error: StoreError | None = None
+            refused = False
             etag = ""
             try:
                 prepared = lean.prepare(client, call.bucket, call.key, call.upload_id, call.parts(),
@@ -340,14 +368,20 @@ class _Many:
                     str(err), operation=COMPLETE, bucket=call.bucket, key=call.key, upload_id=call.upload_id,
                     code="ConnectionLost" if err.sent else "ConnectionRefused")
             except Exception as err:  # botocore's ClientError of the answer: translated once, as the store does
-                error = translate_client_error(err, operation=COMPLETE, bucket=call.bucket, key=call.key,
-                                               upload_id=call.upload_id)
+                refused = lean.refused(call.bucket, err)
+                if not refused:
+                    error = translate_client_error(err, operation=COMPLETE, bucket=call.bucket, key=call.key,
+                                                   upload_id=call.upload_id)
             finally:
                 throttled = isinstance(error, ThrottledError)
                 if throttled:
                     counters.add("throttles", COMPLETE)
                 limit.release(generation, throttled=throttled)
                 freed.set()
+            if refused:
+                self.most = min(self.most or SETTLERS, SETTLERS)
+                await by_botocore(tag, call, Attempts())  # (the refused attempt was not acted on)
+                return
             if error is None:
                 self.done(tag, etag)
                 return
@@ -371,6 +405,16 @@ class _Many:
                 if self.stopped:
                     continue  # (read to the end: the reader stops at its next call)
                 tag, call = item
+                if lean.was_refused(call.bucket):  # botocore's from now on, on the settlers
+                    while len(in_flight) >= SETTLERS:
+                        freed.clear()
+                        with contextlib.suppress(asyncio.TimeoutError):
+                            await asyncio.wait_for(freed.wait(), POLL_SECONDS)
+                    if not self.stopped:
+                        task = asyncio.ensure_future(by_botocore(tag, call, Attempts()))
+                        in_flight.add(task)
+                        task.add_done_callback(in_flight.discard)
+                    continue
                 if call.bucket not in origins:
                     target = lean.target(call.bucket) if lean.usable(client, call.bucket) else None
                     settings = settings_of(client, target.base) if target is not None else None
@@ -418,6 +462,13 @@ class _Many:
         finally:
             loop.call_soon_threadsafe(ahead.put_nowait, None)
 
+    def _resend(self, call: CompleteCall, attempts: Attempts) -> str:
+        """On a settler thread: ``call`` sent by botocore, under the store's policy, on from ``attempts``."""
+        return self.uploads.complete_multipart_upload(
+            call.bucket, call.key, call.upload_id, call.etags, expected_length=call.expected_length,
+            if_none_match=call.if_none_match, created_ms=call.created_ms, checksum_algorithm=call.checksum_algorithm,
+            part_checksums=call.part_checksums, attempts=attempts)
+
     def _settle(self, call: CompleteCall, error: StoreError, attempts: Attempts) -> str:
         """On a settler thread: what the first attempt's ``error`` leaves to do (see ``complete_many``)."""
         uploads = self.uploads
@@ -433,7 +484,4 @@ class _Many:
             raise error
         uploads.counters.add("retries", COMPLETE)
         # The store's retry loop goes on from this first attempt: after its back-off, within the same budget.
-        return uploads.complete_multipart_upload(
-            call.bucket, call.key, call.upload_id, call.etags, expected_length=call.expected_length,
-            if_none_match=call.if_none_match, created_ms=call.created_ms, checksum_algorithm=call.checksum_algorithm,
-            part_checksums=call.part_checksums, attempts=attempts)
+        return self._resend(call, attempts)

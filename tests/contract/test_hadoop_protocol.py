@@ -190,6 +190,19 @@ class FirstCompleteFails(UploadRequests):
                                  upload_id=upload_id)
         return super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
 
+    def complete_many(self, calls, *, done, stop_on_failure=True, **kwargs):
+        """The same fault where a job commit sends its Completes from one event loop (the lean path's)."""
+        calls = iter(calls)
+        failures = []
+        if not self.failed and (first := next(calls, None)) is not None:
+            self.failed += 1
+            tag, call = first
+            failures.append((tag, TransientError("oops", operation="CompleteMultipartUpload", bucket=call.bucket,
+                                                 key=call.key, upload_id=call.upload_id)))
+            if stop_on_failure:
+                return failures
+        return failures + super().complete_many(calls, done=done, stop_on_failure=stop_on_failure, **kwargs)
+
 
 class FailingCompletes(S3Store):
     """A store whose first CompleteMultipartUpload fails with "oops" (Hadoop's ``CommitterFaultInjectionImpl``)."""

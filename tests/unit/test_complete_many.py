@@ -6,8 +6,10 @@ sending its Completes this way where it may."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -28,17 +30,36 @@ from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
 from s3commit.store.uploads import CompleteCall
 from s3commit.testing import MemoryS3, S3Wire
-from s3commit.testing._sim.profiles import ThrottleSpec
+from s3commit.testing._sim.profiles import Throttle, ThrottleSpec, get_profile
 from s3commit.testing.memory import s3_error
 
 BUCKET = "many"
 NO_WAIT = RetryPolicy(max_attempts=5, initial_delay=0, max_delay=0)
 
 
-def listening(*, fail=None, throttle=None, profile=None, lean=True):
+class RefusesLean(S3Wire):
+    """A store that refuses what s3commit's lean path builds (as a store whose signature check it failed would:
+    403 SignatureDoesNotMatch, not acted on) and answers botocore's requests."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.refusals = 0
+        self._refusals_lock = threading.Lock()
+
+    def respond(self, method, url, headers, body, **kwargs):
+        agent = {str(name).lower(): value for name, value in headers.items()}.get("user-agent", "")
+        if (agent.decode() if isinstance(agent, bytes) else str(agent)).endswith(" lean"):
+            with self._refusals_lock:
+                self.refusals += 1
+            return self._error("SignatureDoesNotMatch", 403, "The request signature we calculated does not match "
+                               "the signature you provided.", urlsplit(url).path, method)
+        return super().respond(method, url, headers, body, **kwargs)
+
+
+def listening(*, fail=None, throttle=None, profile=None, lean=True, wire_class=S3Wire):
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
-    wire = S3Wire(s3, fail=fail, throttle=throttle, profile=profile)
+    wire = wire_class(s3, fail=fail, throttle=throttle, profile=profile)
     wire.listen()
     return s3, wire, wire.store(lean_requests=lean, retry=NO_WAIT)
 
@@ -121,13 +142,17 @@ def test_a_conflict_is_a_failure_sent_once_and_stops_what_was_not_sent():
 
 def test_throttles_and_server_errors_are_retried_under_the_stores_policy_and_lower_the_limit():
     answered = []
+    lock = threading.Lock()
 
-    def flaky(request):
+    def flaky(request):  # each key's first attempt: every fifth throttled, every fifth but one a 500
         if request.operation == "complete_multipart_upload":
-            answered.append(request)
-            if len(answered) % 5 == 1:
+            with lock:
+                answered.append(request)
+                first = [r.key for r in answered].count(request.key) == 1
+            index = int(request.key.split("part-")[1][:4])
+            if first and index % 5 == 1:
                 return s3_error("SlowDown", 503, "Please reduce your request rate.")
-            if len(answered) % 5 == 2:
+            if first and index % 5 == 2:
                 return s3_error("InternalError", 500)  # ambiguous: the retry may meet its own completion
         return None
 
@@ -138,8 +163,8 @@ def test_throttles_and_server_errors_are_retried_under_the_stores_policy_and_low
     assert failures == [] and len(done) == 30 and s3.uploads(BUCKET) == []
     counted = store.counters.snapshot()
     assert counted["throttles"]["CompleteMultipartUpload"] >= 6
-    assert counted["retries"]["CompleteMultipartUpload"] >= 12
-    assert counted["requests"]["CompleteMultipartUpload"] == len(answered)
+    assert counted["retries"]["CompleteMultipartUpload"] == 12
+    assert counted["requests"]["CompleteMultipartUpload"] == len(answered) == 42
     assert limit.state().decreases >= 1 and limit.state().in_flight == 0
     wire.close()
 
@@ -167,6 +192,24 @@ def test_a_complete_that_keeps_failing_is_sent_the_policys_attempts_in_all_with_
     wire.close()
 
 
+def test_a_store_refusing_the_lean_signature_gets_every_complete_from_botocore(caplog):
+    _, wire, store = listening(wire_class=RefusesLean)
+    calls = uploads(store, 40)
+    with caplog.at_level(logging.WARNING, logger="s3commit.store.lean_complete"):
+        done, failures = run(store, calls)
+    assert failures == [] and set(done) == {key for key, _ in calls}
+    for key, _ in calls:
+        assert store.objects.head_object(BUCKET, key).etag == done[key]
+    assert 1 <= wire.refusals <= 40  # those sent before the first refusal came back, and none after
+    assert store.uploads.lean.was_refused(BUCKET) and not store.uploads.can_complete_many(BUCKET)
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == len(caplog.records) == 1
+    assert "SignatureDoesNotMatch" in caplog.records[0].getMessage()
+    refusals = wire.refusals
+    done, failures = run(store, uploads(store, 3, prefix="out/day=2/part"))
+    assert failures == [] and len(done) == 3 and wire.refusals == refusals
+    wire.close()
+
+
 def test_a_definite_refusal_is_not_sent_again():
     def refused(request):
         return s3_error("InvalidPart", 400, "bad part") if request.operation == "complete_multipart_upload" else None
@@ -180,8 +223,10 @@ def test_a_definite_refusal_is_not_sent_again():
 
 
 def test_a_throttling_store_is_met_at_its_rate_with_none_failed():
-    _, wire, store = listening(throttle=ThrottleSpec(writes_per_second=200), profile="s3-standard")
-    calls = uploads(store, 300)
+    _, wire, _ = listening()
+    store = wire.store(lean_requests=True, retry=RetryPolicy())  # a user's policy: its back-off, 7 attempts
+    calls = uploads(store, 300)  # (made before S3's latencies and rate apply: 600 requests one at a time)
+    wire.profile, wire.throttle = get_profile("s3-standard"), Throttle(ThrottleSpec(writes_per_second=200))
     done, failures = run(store, calls)
     assert failures == [] and len(done) == 300
     assert sum(wire.throttled.values()) >= 1  # the limit found the rate
@@ -284,4 +329,26 @@ def test_a_job_past_the_cache_budget_reads_its_pendingsets_again_ahead_of_the_co
     assert engine.stats.completed == 36 and s3.uploads(BUCKET) == []
     assert len([k for k in s3.objects(BUCKET, "table/") if "/part-" in k]) == 36
     assert len(again) == 10 and all(name.startswith("s3commit-reread") for name in again)
+    wire.close()
+
+
+def test_a_subclass_that_sees_each_complete_is_called_for_each(monkeypatch):
+    _, wire, store = listening()
+    seen = []
+
+    class Audited(type(store.uploads)):
+        def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):
+            seen.append(key)
+            return super().complete_multipart_upload(bucket, key, upload_id, etags, **kwargs)
+
+    plain = store.uploads.can_complete_many(BUCKET)
+    monkeypatch.setattr(store.uploads, "__class__", Audited)
+    assert plain and not store.uploads.can_complete_many(BUCKET)
+
+    class AuditedBoth(Audited):
+        def complete_many(self, calls, **kwargs):
+            return super().complete_many(calls, **kwargs)
+
+    monkeypatch.setattr(store.uploads, "__class__", AuditedBoth)
+    assert store.uploads.can_complete_many(BUCKET)
     wire.close()

@@ -61,8 +61,9 @@ def complete(store, key, upload_id, sent, **kwargs):
         part_checksums=[p.checksum for p in sent], **kwargs)
 
 
-def test_the_setting_is_off_by_default_and_read_from_its_key():
-    assert StoreOptions().lean_requests is False
+def test_the_setting_is_on_by_default_and_read_from_its_key():
+    assert StoreOptions().lean_requests is True
+    assert StoreOptions.from_hadoop_conf({"s3commit.store.lean-requests": "false"}).lean_requests is False
     assert StoreOptions.from_hadoop_conf({"s3commit.store.lean-requests": "true"}).lean_requests is True
     assert wire_store(lean=False)[1].uploads.lean is None
 
@@ -182,6 +183,42 @@ def test_botocore_sends_it_where_lean_does_not_apply():
     recorder = Recorder(wire)
     assert complete(store, KEY, upload_id, sent)
     assert "amz-sdk-invocation-id" in {k.lower() for k in recorder.requests[-1].headers}
+
+
+@pytest.mark.parametrize("code,status", [("SignatureDoesNotMatch", 403), ("AuthorizationHeaderMalformed", 400),
+                                         ("PermanentRedirect", 301)])
+def test_a_store_that_refuses_the_lean_request_gets_it_and_the_next_from_botocore(code, status, caplog):
+    refused = []
+
+    def refuse_lean(request, response):
+        lean = "amz-sdk-invocation-id" not in {k.lower() for k in request.headers}
+        if lean:  # (not acted on: the model is asked nothing)
+            refused.append(request)
+            body = f"<Error><Code>{code}</Code><Message>refused</Message></Error>".encode()
+            return AWSResponse(request.url, status, {"content-type": "application/xml"}, _raw(body))
+        return response
+
+    wire, store = wire_store()
+    recorder = Recorder(wire, rewrite=refuse_lean)
+    upload_id, sent = upload(store)
+    with caplog.at_level("WARNING", logger="s3commit.store.lean_complete"):
+        assert complete(store, KEY, upload_id, sent).endswith('-2"')
+        other = KEY + ".2"
+        second_id, second = upload(store, other)
+        assert complete(store, other, second_id, second).endswith('-2"')
+    assert len(refused) == 1 and len(caplog.records) == 1 and code in caplog.records[0].getMessage()
+    assert not store.uploads.lean.usable(store.requests.client, BUCKET)
+    assert store.objects.read_object(BUCKET, other)[0][-10:] == bytes([2]) * 10
+    assert len([r for r in recorder.requests if "uploadId=" in r.url and r.method == "POST"]) == 3
+
+
+def test_an_error_that_is_not_a_refusal_keeps_the_lean_path():
+    _, store = wire_store(fail=lambda request: s3_error("InvalidPart", 400, "bad part")
+                             if request.operation == "complete_multipart_upload" else None)
+    upload_id, sent = upload(store)
+    with pytest.raises(Exception, match="bad part"):
+        complete(store, KEY, upload_id, sent)
+    assert store.uploads.lean.usable(store.requests.client, BUCKET)
 
 
 def test_an_error_in_a_200_is_raised_and_retried():

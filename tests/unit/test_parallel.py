@@ -179,14 +179,17 @@ def test_the_window_for_a_pool_keeps_four_calls_per_thread():
 
 
 def test_quiet_collector_freezes_what_was_there_and_puts_it_back():
+    # (The frozen count falls when a frozen object is freed, by any thread: counts are compared with a margin far
+    # below what a second freeze would add.)
     assert gc.get_freeze_count() == 0
-    before = [object() for _ in range(10)]  # noqa: F841  (alive on entry)
+    before = [[] for _ in range(10)]  # noqa: F841  (alive on entry)
     with quiet_collector():
         frozen = gc.get_freeze_count()
         assert frozen > 0
+        made = [[] for _ in range(20_000)]  # tracked, made within: a second freeze would add them
         with quiet_collector():  # nested (a commit inside another's beside work): one freeze
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen
+            assert gc.get_freeze_count() <= frozen < gc.get_freeze_count() + len(made)
+        assert gc.get_freeze_count() <= frozen
     assert gc.get_freeze_count() == 0
 
 
@@ -221,8 +224,9 @@ def test_quiet_collector_leaves_a_heap_someone_else_froze_as_it_is():
     gc.freeze()
     try:
         frozen = gc.get_freeze_count()
+        made = [[] for _ in range(20_000)]  # a freeze of ours would add them
         with quiet_collector():
-            assert gc.get_freeze_count() == frozen
-        assert gc.get_freeze_count() == frozen  # not unfrozen: it was not ours
+            assert frozen - len(made) < gc.get_freeze_count() <= frozen
+        assert frozen - len(made) < gc.get_freeze_count() <= frozen  # not unfrozen: it was not ours
     finally:
         gc.unfreeze()
