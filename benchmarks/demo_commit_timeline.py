@@ -71,6 +71,8 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=TASKS, help="tasks (each writes a file per day)")
     parser.add_argument("--days", type=int, default=PARTITIONS, help="partitions (days)")
     parser.add_argument("--rows", type=int, default=ROWS)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="fs.s3a.committer.threads (default: the committer's own, as s3commit demo has it)")
     parser.add_argument("--snapshot", action="store_true",
                         help="each round's destination made a snapshot destination first, then appended to "
                              "(its uploads completed at task commit)")
@@ -89,7 +91,8 @@ def main() -> None:
                    .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                    .config("spark.sql.shuffle.partitions", str(args.tasks)))
         spark = configure(builder, committer="magic", endpoint_url=server.endpoint_url, region="us-east-1",
-                          access_key="testing", secret_key="testing", threads=16).getOrCreate()
+                          access_key="testing", secret_key="testing",
+                          threads=args.threads).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         try:
             width = max(2, len(str(args.days)))

@@ -47,7 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=500_000)
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="fs.s3a.committer.threads of s3commit's committer (default: its own, 32, and the job "
+                        "commit's Completes as many at once as the store's adaptive limit allows; S3A's committer "
+                        "beside keeps its own default, 32 in Hadoop 3.4+)")
     parser.add_argument("--endpoint-url", help="use this S3 endpoint instead of the embedded one")
     parser.add_argument("--bucket",
                         help="a bucket of a real S3 to write to (AWS unless --endpoint-url) instead of the embedded S3")

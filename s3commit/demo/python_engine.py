@@ -34,13 +34,14 @@ def _table(rows: int, partitions: int) -> Any:
 
 
 def run_python_write(store: S3Store, dest: str, committer_name: str, *, tasks: int, rows: int,
-                     partitions: int, threads: int) -> RunReport:
+                     partitions: int, threads: int | None) -> RunReport:
     """Each "task" writes one Parquet file per partition; commit tasks, then the job."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     report = RunReport(committer_name)
-    committer = create_committer(committer_name, dest, store=store, threads=threads)
+    chosen: dict[str, Any] = {} if threads is None else {"threads": threads}
+    committer = create_committer(committer_name, dest, store=store, **chosen)
     table = _table(rows, partitions)
     days = sorted(set(table.column("day").to_pylist()))
     store.counters.reset()
