@@ -63,6 +63,10 @@ _KEYS_KEPT = 16
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9/_.~-]*")
 """A key that percent-encoding leaves as it is (``quote(key, safe="/~")``): most are, and quoting costs per byte."""
 _PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]*")
+_RESULT_ETAG = re.compile(rb'\s*(?:<\?xml [^>]*\?>\s*)?<CompleteMultipartUploadResult[\s>][^<]*'
+                          rb'(?:<(?!ETag>)[A-Za-z0-9]+>[^<]*</[A-Za-z0-9]+>\s*)*<ETag>((?:[^<&]|&quot;)*)</ETag>')
+"""A Complete's answer as S3 writes it: the declaration, the result's root (no prefix), elements of text before
+its ``ETag``, and an ETag whose only entity is ``&quot;``. Any other answer is read by ElementTree."""
 REFUSALS = frozenset({"SignatureDoesNotMatch", "IncompleteSignature", "AuthorizationHeaderMalformed",
                       "XAmzContentSHA256Mismatch", "MalformedXML", "PermanentRedirect", "TemporaryRedirect",
                       "301", "307"})
@@ -283,6 +287,11 @@ def _client_usable(client: Any) -> bool:
 def answer_of(status: int, headers: Any, body: bytes) -> dict[str, Any]:
     """A Complete's answer as botocore returns it (``ETag``, ``ResponseMetadata``), or the ``ClientError`` botocore
     raises for it (an ``<Error>`` in a 200 as a 500, as botocore's ``_handle_200_error`` makes it)."""
+    if status < 300:
+        found = _RESULT_ETAG.match(body)
+        if found is not None:  # (most answers: what ElementTree would read, at a tenth of its CPU)
+            return {"ETag": found.group(1).replace(b"&quot;", b'"').decode(),
+                    "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers}}
     from botocore.exceptions import ClientError
 
     text = body.strip()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+_timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 MAX_HEAD = 64 * 1024
 """The largest answer head (status line and headers) read."""
 
@@ -139,8 +140,14 @@ class Connections:
             raise Unanswered(f"{origin.host}:{origin.port}: the request could not be written: {err!r}",
                              sent=False) from err
         try:
-            answer, keep = await asyncio.wait_for(_read_answer(connection.reader, method),
-                                                  self.settings.read_timeout)
+            timeout = self.settings.read_timeout
+            if timeout is None:
+                answer, keep = await _read_answer(connection.reader, method)
+            elif _timeout is not None:  # (a timer, where wait_for makes a task and a timer of each answer)
+                async with _timeout(timeout):
+                    answer, keep = await _read_answer(connection.reader, method)
+            else:
+                answer, keep = await asyncio.wait_for(_read_answer(connection.reader, method), timeout)
         except BaseException as err:
             connection.close()
             if isinstance(err, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):

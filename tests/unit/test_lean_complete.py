@@ -332,3 +332,29 @@ def test_refreshed_credentials_are_used():
     keys = [re.search(r"Credential=([^/]+)/", str(r.headers["Authorization"])).group(1) for r in completes]
     tokens = [r.headers["X-Amz-Security-Token"] for r in completes]
     assert len(set(keys)) == 2 and len(set(tokens)) == 2 and all(k.startswith("key-") for k in keys)
+
+
+@pytest.mark.parametrize("body", [
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUploadResult xmlns="http://s3.amazonaws.com/doc/'
+    b'2006-03-01/"><Location>http://h/b/k</Location><Bucket>b</Bucket><Key>a&amp;b &lt;c&gt;</Key>'
+    b'<ETag>&quot;3858f62230ac3c915f300c664312c11f-9&quot;</ETag></CompleteMultipartUploadResult>',
+    b'<CompleteMultipartUploadResult>\n  <Location>l</Location>\n  <ETag>"abc-2"</ETag>\n'
+    b'  <ChecksumCRC32>AAAAAA==-2</ChecksumCRC32></CompleteMultipartUploadResult>',
+    b'<CompleteMultipartUploadResult><ETag>&#34;abc-2&#34;</ETag></CompleteMultipartUploadResult>',
+    b'<s3:CompleteMultipartUploadResult xmlns:s3="http://s3.amazonaws.com/doc/2006-03-01/"><s3:ETag>"e-1"</s3:ETag>'
+    b'</s3:CompleteMultipartUploadResult>',
+    b'<CompleteMultipartUploadResult><Location><![CDATA[x]]></Location><ETag>"e-3"</ETag>'
+    b'</CompleteMultipartUploadResult>',
+])
+def test_the_answers_etag_is_the_one_elementtree_reads(body):
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(body)
+    expected = next(e.text for e in root if e.tag.rsplit("}", 1)[-1].rsplit(":", 1)[-1] == "ETag")
+    assert answer_of(200, {}, body)["ETag"] == expected
+
+
+def test_an_error_inside_a_200_is_never_read_as_a_result():
+    body = b'<Error><Code>InternalError</Code><ETag>"not-this"</ETag></Error>'
+    with pytest.raises(ClientError, match="InternalError"):
+        answer_of(200, {}, body)
