@@ -26,12 +26,17 @@ the same model and envelope, many times the answers per CPU-second) in that chil
 its stats read for the store's CPU, answers, SlowDowns and splits (``store_headroom``: the store's answers per
 CPU-second over the client's Completes per CPU-second).
 
-    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean [--store go]] [--out f]
+``--committer directory`` (with ``--store go``) commits the directory committer's own job instead (see
+:func:`run_go_case`).
+
+    python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean [--store go
+        [--committer directory]]] [--out f]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import json
 import os
@@ -44,9 +49,12 @@ from typing import Any
 
 from s3commit.commit.engine import CommitEngine
 from s3commit.commit.overwrite import OverwritePlan
+from s3commit.commit.process_state import ProcessState
+from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.paths import JobLayout
+from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
 from s3commit.store.s3store import S3Store
 from s3commit.testing._sim.classify import S3Operation
@@ -70,11 +78,20 @@ def new_key(dest: S3Uri, job_id: str, n: int) -> str:
     return f"{dest.key}/day={n % 30}/part-{n // FILES_PER_TASK:05d}-{job_id}-c{n:06d}.parquet"
 
 
+def task_id_of(task: int) -> str:
+    """The id of the task whose first file is number ``task``."""
+    return f"task_scale_0000_m_{task // FILES_PER_TASK:06d}"
+
+
+def attempt_id_of(task: int) -> str:
+    """The id of that task's (only) attempt."""
+    return f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
+
+
 def pendingset(layout: JobLayout, job_id: str, task: int, commits: list[PendingUpload]) -> tuple[str, bytes]:
     """The key and body of task ``task``'s pendingset (``task``: its first file's number)."""
-    attempt = f"attempt_scale_0000_m_{task // FILES_PER_TASK:06d}_0"
-    key = layout.pendingset_key(f"task_scale_0000_m_{task // FILES_PER_TASK:06d}")
-    return key, PendingSet(commits=tuple(commits)).with_job(job_id, attempt).to_json()
+    key = layout.pendingset_key(task_id_of(task))
+    return key, PendingSet(commits=tuple(commits)).with_job(job_id, attempt_id_of(task)).to_json()
 
 
 def pending_upload(key: str, upload_id: str, etag: str) -> PendingUpload:
@@ -251,26 +268,46 @@ def run_served_case(files: int, *, rate: float | None, overwrite: bool) -> dict[
     }
 
 
-def run_go_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str, Any]:
+def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: str = "magic") -> dict[str, Any]:
     """A ``--lean --store go`` case: :func:`run_served_case` with the Go store (``testbed.go_store``) in the child
     process instead of the Python wire, the job prepared there (:func:`prepare_go`); the store's CPU, answers,
-    SlowDowns and splits read from its stats before and after the commit, what the commit left from its counts."""
+    SlowDowns and splits read from its stats before and after the commit, what the commit left from its counts.
+
+    ``committer="directory"``: the directory committer's own job, set up (not timed) and committed as a user's is,
+    from its tasks' commit messages: conflict mode ``fail`` (its setup's check that the destination is empty, each
+    Complete made with ``If-None-Match``), ``replace`` for an overwrite (the old files deleted after the Completes).
+    Else the engine's commit of the magic committer's pendingsets (what ``commit_job`` runs after its checks)."""
     throttle = ThrottleSpec(writes_per_second=rate) if rate else None
     with GoStore(profile=PROFILE, throttle=throttle, cpu_profile=os.environ.get("S3COMMIT_GOSTORE_CPUPROFILE")) as go:
         go.create_bucket(BUCKET)
         job_id = str(uuid.uuid4())
         dest = S3Uri(BUCKET, "table")
-        layout = JobLayout(dest.key, job_id)
         old = files if overwrite else 0
-        keys = prepare_go(go, dest, layout, job_id, files, old=old)
         store = go.store(retry=RetryPolicy(), lean_requests=True, buckets=(BUCKET,))
+        if committer == "directory":
+            job = create_committer("directory", dest, job_id=job_id, store=store, process=ProcessState(),
+                                   conflict_mode="replace" if overwrite else "fail")
+            if not overwrite:
+                job.setup_job()  # (the destination still empty: the conflict check passes)
+            keys = prepare_go(go, dest, job.layout, job_id, files, old=old)
+            if overwrite:
+                job.setup_job()
+            messages = [TaskCommitMessage(job_id=job_id, task_id=task_id_of(n), task_attempt_id=attempt_id_of(n),
+                                          pendingset_key=key, files=min(FILES_PER_TASK, files - n),
+                                          bytes=3 * min(FILES_PER_TASK, files - n))
+                        for n, key in zip(range(0, files, FILES_PER_TASK), keys, strict=True)]
+            commit = functools.partial(job.commit_job, messages)
+        else:
+            layout = JobLayout(dest.key, job_id)
+            keys = prepare_go(go, dest, layout, job_id, files, old=old)
+            engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                                  options=CommitterOptions(journal=True))
+            commit = functools.partial(engine.run, keys, OverwritePlan(delete_paths=("",)) if overwrite
+                                       else OverwritePlan())
         warm_up(store)
-        engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
-                              options=CommitterOptions(journal=True))
-        plan = OverwritePlan(delete_paths=("",)) if overwrite else OverwritePlan()
-        before = go.stats()
+        before, counted_before = go.stats(), store.counters.snapshot()
         started, cpu = time.perf_counter(), time.process_time()
-        success = engine.run(keys, plan)
+        success = commit()
         seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
         after = go.stats()
         left = go.counts(BUCKET, f"{dest.key}/", contains=["/part-", "/old-"])
@@ -284,14 +321,16 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str,
     store_rate = answers / max(store_cpu, 1e-9)
     return {
         "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": True, "store": "go",
+        "committer": committer,
         "exact": exact, "seconds": round(seconds, 3), "floor_seconds": round(floor, 3),
         "ratio": round(seconds / floor, 2), "cpu_seconds": round(cpu_seconds, 3),
         "completes_per_cpu_second": round(client_rate), "store_cpu_seconds": round(store_cpu, 3),
         "store_requests": answers, "store_answers_per_cpu_second": round(store_rate),
         "store_headroom": round(store_rate / client_rate, 2),
-        "requests": counted["total_requests"],
+        "requests": counted["total_requests"] - counted_before["total_requests"],
         "slowdowns_answered": after["slowdowns_answered"] - before["slowdowns_answered"],
-        "failures": sum(counted["failures"].values()), "retries": sum(counted["retries"].values()),
+        "failures": sum(counted["failures"].values()) - sum(counted_before["failures"].values()),
+        "retries": sum(counted["retries"].values()) - sum(counted_before["retries"].values()),
         "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "store_peak_rss_mib": round(after["peak_rss_mib"]), "partitions_split": after["partitions_split"],
@@ -301,19 +340,19 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool) -> dict[str,
 
 
 def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3500.0, overwrite: bool = False,
-               lean: bool = False, store: str = "wire") -> dict[str, Any]:
+               lean: bool = False, store: str = "wire", committer: str = "magic") -> dict[str, Any]:
     """Every case (files x throttled or not, and an overwrite of as many old files where asked), each in a process
     of its own; the ``scale`` section of ``benchmarks/main.py``."""
     results = []
     for files in file_counts:
         for replaces in ([False, True] if overwrite else [False]):
             for throttle in throttled:
-                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store}"
+                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store},{committer}"
                 out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
                                      capture_output=True, text=True, check=True).stdout
                 results.append(json.loads(out.strip().splitlines()[-1]))
                 print(f"  scale: {json.dumps(results[-1])}", flush=True)
-    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store, "cases": results}
+    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store, "committer": committer, "cases": results}
 
 
 def scale_markdown(scale: dict[str, Any]) -> list[str]:
@@ -367,6 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lean", action="store_true", help="Completes by the lean path (s3commit.store.lean-requests)")
     parser.add_argument("--store", choices=("wire", "go"), default="wire",
                         help="the store of the --lean cases: the Python wire in a child (wire) or the Go store (go)")
+    parser.add_argument("--committer", choices=("magic", "directory"), default="magic",
+                        help="with --store go: the magic committer's engine commit, or the directory committer's "
+                             "own job (conflict mode fail; replace for --overwrite)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the store of a --lean case, in this process
     parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean[,store]: one case here
     parser.add_argument("--out", help="write the results as JSON here")
@@ -378,14 +420,24 @@ def main(argv: list[str] | None = None) -> int:
         serve_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         return 0
     if args.case:
-        files, throttled, overwrite, lean, *store = args.case.split(",")
-        case = run_case if lean != "1" else run_go_case if store == ["go"] else run_served_case
-        result = case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
+        files, throttled, overwrite, lean, *where = args.case.split(",")
+        store, committer = (where + ["wire", "magic"][len(where):])[:2]
+        if committer != "magic" and store != "go":
+            parser.error("--committer directory runs on the Go store (--lean --store go)")
+        if lean != "1":
+            result = run_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
+        elif store == "go":
+            result = run_go_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1",
+                                 committer=committer)
+        else:
+            result = run_served_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         print(json.dumps(result))
         return 0
     throttles = {"on": [True], "off": [False], "both": [False, True]}[args.throttle]
+    if args.committer != "magic" and args.store != "go":
+        parser.error("--committer directory runs on the Go store (--lean --store go)")
     scale = scale_runs([int(f) for f in args.files.split(",")], throttled=throttles, rate=args.rate,
-                       overwrite=args.overwrite, lean=args.lean, store=args.store)
+                       overwrite=args.overwrite, lean=args.lean, store=args.store, committer=args.committer)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "profile": PROFILE,
