@@ -12,7 +12,12 @@ slot of its prefix's :class:`ConcurrencyLimit`, and frees it when the attempt en
   (``s3commit.store.concurrency.max``), but only while the limit is in use (some attempt found every slot taken):
   a process sending one request at a time learns nothing of what the store would take.
 
-The limit starts at its ceiling, so a small job sends as it did before the limit existed. :data:`DECREASE` is 0.7
+The limit starts at its ceiling, so a small job sends as it did before the limit existed, and goes back to it once
+it has met no throttle for :data:`RECOVER_SECONDS` (at the next attempt): what it learnt is then stale, and a
+process that started anew would send as many. Without this, a limit brought down by a few heavy requests (an
+overwrite's DeleteObjects of 1,000 keys, 2 in flight, lower it to 1) left the next job of a long-lived process (a
+Spark sidecar) sending its Completes 1 or 2 at a time, growing one slot per limit's worth of answers: ~33,000
+answers to reach 256. :data:`DECREASE` is 0.7
 rather than TCP's half: a sawtooth between a limit and half of it uses about 75% of the rate the store allows, which
 alone would leave a long commit at 1.33x its throttled floor; between a limit and 0.7 of it, about 85%.
 
@@ -50,6 +55,10 @@ DECREASE = 0.7
 """A throttle lowers the limit to this fraction of the requests in flight (see the module docstring)."""
 
 
+RECOVER_SECONDS = 10.0
+"""A limit below its ceiling that has met no throttle for this long goes back to its ceiling (module docstring)."""
+
+
 def limit_partition(key: str | None) -> str:
     """The partition a request to ``key`` is limited under: the key's first path element (``""`` without one)."""
     if not key or "/" not in key:
@@ -84,6 +93,8 @@ class LimitState:
     throttles: int
     decreases: int
     increases: int
+    recoveries: int
+    """Times the limit went back to its ceiling after :data:`RECOVER_SECONDS` without a throttle."""
     waits: int
     """Attempts that found every slot taken and waited."""
     waited_seconds: float
@@ -96,11 +107,12 @@ class ConcurrencyLimit:
         ceiling: the largest (and first) limit.
         adaptive: False: the limit stays at ``ceiling`` (throttles are still counted).
         decrease: the fraction of the requests in flight a throttle leaves as the limit.
-        clock: times the waits for a slot (injectable; nothing here sleeps).
+        recover_after: seconds without a throttle after which a lowered limit goes back to its ceiling.
+        clock: times the waits for a slot and the time since the last throttle (injectable; nothing here sleeps).
     """
 
     def __init__(self, ceiling: int, *, adaptive: bool = True, decrease: float = DECREASE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 recover_after: float = RECOVER_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
         if ceiling < 1:
             raise ValueError(f"ceiling must be >= 1, got {ceiling}")
         if not 0 < decrease < 1:
@@ -108,7 +120,9 @@ class ConcurrencyLimit:
         self.ceiling = ceiling
         self.adaptive = adaptive
         self.decrease = decrease
+        self.recover_after = recover_after
         self._clock = clock
+        self._last_throttle = 0.0
         self._free = threading.Condition()
         self.limit = ceiling
         self.in_flight = 0
@@ -116,13 +130,15 @@ class ConcurrencyLimit:
         self._answered = 0  # attempts answered without a throttle since the limit last changed
         self._saturated = False  # some attempt found every slot taken since the limit last changed
         self._low = self._high = ceiling
-        self._attempts = self._throttles = self._decreases = self._increases = self._waits = 0
+        self._attempts = self._throttles = self._decreases = self._increases = self._recoveries = self._waits = 0
         self._waited = 0.0
         self._watches: list[LimitWatch] = []
 
     def acquire(self) -> int:
         """Wait for a slot and take it; returns the generation to give back to :meth:`release`."""
         with self._free:
+            if self.limit < self.ceiling:
+                self._recover()
             if self.in_flight >= self.limit:
                 self._saturated = True
                 self._waits += 1
@@ -140,6 +156,8 @@ class ConcurrencyLimit:
         """Take a slot if one is free (its generation, for :meth:`release`), else None at once: for a caller that
         waits for slots its own way (an event loop, which must not block)."""
         with self._free:
+            if self.limit < self.ceiling:
+                self._recover()
             if self.in_flight >= self.limit:
                 self._saturated = True
                 return None
@@ -156,6 +174,7 @@ class ConcurrencyLimit:
             self.in_flight -= 1
             if throttled:
                 self._throttles += 1
+                self._last_throttle = self._clock()
                 for watch in self._watches:
                     watch.throttles += 1
                 if self.adaptive and generation == self._generation:
@@ -170,6 +189,12 @@ class ConcurrencyLimit:
                     self._set(self.limit + 1)
                     self._increases += 1
             self._free.notify()
+
+    def _recover(self) -> None:
+        """Back to the ceiling if no throttle came for :attr:`recover_after` seconds (the lock held)."""
+        if self.adaptive and self._clock() - self._last_throttle >= self.recover_after:
+            self._set(self.ceiling)
+            self._recoveries += 1
 
     def _set(self, limit: int) -> None:
         grown = limit > self.limit
@@ -201,7 +226,8 @@ class ConcurrencyLimit:
         with self._free:
             return LimitState(limit=self.limit, ceiling=self.ceiling, in_flight=self.in_flight, low=self._low,
                               high=self._high, attempts=self._attempts, throttles=self._throttles,
-                              decreases=self._decreases, increases=self._increases, waits=self._waits,
+                              decreases=self._decreases, increases=self._increases,
+                              recoveries=self._recoveries, waits=self._waits,
                               waited_seconds=self._waited)
 
 

@@ -218,3 +218,36 @@ def until(condition) -> None:
     while not condition():
         assert time.monotonic() < limit, "the other threads never got there"
         time.sleep(0.001)
+
+
+def test_a_lowered_limit_goes_back_to_its_ceiling_after_a_quiet_while_and_not_before():
+    clock = ManualClock()
+    limit = ConcurrencyLimit(256, clock=clock.monotonic)
+    slots = fill(limit, 2)  # an overwrite's deletes: two heavy requests in flight, both throttled
+    for generation in slots:
+        limit.release(generation, throttled=True)
+    assert limit.limit == 1
+    clock.advance(9.9)
+    limit.release(limit.acquire(), throttled=False)
+    assert limit.limit == 2 and limit.state().recoveries == 0  # within the quiet while: one answer, one slot more
+    clock.advance(0.1)
+    first = limit.try_acquire()  # the next job's first Complete
+    assert first is not None
+    state = limit.state()
+    assert (state.limit, state.recoveries, state.low) == (256, 1, 1)
+    generation = limit.try_acquire()
+    limit.release(generation, throttled=True)  # the store still throttles: down again at once, from what is in flight
+    assert limit.limit == 1  # 0.7 x the 2 in flight
+    limit.release(first, throttled=False)
+    clock.advance(5)
+    assert limit.try_acquire() is not None
+    assert limit.limit <= 2 and limit.state().recoveries == 1  # a throttle 5 s ago: no recovery yet
+
+
+def test_a_limit_that_is_not_adaptive_never_recovers_what_it_never_lowered():
+    clock = ManualClock()
+    limit = ConcurrencyLimit(8, adaptive=False, clock=clock.monotonic)
+    limit.release(limit.acquire(), throttled=True)
+    clock.advance(60)
+    limit.acquire()
+    assert limit.limit == 8 and limit.state().recoveries == 0
