@@ -129,6 +129,11 @@ class Prepared:
         return f"{self.target.base}{self.path_query[len(self.target.path):]}"
 
 
+class RefusedBefore(Exception):
+    """The store refused this module's requests to the bucket (:meth:`LeanCompletes.refused`) after the caller
+    asked :meth:`LeanCompletes.usable`: nothing was sent; botocore sends it."""
+
+
 class LeanCompletes:
     """Completes sent by s3commit (see the module); one per store, safe across threads. ``clock``: seconds since
     the epoch (the signature's time)."""
@@ -154,6 +159,8 @@ class LeanCompletes:
     def refused(self, bucket: str, error: BaseException) -> bool:
         """Whether ``error`` (an attempt's, sent here) is one of :data:`REFUSALS`; if so, botocore sends the
         bucket's Completes from now on (:meth:`usable` says no), and the first says so in the log."""
+        if isinstance(error, RefusedBefore):
+            return True
         response = getattr(error, "response", None)
         code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
         if code not in REFUSALS:
@@ -212,7 +219,8 @@ class LeanCompletes:
         """The Complete's request, built and signed (call :meth:`usable` first): what :meth:`complete` sends through
         the client's session, and :mod:`s3commit.store.lean_http` on connections of its own."""
         target = self._targets[bucket]
-        assert target is not None
+        if target is None:  # refused since the caller asked usable() (another thread's answer)
+            raise RefusedBefore(bucket)
         credentials = client._request_signer._credentials.get_frozen_credentials()
         path = "/" + _quoted_key(key)
         query = "uploadId=" + (upload_id if _PLAIN_ID.fullmatch(upload_id) else quote(upload_id, safe="-_.~"))

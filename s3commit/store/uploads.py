@@ -358,6 +358,12 @@ class _Many:
             error: StoreError | None = None
             refused = False
             etag = ""
+            if lean.was_refused(call.bucket):  # since this call was queued: botocore's, on the settlers
+                limit.release(generation, throttled=False)
+                freed.set()
+                await by_botocore(tag, call, Attempts())
+                return
+            counters.add("requests", COMPLETE)
             try:
                 prepared = lean.prepare(client, call.bucket, call.key, call.upload_id, call.parts(),
                                         if_none_match=call.if_none_match)
@@ -439,7 +445,6 @@ class _Many:
                 if self.stopped:  # a failure while this call waited for a slot
                     limit.release(generation, throttled=False)
                     continue
-                counters.add("requests", COMPLETE)
                 task = asyncio.ensure_future(one(tag, call, limit, generation))
                 in_flight.add(task)
                 task.add_done_callback(in_flight.discard)

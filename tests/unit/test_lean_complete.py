@@ -358,3 +358,16 @@ def test_an_error_inside_a_200_is_never_read_as_a_result():
     body = b'<Error><Code>InternalError</Code><ETag>"not-this"</ETag></Error>'
     with pytest.raises(ClientError, match="InternalError"):
         answer_of(200, {}, body)
+
+
+def test_a_complete_prepared_after_another_threads_refusal_is_handed_to_botocore_unsent():
+    from s3commit.store.lean_complete import RefusedBefore
+
+    _, store = wire_store()
+    lean, client = store.uploads.lean, store.requests.client
+    assert lean.usable(client, BUCKET)  # what the caller saw
+    refusal = ClientError({"Error": {"Code": "SignatureDoesNotMatch", "Message": "no"}}, "CompleteMultipartUpload")
+    assert lean.refused(BUCKET, refusal)  # another thread's answer
+    with pytest.raises(RefusedBefore) as raised:
+        lean.prepare(client, BUCKET, KEY, "u", [{"PartNumber": 1, "ETag": '"e"'}])
+    assert lean.refused(BUCKET, raised.value) and not lean.usable(client, BUCKET)
