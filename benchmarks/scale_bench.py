@@ -287,11 +287,8 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         if committer == "directory":
             job = create_committer("directory", dest, job_id=job_id, store=store, process=ProcessState(),
                                    conflict_mode="replace" if overwrite else "fail")
-            if not overwrite:
-                job.setup_job()  # (the destination still empty: the conflict check passes)
+            job.setup_job()  # (before the old files are there: fail's check passes; replace checks nothing)
             keys = prepare_go(go, dest, job.layout, job_id, files, old=old)
-            if overwrite:
-                job.setup_job()
             messages = [TaskCommitMessage(job_id=job_id, task_id=task_id_of(n), task_attempt_id=attempt_id_of(n),
                                           pendingset_key=key, files=min(FILES_PER_TASK, files - n),
                                           bytes=3 * min(FILES_PER_TASK, files - n))

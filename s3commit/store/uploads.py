@@ -155,12 +155,11 @@ class UploadRequests(RequestGroup):
 
         if lean is not None and lean.usable(client, bucket):
             def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
-                if lean.usable(client, bucket):  # (until the store refuses what the lean path sends)
-                    try:
-                        return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
-                    except Exception as err:
-                        if not lean.refused(bucket, err):
-                            raise
+                try:
+                    return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
+                except Exception as err:  # (refused: this attempt, or another's since, RefusedBefore)
+                    if not lean.refused(bucket, err):
+                        raise
                 return by_botocore()
         else:
             send = by_botocore
@@ -339,11 +338,11 @@ class _Many:
         in_flight: set[asyncio.Future[None]] = set()
         freed = asyncio.Event()
 
-        async def by_botocore(tag: Any, call: CompleteCall, attempts: Attempts) -> None:
-            """The Complete sent by botocore on a settler (the store refused the lean path's, LeanCompletes.refused),
-            on from ``attempts``."""
+        async def settled(tag: Any, work: Callable[..., str], *args: Any) -> None:
+            """``work(*args)`` on a settler, its outcome recorded: what a first attempt left to do (``_settle``), or
+            the Complete sent by botocore where the store refused the lean path's (``_resend``)."""
             try:
-                etag = await loop.run_in_executor(settle, self._resend, call, attempts)
+                etag = await loop.run_in_executor(settle, work, *args)
             except BaseException as err:
                 self.failures.append((tag, err))
                 if self.stop_on_failure:
@@ -358,10 +357,10 @@ class _Many:
             error: StoreError | None = None
             refused = False
             etag = ""
-            if lean.was_refused(call.bucket):  # since this call was queued: botocore's, on the settlers
+            if lean.was_refused(call.bucket):  # botocore's, on the settlers
                 limit.release(generation, throttled=False)
                 freed.set()
-                await by_botocore(tag, call, Attempts())
+                await settled(tag, self._resend, call, Attempts())
                 return
             counters.add("requests", COMPLETE)
             try:
@@ -388,21 +387,13 @@ class _Many:
                 limit.release(generation, throttled=throttled)
                 freed.set()
             if refused:
-                self.most = min(self.most or SETTLERS, SETTLERS)
-                await by_botocore(tag, call, Attempts())  # (the refused attempt was not acted on)
+                await settled(tag, self._resend, call, Attempts())  # (the refused attempt was not acted on)
                 return
             if error is None:
                 self.done(tag, etag)
                 return
             attempts.failed(error)
-            try:
-                etag = await loop.run_in_executor(settle, self._settle, call, error, attempts)
-            except BaseException as err:
-                self.failures.append((tag, err))
-                if self.stop_on_failure:
-                    self.stopped = True
-                return
-            self.done(tag, etag)
+            await settled(tag, self._settle, call, error, attempts)
 
         ahead: asyncio.Queue[tuple[Any, CompleteCall] | None] = asyncio.Queue()
         room = threading.Semaphore(CALLS_AHEAD)
@@ -418,17 +409,9 @@ class _Many:
                 if self.stopped:
                     continue  # (read to the end: the reader stops at its next call)
                 tag, call = item
-                if lean.was_refused(call.bucket):  # botocore's from now on, on the settlers
-                    while len(in_flight) >= SETTLERS:
-                        freed.clear()
-                        with contextlib.suppress(asyncio.TimeoutError):
-                            await asyncio.wait_for(freed.wait(), POLL_SECONDS)
-                    if not self.stopped:
-                        task = asyncio.ensure_future(by_botocore(tag, call, Attempts()))
-                        in_flight.add(task)
-                        task.add_done_callback(in_flight.discard)
-                    continue
-                if call.bucket not in origins:
+                if lean.was_refused(call.bucket):  # one() hands it to botocore: no more in flight than the settlers
+                    self.most = min(self.most or SETTLERS, SETTLERS)
+                elif call.bucket not in origins:
                     target = lean.target(call.bucket) if lean.usable(client, call.bucket) else None
                     settings = settings_of(client, target.base) if target is not None else None
                     if target is None or settings is None:
