@@ -9,7 +9,7 @@ body sent is asked of the store's :class:`~s3commit.store.body_policy.PayloadPol
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -17,6 +17,7 @@ from s3commit.errors import NotFoundError, PreconditionFailedError, StoreError, 
 from s3commit.model.checksums import Sending
 from s3commit.model.object_info import ObjectInfo
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
+from s3commit.store.lean_complete import LeanCompletes
 from s3commit.store.ranged_gets import RangedGets
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at, read_get_body
@@ -33,6 +34,9 @@ class ObjectRequests(RequestGroup):
     def __init__(self, requests: Requests, bodies: PayloadPolicy) -> None:
         super().__init__(requests, bodies)
         self._ranges = RangedGets()
+        #: Requests sent by s3commit's lean path where ``s3commit.store.lean-requests`` asks (else None): the
+        #: store's one, its Completes' (:mod:`s3commit.store.uploads`) and its listings' pages.
+        self.lean = LeanCompletes() if self.options.lean_requests else None
 
     def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *, if_none_match: bool = False,
                    content_type: str | None = None) -> str:
@@ -121,8 +125,10 @@ class ObjectRequests(RequestGroup):
                                                               response.items() if name.startswith("Checksum")
                                                               and name != "ChecksumType"))
 
-    def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None) -> Iterator[ObjectInfo]:
-        """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``).
+    def list_objects(self, bucket: str, prefix: str, *, delimiter: str | None = None,
+                     start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Objects under ``prefix``, all pages; with a delimiter also common prefixes (``size == -1``); with
+        ``start_after``, from the first key after it (S3's order: a store that ignores it lists from the start).
         ``Retry.IDEMPOTENT``."""
         token: str | None = None
         while True:
@@ -131,8 +137,9 @@ class ObjectRequests(RequestGroup):
                 args["Delimiter"] = delimiter
             if token:
                 args["ContinuationToken"] = token
-            page = self.requests.call("ListObjectsV2",
-                                      lambda a=args: self.client.list_objects_v2(**a),  # type: ignore[misc]
+            elif start_after:
+                args["StartAfter"] = start_after
+            page = self.requests.call("ListObjectsV2", self._page_sender(bucket, args),
                                       retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for common in page.get("CommonPrefixes", []) or []:
                 yield ObjectInfo(common["Prefix"], -1)
@@ -142,6 +149,27 @@ class ObjectRequests(RequestGroup):
             if not page.get("IsTruncated"):
                 return
             token = page.get("NextContinuationToken")
+
+    def _page_sender(self, bucket: str, args: dict[str, Any]) -> Callable[[], Any]:
+        """One attempt at a ListObjectsV2 page: by the lean path where it is usable for ``bucket`` (botocore's where
+        the store refuses it, from then on), else by botocore."""
+        client, lean = self.client, self.lean
+
+        def by_botocore() -> Any:
+            return client.list_objects_v2(**args)
+
+        if lean is None or not lean.usable(client, bucket):
+            return by_botocore
+
+        def send() -> Any:
+            try:
+                return lean.list_page(client, bucket, args["Prefix"], delimiter=args.get("Delimiter"),
+                                      token=args.get("ContinuationToken"), start_after=args.get("StartAfter"))
+            except Exception as err:
+                if not lean.refused(bucket, err):
+                    raise
+            return by_botocore()
+        return send
 
     def delete_object(self, bucket: str, key: str) -> None:
         """Delete one object (a missing one is fine). ``Retry.IDEMPOTENT``."""

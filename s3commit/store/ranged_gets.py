@@ -30,9 +30,9 @@ import threading
 import time
 from collections import OrderedDict
 from typing import Any
-from xml.etree import ElementTree
 
 from s3commit.store import moto_inprocess
+from s3commit.store.lean_complete import client_error
 
 URL_EXPIRES = 900
 """Seconds a presigned GET URL is valid for."""
@@ -100,7 +100,7 @@ def _answer(response: Any, bucket: str, key: str, first: int, last: int) -> dict
 
     status, headers = response.status_code, response.headers
     if status >= 300:
-        raise _client_error(response, status)
+        raise _error_of(response, status)
     length = int(headers.get("content-length", "-1"))
     match = _CONTENT_RANGE.match(headers.get("content-range", "").strip())
     starts = int(match.group(1)) if match else (0 if status == 200 else -1)
@@ -116,26 +116,12 @@ def _answer(response: Any, bucket: str, key: str, first: int, last: int) -> dict
             "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": dict(headers)}}
 
 
-def _client_error(response: Any, status: int) -> Exception:
+def _error_of(response: Any, status: int) -> Exception:
     """The :class:`~botocore.exceptions.ClientError` of an error answer (S3's XML ``Code`` and ``Message``)."""
-    from botocore.exceptions import ClientError
-
     try:
         text = response.raw.read(64 * 1024)
     except Exception:  # the error is the status; its text is a courtesy
         text = b""
     finally:
         response.raw.release_conn()
-    code, message = str(status), ""
-    try:
-        root = ElementTree.fromstring(text) if text else None
-    except ElementTree.ParseError:
-        root = None
-    if root is not None:
-        code = (root.findtext("Code") or code).strip()
-        message = (root.findtext("Message") or "").strip()
-    elif status == 404:
-        code = "NoSuchKey"
-    return ClientError({"Error": {"Code": code, "Message": message or f"HTTP {status}"},
-                        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": dict(response.headers)}},
-                       "GetObject")
+    return client_error(status, response.headers, text, "GetObject", missing="NoSuchKey")

@@ -36,7 +36,7 @@ from s3commit.model.checksums import Sending, SentPart, complete_parts
 from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
 from s3commit.store.concurrency import ConcurrencyLimit
-from s3commit.store.lean_complete import LeanCompletes, answer_of
+from s3commit.store.lean_complete import answer_of
 from s3commit.store.lean_http import Connections, Origin, Unanswered, settings_of
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import RequestGroup, Requests
@@ -68,8 +68,9 @@ class UploadRequests(RequestGroup):
         super().__init__(requests, bodies)
         self.objects = objects
         self.page_size: int | None = None
-        #: Completes sent by s3commit's lean path where ``s3commit.store.lean-requests`` asks (else None).
-        self.lean = LeanCompletes() if self.options.lean_requests else None
+        #: Completes sent by s3commit's lean path where ``s3commit.store.lean-requests`` asks (else None): the
+        #: store's one (:attr:`ObjectRequests.lean`).
+        self.lean = objects.lean
 
     def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None,
                                 on_possible_orphan: Callable[[CreateWindow], None] | None = None) -> str:

@@ -308,7 +308,7 @@ class MemoryS3:
     def list_objects_v2(self, p: dict[str, Any]) -> dict[str, Any]:
         prefix, delimiter = p.get("Prefix", ""), p.get("Delimiter")
         objects = self._bucket(p["Bucket"])
-        token = p.get("ContinuationToken")
+        token = p.get("ContinuationToken") or p.get("StartAfter")  # (S3 reads StartAfter without a token only)
         size = p.get("MaxKeys", PAGE)
         entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix), one past the page
         for key in self._indexes[p["Bucket"]].under(objects, prefix, token):

@@ -445,7 +445,8 @@ def _copy(bucket: str, key: str, query: Any, heads: dict[str, str], body: bytes)
 
 def _list_objects(bucket: str, key: str, query: dict[str, list[str]], heads: Any, body: bytes) -> dict[str, Any]:
     params: dict[str, Any] = {"Bucket": bucket, "Prefix": _one(query, "prefix") or ""}
-    for name, field in (("delimiter", "Delimiter"), ("continuation-token", "ContinuationToken")):
+    for name, field in (("delimiter", "Delimiter"), ("continuation-token", "ContinuationToken"),
+                        ("start-after", "StartAfter")):
         value = _one(query, name)
         if value:
             params[field] = value

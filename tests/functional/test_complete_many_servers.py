@@ -48,3 +48,20 @@ def test_many_completes_from_one_loop_on_the_servers_sockets(s3_server, s3_bucke
         assert store.objects.read_object(s3_bucket, calls[5][0])[0] == b"there first"
     else:
         assert rclone and calls[5][0] in done  # rclone ignores conditions
+
+
+def test_lean_listings_are_botocores_on_each_server(s3_server, s3_bucket):
+    """ListObjectsV2 pages sent by the lean path (``LeanCompletes.list_page``): odd keys, a delimiter, pages past
+    the first and ``start-after``, each server's listing as botocore reads it, none refused."""
+    lean = S3Store(dataclasses.replace(store_options_for(s3_server), lean_requests=True))
+    plain = S3Store(dataclasses.replace(store_options_for(s3_server), lean_requests=False))
+    keys = ["odd/a b+c.csv", "odd/ü~é/x", "odd/100%/y", "odd/&<q>'", "odd/p=1/z", "odd/p=2/z"]
+    keys += [f"odd/many/{n:04d}" for n in range(1_005)]
+    for key in keys:
+        plain.objects.put_object(s3_bucket, key, b"x")
+    for prefix, delimiter, after in (("odd/", None, None), ("odd/", "/", None), ("odd/ü~é/", None, None),
+                                     ("odd/many/", None, "odd/many/0500")):
+        found = list(lean.objects.list_objects(s3_bucket, prefix, delimiter=delimiter, start_after=after))
+        assert found == list(plain.objects.list_objects(s3_bucket, prefix, delimiter=delimiter, start_after=after))
+    assert len(list(lean.objects.list_objects(s3_bucket, "odd/"))) == len(keys)
+    assert not lean.objects.lean.was_refused(s3_bucket)

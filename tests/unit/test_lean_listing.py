@@ -1,0 +1,131 @@
+"""ListObjectsV2 pages through s3commit's lean path (``LeanCompletes.list_page``) over the in-process wire store: the
+same objects, prefixes and pages as botocore's, the request botocore would sign, errors as botocore's are translated,
+and botocore's listing where the store refuses the lean one."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from botocore.awsrequest import AWSRequest, AWSResponse
+from botocore.credentials import Credentials
+from botocore.exceptions import ClientError
+
+from s3commit.errors import NotFoundError
+from s3commit.store.lean_complete import listing_of
+from s3commit.testing import MemoryS3, S3Wire
+from s3commit.testing.memory_wire import _Raw
+
+BUCKET = "lean"
+ODD = ["t/a b+c.parquet", "t/ü~é/x.csv", "t/100%/y", "t/&<q>'\"", "t/p=1/z", "t/p=2/z", "t/sub/"]
+
+
+class Recorder:
+    def __init__(self, wire: S3Wire, *, rewrite=None) -> None:
+        self.requests: list = []
+        self._answer = wire.answer
+        self._rewrite = rewrite
+        wire.answer = self  # type: ignore[method-assign]
+
+    def __call__(self, request):
+        self.requests.append(request)
+        response = self._answer(request)
+        return self._rewrite(request, response) if self._rewrite else response
+
+
+def stores(keys):
+    """A wire store holding ``keys``, seen by a lean store and by a botocore one."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    wire = S3Wire(s3)
+    lean, plain = wire.store(lean_requests=True), wire.store(lean_requests=False)
+    for key in keys:
+        plain.objects.put_object(BUCKET, key, key.encode())
+    return wire, lean, plain
+
+
+def test_lean_and_botocore_list_alike_odd_keys_prefixes_and_pages():
+    keys = ODD + [f"t/many/{n:05d}" for n in range(2_345)]
+    wire, lean, plain = stores(keys)
+    recorder = Recorder(wire)
+    for prefix, delimiter in (("t/", None), ("t/", "/"), ("t/ü~é/", None), ("t/100%/", "/"), ("none/", None)):
+        by_lean = list(lean.objects.list_objects(BUCKET, prefix, delimiter=delimiter))
+        by_botocore = list(plain.objects.list_objects(BUCKET, prefix, delimiter=delimiter))
+        assert by_lean == by_botocore
+    sent = [r for r in recorder.requests if "list-type=2" in r.url]
+    lean_sent = [r for r in sent if "lean" in str(r.headers.get("User-Agent", ""))]
+    assert lean_sent and len(lean_sent) * 2 == len(sent)  # as many pages each way, the lean ones by s3commit
+    assert lean.counters.snapshot()["requests"]["ListObjectsV2"] == plain.counters.snapshot()["requests"][
+        "ListObjectsV2"]
+    assert len(list(lean.objects.list_objects(BUCKET, "t/"))) == len(keys)
+    info = next(i for i in lean.objects.list_objects(BUCKET, "t/a"))
+    assert (info.key, info.size) == ("t/a b+c.parquet", len("t/a b+c.parquet".encode()))
+    assert info.etag.startswith('"') and isinstance(info.last_modified, datetime.datetime)
+    assert info.last_modified.tzinfo is not None
+
+
+def test_the_listing_is_signed_as_botocore_signs_it(monkeypatch):
+    import botocore.auth
+
+    wire, lean, _ = stores(["t/a b"])
+    recorder = Recorder(wire)
+    list(lean.objects.list_objects(BUCKET, "t/a b", delimiter="/"))
+    request = recorder.requests[-1]
+    assert "encoding-type=url" in request.url and "prefix=t%2Fa%20b" in request.url
+    stamp = request.headers["X-Amz-Date"]
+    stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
+    monkeypatch.setattr(botocore.auth, "get_current_datetime",
+                        lambda: datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+               if k.lower() == "x-amz-content-sha256"}
+    again = AWSRequest(method="GET", url=request.url, headers=headers)
+    botocore.auth.S3SigV4Auth(Credentials("memory", "memory-secret"), "s3", "us-east-1").add_auth(again)
+    assert request.headers["Authorization"] == again.headers["Authorization"]
+
+
+def test_a_refused_listing_is_sent_by_botocore_and_so_are_the_buckets_later_ones(caplog):
+    def refuse(request, response):
+        if "lean" in str(request.headers.get("User-Agent", "")):
+            body = b"<Error><Code>SignatureDoesNotMatch</Code><Message>refused</Message></Error>"
+            return AWSResponse(request.url, 403, {"content-type": "application/xml"}, _Raw(body))
+        return response
+
+    wire, lean, _ = stores(["t/1", "t/2"])
+    recorder = Recorder(wire, rewrite=refuse)
+    assert [i.key for i in lean.objects.list_objects(BUCKET, "t/")] == ["t/1", "t/2"]
+    assert [i.key for i in lean.objects.list_objects(BUCKET, "t/")] == ["t/1", "t/2"]
+    by_lean = [r for r in recorder.requests if "lean" in str(r.headers.get("User-Agent", ""))]
+    assert len(by_lean) == 1 and lean.objects.lean.was_refused(BUCKET)
+    assert "refused a request built by s3commit's lean path" in caplog.text
+
+
+def test_an_error_is_botocores_translated():
+    wire, lean, plain = stores([])
+    for store in (lean, plain):
+        with pytest.raises(NotFoundError) as raised:
+            list(store.objects.list_objects("no-such-bucket", "t/"))
+        assert raised.value.code == "NoSuchBucket"
+
+
+def test_a_page_is_read_as_botocores_handlers_leave_it():
+    ns = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+    body = (f'<?xml version="1.0"?><ListBucketResult {ns}><Name>b</Name><EncodingType>url</EncodingType>'
+            "<IsTruncated>true</IsTruncated><NextContinuationToken>a+b/c=</NextContinuationToken>"
+            "<Contents><Key>a+b%2Bc%C3%BC</Key><LastModified>2026-11-29T08:56:01.000Z</LastModified>"
+            "<ETag>&quot;e&quot;</ETag><Size>7</Size><StorageClass>STANDARD</StorageClass><Owner><ID>o</ID></Owner>"
+            "</Contents><CommonPrefixes><Prefix>p%20q/</Prefix></CommonPrefixes></ListBucketResult>").encode()
+    page = listing_of(200, {}, body)
+    assert page["IsTruncated"] is True and page["NextContinuationToken"] == "a+b/c="
+    entry = page["Contents"][0]
+    assert entry["Key"] == "a b+cü" and entry["Size"] == 7 and entry["ETag"] == '"e"'
+    assert entry["LastModified"] == datetime.datetime(2026, 11, 29, 8, 56, 1, tzinfo=datetime.timezone.utc)
+    assert page["CommonPrefixes"] == [{"Prefix": "p q/"}]
+    plain = listing_of(200, {}, body.replace(b"<EncodingType>url</EncodingType>", b""))
+    assert plain["Contents"][0]["Key"] == "a+b%2Bc%C3%BC"  # not encoded: not decoded (botocore's rule)
+    with pytest.raises(ClientError) as raised:
+        listing_of(200, {}, b"<Error><Code>InternalError</Code><Message>m</Message></Error>")
+    assert raised.value.response["Error"]["Code"] == "InternalError"
+    assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    with pytest.raises(ClientError) as raised:
+        listing_of(200, {}, b"<Other/>")
+    assert raised.value.response["Error"]["Code"] == "MalformedAnswer"
