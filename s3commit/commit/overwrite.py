@@ -97,10 +97,11 @@ def delete_old(store: S3Store, dest: S3Uri, plan: OverwritePlan, keep: set[str],
     conditional = ("" if known is None else "batch" if known.conditional_batch_deletes
                    else "single" if known.conditional_deletes else "")
     deleted = changed = 0
+    in_order = sorted(keep)  # where each prefix's listing is split (prefixes.RANGES)
     with ThreadPoolExecutor(threads, thread_name_prefix="s3commit-overwrite") as pool:
         for prefix in prefixes:
             gone, kept = delete_listed(store, dest.bucket, prefix, keep=keep, skip=skip, conditional=conditional,
-                                       pool=pool)
+                                       pool=pool, kept_in_order=in_order)
             deleted += gone
             changed += len(kept)
             for key in kept[:10]:
