@@ -1,5 +1,8 @@
 """CompleteMultipartUpload built, signed and sent by s3commit itself: the commit path's hot request at a fraction of
-botocore's CPU per request (``s3commit.store.lean-requests``; on by default).
+botocore's CPU per request (``s3commit.store.lean-requests``; on by default). The commit's other bulk requests go the
+same way, signed by the same code: ListObjectsV2 pages (an overwrite lists 200 pages of 1,000 keys for 100,000 old
+files, botocore's parser spending ~20 ms a page) and whole-object GETs (the job commit reads every pendingset
+before its first Complete); everything else is botocore's.
 
 A job commit of 100,000 files is one Complete per file. botocore spends about 0.76 ms of client CPU on each on the
 reference machine (a dozen events, endpoint rules, validation and serialization, SigV4, parsing the answer), more
@@ -173,9 +176,19 @@ class LeanCompletes:
             self._targets[bucket] = None
         if first:
             log.warning("s3://%s: the store refused a request built by s3commit's lean path (%s: %s); botocore "
-                        "sends this bucket's Completes and listings from now on (s3commit.store.lean-requests)", bucket,
+                        "sends this bucket's requests from now on (s3commit.store.lean-requests)", bucket,
                         code, response.get("Error", {}).get("Message", ""))  # type: ignore[union-attr]
         return True
+
+    def attempt(self, bucket: str, sent_here: Callable[[], Any], by_botocore: Callable[[], Any]) -> Any:
+        """One attempt of a request: ``sent_here()`` (built and signed by this module); where the store refuses it
+        (:meth:`refused`: then every later one of the bucket too), ``by_botocore()``."""
+        try:
+            return sent_here()
+        except Exception as err:  # (refused: this attempt, or another's since, RefusedBefore)
+            if not self.refused(bucket, err):
+                raise
+        return by_botocore()
 
     def was_refused(self, bucket: str) -> bool:
         """Whether the store refused what this module sent to ``bucket`` (:meth:`refused`)."""
@@ -255,6 +268,30 @@ class LeanCompletes:
         response = client._endpoint.http_session.send(AWSPreparedRequest("GET", request.url, headers, None, False))
         return listing_of(response.status_code, response.headers, response.content)
 
+    def get_object(self, client: Any, bucket: str, key: str) -> bytes:
+        """One attempt of a whole object's GET (call :meth:`usable` first): its bytes, all of them (a body shorter
+        than its ``Content-Length`` raises botocore's ``IncompleteReadError``, as its streaming body does), or
+        botocore's ``ClientError`` or connection error. A pendingset's GET at a quarter of botocore's CPU: a job
+        commit reads every pendingset before its first Complete."""
+        from botocore.awsrequest import AWSPreparedRequest, HeadersDict
+        from botocore.exceptions import IncompleteReadError
+
+        target = self._targets[bucket]
+        if target is None:
+            raise RefusedBefore(bucket)
+        request = self._signed(client, target, "GET", f"{target.path}/{_quoted_key(key)}", "", b"", [])
+        headers = HeadersDict()
+        for name, value in request.headers:
+            headers[name] = value
+        response = client._endpoint.http_session.send(AWSPreparedRequest("GET", request.url, headers, None, False))
+        body = response.content
+        if response.status_code >= 300:
+            raise client_error(response.status_code, response.headers, body, "GetObject", missing="NoSuchKey")
+        expected = response.headers.get("content-length")
+        if expected is not None and expected.isdigit() and int(expected) != len(body):
+            raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(expected))
+        return bytes(body)
+
     def _signed(self, client: Any, target: Target, method: str, path: str, query: str, body: bytes,
                 first: list[tuple[str, str]]) -> Prepared:
         """A request to ``target`` signed by SigV4 (payload signed) with the client's current credentials:
@@ -285,7 +322,7 @@ class LeanCompletes:
                                          f"SignedHeaders={signed_names}, Signature={signature}"))
         if body:
             headers.append(("Content-Length", str(len(body))))
-        return Prepared(target, f"{path}?{query}", headers, body)
+        return Prepared(target, f"{path}?{query}" if query else path, headers, body)
 
     def _key(self, secret: str, day: str, region: str, service: str) -> bytes:
         """SigV4's derived signing key, kept per (secret, day, region, service)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from s3commit.errors import NotFoundError, PreconditionFailedError, StoreError, error_class_for_code
 from s3commit.model.checksums import Sending
@@ -84,10 +84,17 @@ class ObjectRequests(RequestGroup):
             first = start or 0
             args["Range"] = f"bytes={first}-{'' if end is None else end - 1}"
 
-        def read() -> bytes:
-            return bytes(self.client.get_object(**args)["Body"].read())
+        client, lean = self.client, self.lean
 
-        return self.requests.call("GetObject", read, retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+        def read() -> bytes:
+            return bytes(client.get_object(**args)["Body"].read())
+
+        send = read
+        if lean is not None and "Range" not in args and lean.usable(client, bucket):
+            def send() -> bytes:  # one attempt, built and signed here (s3commit.store.lean_complete)
+                return cast(bytes, lean.attempt(bucket, lambda: lean.get_object(client, bucket, key), read))
+
+        return self.requests.call("GetObject", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
 
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:
@@ -162,13 +169,9 @@ class ObjectRequests(RequestGroup):
             return by_botocore
 
         def send() -> Any:
-            try:
-                return lean.list_page(client, bucket, args["Prefix"], delimiter=args.get("Delimiter"),
-                                      token=args.get("ContinuationToken"), start_after=args.get("StartAfter"))
-            except Exception as err:
-                if not lean.refused(bucket, err):
-                    raise
-            return by_botocore()
+            return lean.attempt(bucket, lambda: lean.list_page(
+                client, bucket, args["Prefix"], delimiter=args.get("Delimiter"), token=args.get("ContinuationToken"),
+                start_after=args.get("StartAfter")), by_botocore)
         return send
 
     def delete_object(self, bucket: str, key: str) -> None:

@@ -156,12 +156,8 @@ class UploadRequests(RequestGroup):
 
         if lean is not None and lean.usable(client, bucket):
             def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
-                try:
-                    return lean.complete(client, bucket, key, upload_id, parts, if_none_match=if_none_match)
-                except Exception as err:  # (refused: this attempt, or another's since, RefusedBefore)
-                    if not lean.refused(bucket, err):
-                        raise
-                return by_botocore()
+                return lean.attempt(bucket, lambda: lean.complete(client, bucket, key, upload_id, parts,
+                                                                  if_none_match=if_none_match), by_botocore)
         else:
             send = by_botocore
         try:

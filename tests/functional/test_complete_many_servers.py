@@ -10,7 +10,7 @@ import dataclasses
 import pytest
 
 from s3commit import S3Store
-from s3commit.errors import PreconditionFailedError
+from s3commit.errors import NotFoundError, PreconditionFailedError
 from s3commit.store.uploads import CompleteCall
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.conftest import store_options_for
@@ -65,3 +65,17 @@ def test_lean_listings_are_botocores_on_each_server(s3_server, s3_bucket):
         assert found == list(plain.objects.list_objects(s3_bucket, prefix, delimiter=delimiter, start_after=after))
     assert len(list(lean.objects.list_objects(s3_bucket, "odd/"))) == len(keys)
     assert not lean.objects.lean.was_refused(s3_bucket)
+
+
+def test_lean_gets_are_botocores_on_each_server(s3_server, s3_bucket):
+    """Whole-object GETs sent by the lean path (``LeanCompletes.get_object``): the same bytes, a missing key the
+    same error, none refused."""
+    lean = S3Store(dataclasses.replace(store_options_for(s3_server), lean_requests=True))
+    plain = S3Store(dataclasses.replace(store_options_for(s3_server), lean_requests=False))
+    for n, key in enumerate(["get/a b+c.json", "get/ü~é/%x", "get/empty"]):
+        plain.objects.put_object(s3_bucket, key, bytes(range(256)) * n)
+        assert lean.objects.get_object(s3_bucket, key) == plain.objects.get_object(s3_bucket, key)
+    for store in (lean, plain):
+        with pytest.raises(NotFoundError):
+            store.objects.get_object(s3_bucket, "get/none")
+    assert lean.counters.snapshot()["requests"]["GetObject"] == 4 and not lean.objects.lean.was_refused(s3_bucket)

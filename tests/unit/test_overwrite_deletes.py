@@ -17,7 +17,7 @@ BUCKET = "ow"
 
 def table(old: int, new: int, *, lean: bool = True):
     """A table of ``old`` old files and ``new`` new ones interleaved in S3's order (as a job's part files fall
-    between the old ones), odd names among them; the store over the wire, and the new keys."""
+    between the old ones), odd names among them: the model, a store over its wire, and the new keys."""
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
     wire = S3Wire(s3)
@@ -31,7 +31,7 @@ def table(old: int, new: int, *, lean: bool = True):
         kept.append(key)
     s3.put_object({"Bucket": BUCKET, "Key": "t/_SUCCESS", "Body": b""})
     s3.put_object({"Bucket": BUCKET, "Key": "t/__magic_job-1/x.pendingset", "Body": b""})
-    return s3, wire, store, kept
+    return s3, store, kept
 
 
 def remaining(s3):
@@ -45,7 +45,7 @@ def skip(key: str) -> bool:
 
 @pytest.mark.parametrize("honours_start_after", [True, False])
 def test_the_old_objects_go_and_nothing_else_listed_in_ranges(honours_start_after, monkeypatch):
-    s3, wire, store, kept = table(2_500, 3_000)
+    s3, store, kept = table(2_500, 3_000)
     if not honours_start_after:
         listed = s3.list_objects_v2
         monkeypatch.setattr(s3, "list_objects_v2", lambda p: listed({k: v for k, v in p.items() if k != "StartAfter"}))
@@ -64,7 +64,7 @@ def test_the_old_objects_go_and_nothing_else_listed_in_ranges(honours_start_afte
 
 def test_without_kept_keys_or_a_pool_the_prefix_is_listed_once_in_order():
     for pool in (None, ThreadPoolExecutor(8)):
-        s3, _, store, _ = table(2_345, 0)
+        s3, store, _ = table(2_345, 0)
         assert delete_listed(store, BUCKET, "t/", skip=skip, pool=pool) == (2_345, [])
         assert [c["Key"] for c in remaining(s3)] == ["t/_SUCCESS", "t/__magic_job-1/x.pendingset"]
         assert store.counters.snapshot()["requests"]["ListObjectsV2"] == 3
@@ -74,7 +74,7 @@ def test_without_kept_keys_or_a_pool_the_prefix_is_listed_once_in_order():
 
 
 def test_a_range_that_fails_fails_the_overwrite_and_loses_no_kept_file(monkeypatch):
-    s3, _, store, kept = table(3_000, 2_000)
+    s3, store, kept = table(3_000, 2_000)
     deleting = s3.delete_objects
 
     def fail_one(p):

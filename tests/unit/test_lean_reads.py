@@ -1,6 +1,7 @@
-"""ListObjectsV2 pages through s3commit's lean path (``LeanCompletes.list_page``) over the in-process wire store: the
-same objects, prefixes and pages as botocore's, the request botocore would sign, errors as botocore's are translated,
-and botocore's listing where the store refuses the lean one."""
+"""ListObjectsV2 pages and whole-object GETs through s3commit's lean path (``LeanCompletes.list_page``,
+``get_object``) over the in-process wire store: the same objects, prefixes, pages and bytes as botocore's, the requests
+botocore would sign, errors as botocore's are translated (a short body retried), and botocore's where the store
+refuses the lean ones."""
 
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def test_lean_and_botocore_list_alike_odd_keys_prefixes_and_pages():
         "ListObjectsV2"]
     assert len(list(lean.objects.list_objects(BUCKET, "t/"))) == len(keys)
     info = next(i for i in lean.objects.list_objects(BUCKET, "t/a"))
-    assert (info.key, info.size) == ("t/a b+c.parquet", len("t/a b+c.parquet".encode()))
+    assert (info.key, info.size) == ("t/a b+c.parquet", len(b"t/a b+c.parquet"))
     assert info.etag.startswith('"') and isinstance(info.last_modified, datetime.datetime)
     assert info.last_modified.tzinfo is not None
 
@@ -100,7 +101,7 @@ def test_a_refused_listing_is_sent_by_botocore_and_so_are_the_buckets_later_ones
 
 
 def test_an_error_is_botocores_translated():
-    wire, lean, plain = stores([])
+    _, lean, plain = stores([])
     for store in (lean, plain):
         with pytest.raises(NotFoundError) as raised:
             list(store.objects.list_objects("no-such-bucket", "t/"))
@@ -129,3 +130,69 @@ def test_a_page_is_read_as_botocores_handlers_leave_it():
     with pytest.raises(ClientError) as raised:
         listing_of(200, {}, b"<Other/>")
     assert raised.value.response["Error"]["Code"] == "MalformedAnswer"
+
+
+def lean_sent(recorder, method="GET"):
+    return [r for r in recorder.requests if r.method == method and "lean" in str(r.headers.get("User-Agent", ""))]
+
+
+def test_lean_and_botocore_get_alike():
+    wire, lean, plain = stores(ODD)
+    recorder = Recorder(wire)
+    for key in ODD:
+        assert lean.objects.get_object(BUCKET, key) == plain.objects.get_object(BUCKET, key) == key.encode()
+    assert len(lean_sent(recorder)) == len(ODD)
+    assert lean.counters.snapshot()["requests"]["GetObject"] == len(ODD)
+    assert lean.objects.get_object(BUCKET, ODD[0], start=1, end=3) == ODD[0].encode()[1:3]  # a range: botocore's
+    assert len(lean_sent(recorder)) == len(ODD)
+    with pytest.raises(NotFoundError) as missing:
+        lean.objects.get_object(BUCKET, "t/none")
+    assert missing.value.code == "NoSuchKey"
+
+
+def test_the_get_is_signed_as_botocore_signs_it(monkeypatch):
+    import botocore.auth
+
+    wire, lean, _ = stores(["t/a b+ü"])
+    recorder = Recorder(wire)
+    lean.objects.get_object(BUCKET, "t/a b+ü")
+    request = recorder.requests[-1]
+    assert request.url.endswith("/lean/t/a%20b%2B%C3%BC")
+    stamp = request.headers["X-Amz-Date"]
+    stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
+    monkeypatch.setattr(botocore.auth, "get_current_datetime",
+                        lambda: datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+               if k.lower() == "x-amz-content-sha256"}
+    again = AWSRequest(method="GET", url=request.url, headers=headers)
+    botocore.auth.S3SigV4Auth(Credentials("memory", "memory-secret"), "s3", "us-east-1").add_auth(again)
+    assert request.headers["Authorization"] == again.headers["Authorization"]
+
+
+def test_a_short_body_is_retried_as_botocores_is():
+    cut = []
+
+    def shorten(request, response):
+        if request.method == "GET" and not cut:
+            cut.append(request)
+            body = b"".join(response.raw.stream())
+            return AWSResponse(request.url, 200, {"content-length": str(len(body))}, _Raw(body[:-1]))
+        return response
+
+    wire, lean, _ = stores(["t/k"])
+    Recorder(wire, rewrite=shorten)
+    assert lean.objects.get_object(BUCKET, "t/k") == b"t/k"
+    assert cut and lean.counters.snapshot()["retries"]["GetObject"] == 1
+
+
+def test_a_refused_get_is_sent_by_botocore():
+    def refuse(request, response):
+        if "lean" in str(request.headers.get("User-Agent", "")):
+            body = b"<Error><Code>AuthorizationHeaderMalformed</Code><Message>region</Message></Error>"
+            return AWSResponse(request.url, 400, {"content-type": "application/xml"}, _Raw(body))
+        return response
+
+    wire, lean, _ = stores(["t/k"])
+    recorder = Recorder(wire, rewrite=refuse)
+    assert lean.objects.get_object(BUCKET, "t/k") == lean.objects.get_object(BUCKET, "t/k") == b"t/k"
+    assert len(lean_sent(recorder)) == 1 and lean.objects.lean.was_refused(BUCKET)
