@@ -46,7 +46,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, unquote_plus, urlsplit
 from xml.etree import ElementTree
@@ -79,6 +79,10 @@ REFUSALS = frozenset({"SignatureDoesNotMatch", "IncompleteSignature", "Authoriza
 Where a Complete sent here gets one of these, botocore sends that Complete again, and every later one of the
 bucket (:meth:`LeanCompletes.refused`): its own signer, its region redirects. A store that refuses botocore's
 request too then says so through botocore's answer."""
+
+
+_LIST_QUERY = {"Delimiter": "delimiter", "ContinuationToken": "continuation-token", "StartAfter": "start-after"}
+"""A listing's arguments as botocore names them, and the query's names for them."""
 
 
 class Target:
@@ -227,7 +231,7 @@ class LeanCompletes:
             headers[name] = value
         prepared = AWSPreparedRequest("POST", request.url, headers, request.body, False)
         response = client._endpoint.http_session.send(prepared)
-        return answer_of(response.status_code, response.headers, response.content)
+        return answer_of(response.status_code, response.headers, _content(response, request.url))
 
     def prepare(self, client: Any, bucket: str, key: str, upload_id: str, parts: Sequence[dict[str, Any]], *,
                 if_none_match: bool = False) -> Prepared:
@@ -240,9 +244,9 @@ class LeanCompletes:
         return self._signed(client, target, "POST", f"{target.path}/{_quoted_key(key)}", query,
                             complete_body(parts), [("If-None-Match", "*")] if if_none_match else [])
 
-    def list_page(self, client: Any, bucket: str, prefix: str, *, delimiter: str | None = None,
-                  token: str | None = None, start_after: str | None = None) -> dict[str, Any]:
-        """One attempt of one ListObjectsV2 page (call :meth:`usable` first), as botocore answers it after its
+    def list_page(self, client: Any, bucket: str, args: Mapping[str, Any]) -> dict[str, Any]:
+        """One attempt of one ListObjectsV2 page of botocore's ``args`` (``Prefix``, ``Delimiter``,
+        ``ContinuationToken``, ``StartAfter``; call :meth:`usable` first), as botocore answers it after its
         handlers (``encoding-type=url`` asked, the keys and prefixes decoded where the answer says it encoded
         them): ``Contents`` (``Key``, ``Size``, ``ETag``, ``LastModified``), ``CommonPrefixes``, ``IsTruncated``,
         ``NextContinuationToken``; or botocore's ``ClientError`` or connection error. A page of 1,000 keys costs a
@@ -253,20 +257,15 @@ class LeanCompletes:
         target = self._targets[bucket]
         if target is None:
             raise RefusedBefore(bucket)
-        query = {"list-type": "2", "prefix": prefix, "encoding-type": "url"}
-        if delimiter:
-            query["delimiter"] = delimiter
-        if token:
-            query["continuation-token"] = token
-        if start_after:
-            query["start-after"] = start_after
+        query = {"list-type": "2", "prefix": str(args.get("Prefix", "")), "encoding-type": "url"}
+        query.update((_LIST_QUERY[name], str(value)) for name, value in args.items() if name in _LIST_QUERY and value)
         canonical = "&".join(f"{name}={quote(value, safe='-_.~')}" for name, value in sorted(query.items()))
         request = self._signed(client, target, "GET", target.path or "/", canonical, b"", [])
         headers = HeadersDict()
         for name, value in request.headers:
             headers[name] = value
         response = client._endpoint.http_session.send(AWSPreparedRequest("GET", request.url, headers, None, False))
-        return listing_of(response.status_code, response.headers, response.content)
+        return listing_of(response.status_code, response.headers, _content(response, request.url))
 
     def get_object(self, client: Any, bucket: str, key: str) -> bytes:
         """One attempt of a whole object's GET (call :meth:`usable` first): its bytes, all of them (a body shorter
@@ -284,7 +283,7 @@ class LeanCompletes:
         for name, value in request.headers:
             headers[name] = value
         response = client._endpoint.http_session.send(AWSPreparedRequest("GET", request.url, headers, None, False))
-        body = response.content
+        body = _content(response, request.url)
         if response.status_code >= 300:
             raise client_error(response.status_code, response.headers, body, "GetObject", missing="NoSuchKey")
         expected = response.headers.get("content-length")
@@ -336,6 +335,21 @@ class LeanCompletes:
                     self._keys.clear()
                 self._keys[(secret, day, region, service)] = found
         return found
+
+
+def _content(response: Any, url: str) -> bytes:
+    """An answer's whole body; a connection that fails while it is read raises botocore's error for it, as its
+    streaming body does (a read timeout, or ``ResponseStreamingError``): transient, so the request is retried."""
+    from botocore.exceptions import ReadTimeoutError, ResponseStreamingError
+    from urllib3.exceptions import HTTPError
+    from urllib3.exceptions import ReadTimeoutError as ReadTimedOut
+
+    try:
+        return bytes(response.content)
+    except ReadTimedOut as err:
+        raise ReadTimeoutError(endpoint_url=url, error=err) from err
+    except HTTPError as err:  # (urllib3's: a reset, a body cut short, a protocol error)
+        raise ResponseStreamingError(error=err) from err
 
 
 def _quoted_key(key: str) -> str:

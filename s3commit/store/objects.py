@@ -169,9 +169,7 @@ class ObjectRequests(RequestGroup):
             return by_botocore
 
         def send() -> Any:
-            return lean.attempt(bucket, lambda: lean.list_page(
-                client, bucket, args["Prefix"], delimiter=args.get("Delimiter"), token=args.get("ContinuationToken"),
-                start_after=args.get("StartAfter")), by_botocore)
+            return lean.attempt(bucket, lambda: lean.list_page(client, bucket, args), by_botocore)
         return send
 
     def delete_object(self, bucket: str, key: str) -> None:

@@ -16,22 +16,10 @@ from s3commit.errors import NotFoundError
 from s3commit.store.lean_complete import listing_of
 from s3commit.testing import MemoryS3, S3Wire
 from s3commit.testing.memory_wire import _Raw
+from tests.unit.test_lean_complete import Recorder
 
 BUCKET = "lean"
 ODD = ["t/a b+c.parquet", "t/ü~é/x.csv", "t/100%/y", "t/&<q>'\"", "t/p=1/z", "t/p=2/z", "t/sub/"]
-
-
-class Recorder:
-    def __init__(self, wire: S3Wire, *, rewrite=None) -> None:
-        self.requests: list = []
-        self._answer = wire.answer
-        self._rewrite = rewrite
-        wire.answer = self  # type: ignore[method-assign]
-
-    def __call__(self, request):
-        self.requests.append(request)
-        response = self._answer(request)
-        return self._rewrite(request, response) if self._rewrite else response
 
 
 def stores(keys):
@@ -43,6 +31,21 @@ def stores(keys):
     for key in keys:
         plain.objects.put_object(BUCKET, key, key.encode())
     return wire, lean, plain
+
+
+def assert_signed_as_botocore(request, monkeypatch):
+    """``request`` (a GET sent by the lean path) carries the Authorization botocore's signer gives it."""
+    import botocore.auth
+
+    stamp = request.headers["X-Amz-Date"]
+    stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
+    monkeypatch.setattr(botocore.auth, "get_current_datetime",
+                        lambda: datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ"))
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+               if k.lower() == "x-amz-content-sha256"}
+    again = AWSRequest(method="GET", url=request.url, headers=headers)
+    botocore.auth.S3SigV4Auth(Credentials("memory", "memory-secret"), "s3", "us-east-1").add_auth(again)
+    assert request.headers["Authorization"] == again.headers["Authorization"]
 
 
 def test_lean_and_botocore_list_alike_odd_keys_prefixes_and_pages():
@@ -66,22 +69,12 @@ def test_lean_and_botocore_list_alike_odd_keys_prefixes_and_pages():
 
 
 def test_the_listing_is_signed_as_botocore_signs_it(monkeypatch):
-    import botocore.auth
-
     wire, lean, _ = stores(["t/a b"])
     recorder = Recorder(wire)
     list(lean.objects.list_objects(BUCKET, "t/a b", delimiter="/"))
     request = recorder.requests[-1]
     assert "encoding-type=url" in request.url and "prefix=t%2Fa%20b" in request.url
-    stamp = request.headers["X-Amz-Date"]
-    stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
-    monkeypatch.setattr(botocore.auth, "get_current_datetime",
-                        lambda: datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ"))
-    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
-               if k.lower() == "x-amz-content-sha256"}
-    again = AWSRequest(method="GET", url=request.url, headers=headers)
-    botocore.auth.S3SigV4Auth(Credentials("memory", "memory-secret"), "s3", "us-east-1").add_auth(again)
-    assert request.headers["Authorization"] == again.headers["Authorization"]
+    assert_signed_as_botocore(request, monkeypatch)
 
 
 def test_a_refused_listing_is_sent_by_botocore_and_so_are_the_buckets_later_ones(caplog):
@@ -151,22 +144,12 @@ def test_lean_and_botocore_get_alike():
 
 
 def test_the_get_is_signed_as_botocore_signs_it(monkeypatch):
-    import botocore.auth
-
     wire, lean, _ = stores(["t/a b+ü"])
     recorder = Recorder(wire)
     lean.objects.get_object(BUCKET, "t/a b+ü")
     request = recorder.requests[-1]
     assert request.url.endswith("/lean/t/a%20b%2B%C3%BC")
-    stamp = request.headers["X-Amz-Date"]
-    stamp = stamp.decode() if isinstance(stamp, bytes) else stamp
-    monkeypatch.setattr(botocore.auth, "get_current_datetime",
-                        lambda: datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ"))
-    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
-               if k.lower() == "x-amz-content-sha256"}
-    again = AWSRequest(method="GET", url=request.url, headers=headers)
-    botocore.auth.S3SigV4Auth(Credentials("memory", "memory-secret"), "s3", "us-east-1").add_auth(again)
-    assert request.headers["Authorization"] == again.headers["Authorization"]
+    assert_signed_as_botocore(request, monkeypatch)
 
 
 def test_a_short_body_is_retried_as_botocores_is():
@@ -196,3 +179,25 @@ def test_a_refused_get_is_sent_by_botocore():
     recorder = Recorder(wire, rewrite=refuse)
     assert lean.objects.get_object(BUCKET, "t/k") == lean.objects.get_object(BUCKET, "t/k") == b"t/k"
     assert len(lean_sent(recorder)) == 1 and lean.objects.lean.was_refused(BUCKET)
+
+
+def test_a_connection_broken_while_the_body_is_read_is_retried():
+    from urllib3.exceptions import ProtocolError
+
+    class Broken:
+        def stream(self, **_):
+            yield b"t/"
+            raise ProtocolError("Connection broken: IncompleteRead")
+
+    broken = []
+
+    def cut(request, response):
+        if request.method == "GET" and not broken:
+            broken.append(request)
+            return AWSResponse(request.url, 200, {"content-length": "3"}, Broken())
+        return response
+
+    wire, lean, _ = stores(["t/k"])
+    Recorder(wire, rewrite=cut)
+    assert lean.objects.get_object(BUCKET, "t/k") == b"t/k"
+    assert broken and lean.counters.snapshot()["retries"]["GetObject"] == 1
