@@ -2,7 +2,8 @@
 
 ``delete_prefix`` is how job directories and attempt directories go: one LIST, then DeleteObjects in batches of
 1,000 (the store's); ``delete_listed`` is how overwritten data goes, each key conditional on the ETag listed where
-the store honours it. A prefix ends with ``/`` (or is the bucket root), so that
+the store honours it, the prefix listed in key ranges at once where the caller gives the keys it keeps (the job's
+files: :data:`RANGES`). A prefix ends with ``/`` (or is the bucket root), so that
 ``a/b`` never takes ``a/bc`` with it.
 """
 
