@@ -35,7 +35,7 @@ class ObjectRequests(RequestGroup):
         super().__init__(requests, bodies)
         self._ranges = RangedGets()
         #: Requests sent by s3commit's lean path where ``s3commit.store.lean-requests`` asks (else None): the
-        #: store's one, its Completes' (:mod:`s3commit.store.uploads`) and its listings' pages.
+        #: store's one, for its Completes (:mod:`s3commit.store.uploads`), its listings' pages and whole-object GETs.
         self.lean = LeanCompletes() if self.options.lean_requests else None
 
     def put_object(self, bucket: str, key: str, body: bytes | bytearray | memoryview, *, if_none_match: bool = False,
