@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from s3commit.testing._sim.profiles import ProfileName, get_profile
 from s3commit.testing._sim.simulator import SimulatorConfig, SimulatorServer
+from s3commit.testing._sim.upstream import WsgiUpstream
 
 _PARENT_POLL_SECONDS = 0.5
 
@@ -92,7 +93,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     moto_host, moto_port = moto.get_host_and_port()
     raw_url = f"http://{moto_host}:{moto_port}"
     config = SimulatorConfig(profile=get_profile(args.profile), seed=args.seed)
-    simulator = SimulatorServer(upstream=raw_url, host=args.host, port=args.port, config=config).start()
+    # moto is called in this process; its own server stays up for the raw endpoint (tests that bypass the simulator)
+    upstream = WsgiUpstream.of_moto(moto)
+    simulator = SimulatorServer(upstream=upstream, host=args.host, port=args.port, config=config).start()
     ready = {
         "endpoint_url": simulator.url,
         "raw_endpoint_url": raw_url,

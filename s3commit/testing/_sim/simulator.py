@@ -13,7 +13,8 @@ moto answers S3 requests correctly but instantly and never fails.
    dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
 
 Each client connection has its own thread, so one request's sleep never delays another; the client side speaks
-HTTP/1.1 keep-alive, the upstream side opens a connection per request (werkzeug closes after every response).
+HTTP/1.1 keep-alive; the store behind is reached through :mod:`~s3commit.testing._sim.upstream` (moto called in this
+process, or a server over HTTP, a connection per request).
 Request and response bodies are buffered in memory one request at a time.
 
 The simulator is controlled over HTTP under ``/__sim/`` (a path no bucket can own: bucket names cannot hold
@@ -43,6 +44,7 @@ from s3commit.testing._sim.initiated import InitiationDates
 from s3commit.testing._sim.profiles import Throttle
 from s3commit.testing._sim.stats import StatsRecorder, StatsSnapshot
 from s3commit.testing._sim.store_clock import StoreClock
+from s3commit.testing._sim.upstream import HttpUpstream, Upstream, UpstreamAnswer
 
 _VALIDATED = (S3Operation.PUT_OBJECT, S3Operation.UPLOAD_PART)
 """The operations whose checksum headers S3 checks against the body (with ``validate_checksums``)."""
@@ -53,8 +55,6 @@ _VALIDATED = (S3Operation.PUT_OBJECT, S3Operation.UPLOAD_PART)
 _NO_SUCH_UPLOAD_GAP = frozenset(
     {S3Operation.UPLOAD_PART, S3Operation.UPLOAD_PART_COPY, S3Operation.COMPLETE_MULTIPART_UPLOAD}
 )
-
-_UPSTREAM_TIMEOUT = 300.0
 
 _WRITES = frozenset({S3Operation.PUT_OBJECT, S3Operation.COPY_OBJECT, S3Operation.COMPLETE_MULTIPART_UPLOAD})
 """The operations that write an object (dated on the store's clock: ``store_clock``)."""
@@ -114,22 +114,22 @@ class SimulatorServer:
     """The proxy server: serves the simulated S3 on ``host:port`` in front of ``upstream``.
 
     Args:
-        upstream: base URL of the real (moto) server, e.g. ``"http://127.0.0.1:5000"``.
+        upstream: the store behind: the base URL of a server (``"http://127.0.0.1:5000"``), or an
+            :class:`~s3commit.testing._sim.upstream.Upstream` (the test server calls moto in its own process).
         host: address to bind; keep the default loopback.
         port: port to bind; 0 picks a free one (read :attr:`url` after :meth:`start`).
         config: initial configuration (also what ``POST /__sim/reset`` returns to).
     """
 
     def __init__(
-        self, *, upstream: str, host: str = "127.0.0.1", port: int = 0, config: SimulatorConfig | None = None
+        self, *, upstream: str | Upstream, host: str = "127.0.0.1", port: int = 0,
+        config: SimulatorConfig | None = None,
     ) -> None:
-        parts = urlsplit(upstream)
-        if parts.scheme != "http" or not parts.hostname or not parts.port:
-            raise ValueError(f"upstream must be an http://host:port URL, got {upstream!r}")
+        upstream = HttpUpstream(upstream) if isinstance(upstream, str) else upstream
         self.simulator = Simulator(config)
         self._httpd = _ProxyHTTPServer((host, port), _ProxyHandler)
         self._httpd.simulator = self.simulator
-        self._httpd.upstream = (parts.hostname, parts.port)
+        self._httpd.upstream = upstream
         self._thread: threading.Thread | None = None
 
     @property
@@ -165,7 +165,7 @@ class _ProxyHTTPServer(ThreadingHTTPServer):
     # for SYN retransmits (a 1 s stall) and show up as fake latency.
     request_queue_size = 256
     simulator: Simulator
-    upstream: tuple[str, int]
+    upstream: Upstream
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -405,53 +405,37 @@ class _Exchange:
     def _error_headers() -> list[tuple[str, str]]:
         return [("Content-Type", "application/xml"), ("x-amz-request-id", wire.request_id())]
 
-    def _upstream(self) -> http.client.HTTPConnection:
-        host, port = self.handler.server.upstream
-        return http.client.HTTPConnection(host, port, timeout=_UPSTREAM_TIMEOUT)
+    def _send_upstream(self, method: str, path: str, headers: Mapping[str, str], body: bytes = b"") -> UpstreamAnswer:
+        return self.handler.server.upstream.send(method, path, headers, body)
 
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
-        connection = self._upstream()
-        try:
-            headers = dict(wire.forwardable(self.handler.headers.items()))
-            headers["Content-Length"] = str(len(body))
-            if self.handler.command in ("GET", "HEAD", "DELETE") and not body:
-                del headers["Content-Length"]
-            connection.request(self.handler.command, self.handler.path, body=body or None, headers=headers)
-            response = connection.getresponse()
-            answer = response.read()
-            # Our server writes its own Server and Date headers; moto's would be duplicates.
-            offset, clock = self.config.clock_offset, self.simulator.clock
-            moved = offset + (clock.shift(self.target.bucket, self.target.key) if self.target.key else 0.0)
-            keep = [(name, wire.shifted_http_date(value, moved) if moved and name.lower() == "last-modified"
-                     else value) for name, value in wire.forwardable(response.getheaders())
-                    if name.lower() not in ("server", "date")]
-            if self.operation in _LISTINGS and clock.advanced(self.target.bucket):
-                answer = wire.shifted_entries(answer, lambda key: clock.shift(self.target.bucket, key),
-                                              url_encoded=self._query_value("encoding-type") == "url")
-            answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
-            if self.handler.command == "HEAD":
-                # A HEAD answer's Content-Length is the object's size; it must reach the client intact.
-                length = response.getheader("Content-Length")
-                keep += [("Content-Length", length)] if length is not None else []
-            return response.status, keep, answer
-        finally:
-            connection.close()
+        headers = dict(wire.forwardable(self.handler.headers.items()))
+        headers["Content-Length"] = str(len(body))
+        if self.handler.command in ("GET", "HEAD", "DELETE") and not body:
+            del headers["Content-Length"]
+        response = self._send_upstream(self.handler.command, self.handler.path, headers, body)
+        answer = response.body
+        # Our server writes its own Server and Date headers; moto's would be duplicates.
+        offset, clock = self.config.clock_offset, self.simulator.clock
+        moved = offset + (clock.shift(self.target.bucket, self.target.key) if self.target.key else 0.0)
+        keep = [(name, wire.shifted_http_date(value, moved) if moved and name.lower() == "last-modified"
+                 else value) for name, value in wire.forwardable(response.headers)
+                if name.lower() not in ("server", "date")]
+        if self.operation in _LISTINGS and clock.advanced(self.target.bucket):
+            answer = wire.shifted_entries(answer, lambda key: clock.shift(self.target.bucket, key),
+                                          url_encoded=self._query_value("encoding-type") == "url")
+        answer = wire.shifted_listing(answer, offset) if offset and self.handler.command == "GET" else answer
+        if self.handler.command == "HEAD":
+            # A HEAD answer's Content-Length is the object's size; it must reach the client intact.
+            length = response.header("Content-Length")
+            keep += [("Content-Length", length)] if length is not None else []
+        return response.status, keep, answer
 
     def _internal_headers(self) -> dict[str, str]:
         """Credentials for our own side requests to moto: it reads the access key from the client's
         Authorization header to pick the account (it does not verify signatures); without it, 403."""
         names = ("authorization", "x-amz-security-token")
         return {name: value for name, value in self.handler.headers.items() if name.lower() in names}
-
-    def _head_upstream(self, path: str) -> http.client.HTTPResponse:
-        connection = self._upstream()
-        try:
-            connection.request("HEAD", path, headers=self._internal_headers())
-            response = connection.getresponse()
-            response.read()
-            return response
-        finally:
-            connection.close()
 
     def _copy_source_size(self) -> int:
         """Bytes the copy will move: the source range, else the source object's size (a HEAD upstream)."""
@@ -463,10 +447,10 @@ class _Exchange:
         version = parse_qs(query).get("versionId")
         head_path = "/" + quote(unquote(path), safe="/~") + (f"?versionId={version[0]}" if version else "")
         try:
-            response = self._head_upstream(head_path)
-        except OSError:
+            response = self._send_upstream("HEAD", head_path, self._internal_headers())
+        except (OSError, http.client.HTTPException):
             return 0
-        length = response.getheader("Content-Length")
+        length = response.header("Content-Length")
         return int(length) if response.status == 200 and length and length.isdigit() else 0
 
     def _upload_is_missing(self) -> bool:
@@ -475,17 +459,11 @@ class _Exchange:
         if not upload_id:
             return False
         path = f"/{quote(self.target.bucket)}/{quote(self.target.key, safe='/~')}"
-        connection = self._upstream()
+        query = f"uploadId={quote(upload_id, safe='')}&max-parts=1"
         try:
-            query = f"uploadId={quote(upload_id, safe='')}&max-parts=1"
-            connection.request("GET", f"{path}?{query}", headers=self._internal_headers())
-            response = connection.getresponse()
-            response.read()
-            return response.status == 404
-        except OSError:
+            return self._send_upstream("GET", f"{path}?{query}", self._internal_headers()).status == 404
+        except (OSError, http.client.HTTPException):
             return False
-        finally:
-            connection.close()
 
     def _query_value(self, name: str) -> str | None:
         values = parse_qs(self.split.query, keep_blank_values=True).get(name)
