@@ -27,7 +27,16 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from s3commit.demo.measure import DEFAULT_PROTOCOL, RunReport, ServerMeter, demo_frame, job_seconds, read_outcome
+from s3commit.demo.measure import (
+    DEFAULT_PROTOCOL,
+    RunReport,
+    ServerMeter,
+    demo_frame,
+    job_commit_seconds,
+    job_seconds,
+    read_outcome,
+    write_phases,
+)
 from s3commit.store.s3store import S3Store
 
 MARK = "@@s3a-demo "
@@ -115,7 +124,7 @@ def run_s3a_write(server: Any, store: S3Store, *, bucket: str, dest: str, warm_d
         report.requests, report.bytes_copied = meter.read()
     finally:
         child.close()
-    report.phases = {"tasks (write)": done["tasks"], "job commit": max(0.0, done["seconds"] - done["tasks"])}
+    report.phases = write_phases(done["seconds"], done["tasks"], done.get("job_commit"))
     return read_outcome(report, store, dest)
 
 
@@ -179,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         df.write.partitionBy("day").parquet(config["dest"])
         seconds = time.perf_counter() - started
         spark.sparkContext.setJobDescription(None)
-        _say({"ok": True, "seconds": seconds, "tasks": job_seconds(spark, description)})
+        _say({"ok": True, "seconds": seconds, "tasks": job_seconds(spark, description),
+              "job_commit": job_commit_seconds(spark, description)})
     except Exception as err:  # any failure is the parent's to report
         _say({"ok": False, "error": f"{type(err).__name__}: {err}"[:3000]})
         return 1
