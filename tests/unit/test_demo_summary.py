@@ -106,3 +106,32 @@ def test_peers_s3a_refuses_what_it_cannot_do(args, said, capsys):
         demo.main(args)
     assert exited.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_a_spark_writes_phases_take_its_job_commit_from_spark_and_the_rest_outside_the_tasks_apart():
+    from s3commit.demo.measure import SETUP_AND_DRIVER, spark_duration, write_phases
+
+    phases = write_phases(3.0, 2.0, 0.4)
+    assert phases == {"tasks (write)": 2.0, "job commit": 0.4, SETUP_AND_DRIVER: pytest.approx(0.6)}
+    assert sum(phases.values()) == pytest.approx(3.0)  # the whole write, nothing counted twice
+    # no metric (a Spark that does not measure it): everything outside the tasks, as before
+    assert write_phases(3.0, 2.0, None) == {"tasks (write)": 2.0, "job commit": 1.0}
+    # the commit never exceeds the time outside the tasks (the two clocks differ by milliseconds)
+    assert write_phases(3.0, 2.0, 1.2)["job commit"] == pytest.approx(1.0)
+    # Spark's own printing of a driver-side duration (Utils.msDurationToString)
+    assert [spark_duration(text) for text in ("51 ms", "12.3 s", "2.1 m", "1.05 h")] == \
+        pytest.approx([0.051, 12.3, 126.0, 3780.0])
+    assert spark_duration("total (min, med, max)\n5 ms (1 ms, 2 ms, 2 ms)") is None
+
+
+def test_the_summary_shows_the_phase_outside_the_tasks_and_the_job_commit():
+    from s3commit.demo.measure import SETUP_AND_DRIVER
+
+    magic = report("magic", 2.0, 0.4, {"CompleteMultipartUpload": 4})
+    magic.phases[SETUP_AND_DRIVER] = 0.3
+    v1 = report("FileOutputCommitter-v1", 2.5, 5.0, {"CopyObject": 8})
+    v1.phases[SETUP_AND_DRIVER] = 0.3
+    text = summary([magic, v1])
+    assert re.search(r"^  setup, driver +0\.30 +0\.30$", text, re.M)
+    assert re.search(r"^  total +2\.70 +7\.80$", text, re.M)
+    assert "job commit: magic 0.40s vs FileOutputCommitter-v1 5.00s (12.5x)" in text
