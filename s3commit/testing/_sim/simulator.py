@@ -7,9 +7,10 @@ moto answers S3 requests correctly but instantly and never fails.
    (:mod:`~s3commit.testing._sim.stats`);
 2. refuses it with 503 SlowDown if the per-prefix throttle says so (:mod:`~s3commit.testing._sim.profiles`);
 3. injects the fault the :class:`~s3commit.testing._sim.faults.FaultInjector` decides, if any;
-4. sleeps the latency of the :class:`~s3commit.testing._sim.profiles.LatencyProfile` (first byte, body
-   transfer, and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
-5. forwards it to moto, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
+4. sleeps the request body's transfer time of the :class:`~s3commit.testing._sim.profiles.LatencyProfile`
+   (and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
+5. forwards it to moto, then sleeps what is left of the first-byte latency (moto's own time is part of it, as S3's
+   work is part of S3's latency), maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
    dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
 
 Each client connection has its own thread, so one request's sleep never delays another; the client side speaks
@@ -265,6 +266,7 @@ class _Exchange:
     """One S3 request through the pipeline described in the module docstring."""
 
     def __init__(self, handler: _ProxyHandler) -> None:
+        self.arrived = time.monotonic()  # the latency's clock starts when the request is read, not when it is served
         self.handler = handler
         self.simulator = handler.server.simulator
         self.config = self.simulator.config  # one consistent view for the whole request
@@ -310,24 +312,31 @@ class _Exchange:
         if fault is not None and not fault.after_forward:
             self._inject(fault)
             return
-        delay = profile.first_byte(operation) + profile.transfer_seconds(len(body))
+        first_byte = profile.first_byte(operation)
+        arrival = profile.transfer_seconds(len(body))  # the body's way in: the store has it only then
         if self.config.validate_checksums and operation in _VALIDATED \
                 and wire.checksum_mismatch(self.handler.headers.items(), body):
             stats.translate("BadDigest")
-            self._sleep(delay)
+            self._sleep(first_byte + arrival)
             self._send_error("BadDigest")
             return
         if operation in COPY_OPERATIONS:
             size = self._copy_source_size()
             copy_seconds = profile.copy_seconds(size, bandwidth=self.config.copy_bandwidth)
             stats.copy(size, copy_seconds)
-            delay += copy_seconds
-        self._sleep(delay)
+            arrival += copy_seconds  # the copy is done before the store answers, and before it is visible
+        self._sleep(arrival)
+        # The store does its work within the first-byte latency, as S3's own work is part of S3's: the time since the
+        # request was read (its body's transfer aside) and moto's (CPU the simulator's threads share under one GIL)
+        # are not added on top of it.
+        started = self.arrived + arrival
         try:
             status, headers, answer = self._forward(body)
         except (OSError, http.client.HTTPException):
+            self._sleep(first_byte)
             self._send_error("BadGateway")
             return
+        self._sleep(first_byte, slept=max(0.0, first_byte - (time.monotonic() - started)))
         if status == 500 and operation in _NO_SUCH_UPLOAD_GAP and self._upload_is_missing():
             stats.translate("NoSuchUpload")
             status, answer = wire.error_document(
@@ -368,10 +377,14 @@ class _Exchange:
             for key in wire.listed_keys(body):
                 clock.deleted(bucket, key)
 
-    def _sleep(self, seconds: float) -> None:
+    def _sleep(self, seconds: float, *, slept: float | None = None) -> None:
+        """The latency ``seconds`` (counted as the request's delay), of which ``slept`` (default: all of it) is
+        still to wait: the rest passed while the store did its work."""
         if seconds > 0:
             self.simulator.stats.delay(self.operation, seconds)
-            time.sleep(seconds)
+            slept = seconds if slept is None else slept
+            if slept > 0:
+                time.sleep(slept)
 
     def _inject(self, fault: Fault) -> None:
         self.simulator.stats.fault(self.operation, fault.kind)
