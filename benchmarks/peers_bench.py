@@ -391,9 +391,10 @@ def _shape_runs(apps: dict[str, ChildApp], server: Any, raw: Any, bucket: str, f
             run = apps[path].call("write", shape=shape_spec, dest=f"s3a://{bucket}/{prefix.rstrip('/')}",
                                   description=f"peers-{shape}-{path}-{number}",
                                   timeout=max(COMMAND_TIMEOUT, files * SECONDS_PER_FILE_BOUND))
-            print(f"    {run['seconds']:.2f} s (tasks {run['task_phase_seconds']:.2f} s, job commit "
-                  f"{run['job_commit_seconds']:.2f} s; CPU JVM {run['jvm_cpu_seconds']:.2f} s, sidecars "
-                  f"{run['sidecar_cpu_seconds']:.2f} s)", flush=True)
+            print(f"    {run['seconds']:.2f} s (tasks {run['task_phase_seconds']:.2f} s, outside them "
+                  f"{run['job_commit_seconds']:.2f} s, Spark's job commit time "
+                  f"{run.get('spark_job_commit_seconds', -1.0):.3f} s; CPU JVM {run['jvm_cpu_seconds']:.2f} s, "
+                  f"sidecars {run['sidecar_cpu_seconds']:.2f} s)", flush=True)
             stats = server.stats()
             run.update(requests=dict(stats.requests), copy_bytes=stats.copy_bytes, round=number,
                        total_requests=sum(stats.requests.values()))
