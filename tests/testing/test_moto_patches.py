@@ -159,3 +159,50 @@ def test_moto_maps_each_host_to_the_service_it_mapped_it_to_before_and_lists_its
     # Then: every host maps as unpatched moto maps it (S3's to s3), and the second time without listing moto.
     assert first == before and again == before
     assert before == [None, "moto_api", "s3", None, "s3", "s3", "s3", "sqs", None]
+
+
+def test_moto_lists_and_iterates_a_bucket_as_before_with_its_keys_iterated_lightly():
+    # Given: a moto bucket with versions, delete markers, a delimiter's folders and keys outside the prefix, listed
+    # in a process of its own (the patch is process-wide) before and after iterate_keys_lightly.
+    script = textwrap.dedent("""
+        import json
+        import boto3
+        from moto import mock_aws
+        from s3commit.testing._sim.moto_patches import iterate_keys_lightly
+
+        def listings(s3, bucket):
+            out = []
+            for args in ({}, {"Prefix": "a/"}, {"Prefix": "a/", "Delimiter": "/"}, {"Prefix": "a/b", "MaxKeys": 2},
+                         {"Prefix": "zz"}, {"Delimiter": "/"}):
+                page = s3.list_objects_v2(Bucket=bucket, **args)
+                out.append([[o["Key"], o["Size"], o["ETag"]] for o in page.get("Contents", [])]
+                           + [p["Prefix"] for p in page.get("CommonPrefixes", [])] + [page["IsTruncated"]])
+            versions = s3.list_object_versions(Bucket=bucket)
+            out.append(sorted([v["Key"], v["IsLatest"], v["Size"]] for v in versions.get("Versions", [])))
+            out.append(sorted(m["Key"] for m in versions.get("DeleteMarkers", [])))
+            return out
+
+        with mock_aws():
+            s3 = boto3.client("s3", region_name="us-east-1")
+            for bucket, versioned in (("plain-bkt", False), ("versioned-bkt", True)):
+                s3.create_bucket(Bucket=bucket)
+                if versioned:
+                    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+                for key in ("a/b1", "a/b2", "a/b3", "a/c/d", "a/c/e", "b/x", "top"):
+                    s3.put_object(Bucket=bucket, Key=key, Body=key.encode())
+                s3.put_object(Bucket=bucket, Key="a/b2", Body=b"second version, longer")
+                s3.delete_object(Bucket=bucket, Key="a/b3")
+            before = [listings(s3, b) for b in ("plain-bkt", "versioned-bkt")]
+            iterate_keys_lightly()
+            iterate_keys_lightly()  # idempotent
+            after = [listings(s3, b) for b in ("plain-bkt", "versioned-bkt")]
+        print(json.dumps([before, after]))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    before, after = json.loads(done.stdout.strip().splitlines()[-1])
+    # Then: every listing is the one unpatched moto gave
+    assert after == before
+    plain = before[0]
+    assert [entry[0] for entry in plain[1][:-1]] == ["a/b1", "a/b2", "a/c/d", "a/c/e"]  # a/b3 deleted
+    assert [entry[0] for entry in plain[2][:2]] == ["a/b1", "a/b2"] and plain[2][2:] == ["a/c/", False]  # a folder

@@ -29,6 +29,12 @@ nothing comparable. :func:`crc32c_as_s3` computes CRC32C as S3 does, with AWS's 
 moto checks a conditional write's ``If-None-Match``/``If-Match`` and then writes, with nothing between: racing
 writers could both win where S3 lets exactly one (:func:`atomic_conditional_writes`).
 
+moto lists a bucket by going through every key in it (``S3Backend.list_objects``), whatever the prefix, and each key
+costs three Python calls (``_VersionedKeyStore.items``: a copy of the store, then ``self[name]`` for each): 9 ms of
+the server's CPU to find no key under a prefix in a bucket of 20,000 (23 ms to list 50), which grows with every object
+any test or benchmark left in the bucket, while S3's listing costs what it returns. :func:`iterate_keys_lightly`
+yields the same names and latest versions from the copy itself: 5 ms (17 ms).
+
 moto's server picks the service of every request by host (``DomainDispatcherApplication.get_backend_for_host``):
 it lists moto's package directory (``os.listdir`` and an ``isdir`` for each of ~190 entries) and then tries the
 URL patterns of every service, twice for a request to ``127.0.0.1`` (the host, then the service named by the
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 _RANGED = threading.local()
@@ -255,6 +262,29 @@ def dispatch_hosts_once() -> None:
 
     DomainDispatcherApplication.get_backend_for_host = get_backend_for_host  # type: ignore[method-assign]
     DomainDispatcherApplication._s3commit_hosts_once = True  # type: ignore[attr-defined]
+
+
+def iterate_keys_lightly() -> None:
+    """Patch moto's key store so that iterating a bucket's keys costs no Python call per key (see the module)."""
+    from moto.s3.utils import _VersionedKeyStore
+
+    if getattr(_VersionedKeyStore, "_s3commit_light", False):
+        return
+
+    def items(self: Any) -> Iterator[tuple[str, Any]]:
+        # moto's own: a copy of the store, then self[name] (the latest version) for each, three calls deep. A copy
+        # still (the store may change while a listing goes through it), and no list of 20,000 pairs made at once
+        # (which sets the garbage collector going through moto's every object)
+        for name, versions in dict.items(dict(self)):
+            yield name, versions[-1]
+
+    def values(self: Any) -> Iterator[Any]:
+        for versions in dict.values(dict(self)):
+            yield versions[-1]
+
+    _VersionedKeyStore.items = _VersionedKeyStore.iteritems = _VersionedKeyStore._iteritems = items  # type: ignore
+    _VersionedKeyStore.values = _VersionedKeyStore.itervalues = _VersionedKeyStore._itervalues = values  # type: ignore
+    _VersionedKeyStore._s3commit_light = True  # type: ignore[attr-defined]
 
 
 def crc32c_as_s3() -> None:

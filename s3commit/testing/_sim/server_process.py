@@ -76,6 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         complete_without_copying,
         crc32c_as_s3,
         dispatch_hosts_once,
+        iterate_keys_lightly,
         serve_ranges_lazily,
     )
 
@@ -85,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     atomic_conditional_writes()  # a conditional write's check and write are one step, as on S3
     crc32c_as_s3()  # moto's CRC32C is CRC32 without the crc32c package
     dispatch_hosts_once()  # moto's server maps a host to its service once, not on every request
+    iterate_keys_lightly()  # a listing goes through the bucket's keys without three calls for each
     if not args.verbose:
         # werkzeug logs every request and the traceback of every moto 500 (e.g. unknown upload ids).
         logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
