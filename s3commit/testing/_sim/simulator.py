@@ -313,23 +313,23 @@ class _Exchange:
             self._inject(fault)
             return
         first_byte = profile.first_byte(operation)
-        arrival = profile.transfer_seconds(len(body))  # the body's way in: the store has it only then
+        ahead = profile.transfer_seconds(len(body))  # before the store's work: the body's way in (it has it only then)
         if self.config.validate_checksums and operation in _VALIDATED \
                 and wire.checksum_mismatch(self.handler.headers.items(), body):
             stats.translate("BadDigest")
-            self._sleep(first_byte + arrival)
+            self._sleep(first_byte + ahead)
             self._send_error("BadDigest")
             return
         if operation in COPY_OPERATIONS:
             size = self._copy_source_size()
             copy_seconds = profile.copy_seconds(size, bandwidth=self.config.copy_bandwidth)
             stats.copy(size, copy_seconds)
-            arrival += copy_seconds  # the copy is done before the store answers, and before it is visible
-        self._sleep(arrival)
+            ahead += copy_seconds  # and the copy, done before the store answers and before it is visible
+        self._sleep(ahead)
         # The store does its work within the first-byte latency, as S3's own work is part of S3's: the time since the
         # request was read (its body's transfer aside) and moto's (CPU the simulator's threads share under one GIL)
         # are not added on top of it.
-        started = self.arrived + arrival
+        started = self.arrived + ahead
         try:
             status, headers, answer = self._forward(body)
         except (OSError, http.client.HTTPException):
