@@ -111,8 +111,8 @@ def job_seconds(spark: Any, description: str) -> float:
 
 JOB_COMMIT_METRIC = "job commit time"
 """The name of Spark's own timing of ``FileCommitProtocol.commitJob`` (``BasicWriteJobStatsTracker``, Spark 3.3+), a
-SQL metric of the write command: it starts when the last task's result is in and ends when the protocol's
-``commitJob`` returns, for every protocol alike."""
+SQL metric of the write command: the time the protocol's ``commitJob`` call took (``FileFormatWriter`` times that
+call alone), for every protocol alike."""
 
 def spark_duration(text: str) -> float | None:
     """Seconds of a driver-side timing metric as Spark prints it (``Utils.msDurationToString``: ``51 ms``,
