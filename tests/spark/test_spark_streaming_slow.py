@@ -81,6 +81,7 @@ def test_driver_killed_mid_batch_then_restarted_is_exactly_once(spark, s3_sim, s
             time.sleep(0.2)
         # 2. S3 turns slow for one operation, so that a batch stays at the chosen moment for seconds.
         s3_sim.configure(profile=LatencyProfile(name="slow", first_byte_seconds={slow_operation: 8.0}))
+        deadline = time.monotonic() + 120  # a few batches at 8 s a request, however long the driver took to start
         while not moment(s3_client, s3_bucket, name):
             assert driver.poll() is None and time.monotonic() < deadline, "the moment to kill never came"
             time.sleep(0.1)

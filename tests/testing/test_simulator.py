@@ -100,6 +100,34 @@ def test_latency_of_one_request_does_not_delay_others(s3_sim: Any, s3_bucket: st
     assert elapsed < 2.0
 
 
+def test_a_slow_requests_effect_lands_at_the_end_of_its_latency(s3_sim: Any, s3_bucket: str, sim_client: Any) -> None:
+    # Given: Completes take 2 s; the store has done a few already (it knows its usual time for one).
+    def upload(key: str) -> dict[str, Any]:
+        upload_id = sim_client.create_multipart_upload(Bucket=s3_bucket, Key=key)["UploadId"]
+        etag = sim_client.upload_part(Bucket=s3_bucket, Key=key, UploadId=upload_id, PartNumber=1, Body=b"p")["ETag"]
+        return {"Bucket": s3_bucket, "Key": key, "UploadId": upload_id,
+                "MultipartUpload": {"Parts": [{"PartNumber": 1, "ETag": etag}]}}
+
+    for i in range(3):
+        sim_client.complete_multipart_upload(**upload(f"warm-{i}"))
+    request = upload("slow")
+    s3_sim.configure(profile=LatencyProfile(name="slow-complete", first_byte_seconds={"CompleteMultipartUpload": 2.0}))
+
+    # When: one is sent, and another thread watches for its object.
+    sent = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(sim_client.complete_multipart_upload, **request)
+        while not list_keys(sim_client, s3_bucket, "slow"):
+            time.sleep(0.02)
+        visible = time.monotonic() - sent
+        answer.result()
+
+    # Then: the object appeared at the end of the latency, not when the store got the request (a test that slows an
+    # operation holds it unapplied); a loaded machine can only make it later.
+    assert visible >= 1.8
+    assert s3_sim.stats().delay_seconds["CompleteMultipartUpload"] == pytest.approx(2.0)
+
+
 def test_copy_delay_is_source_size_over_copy_bandwidth(
     s3_sim: Any, s3_bucket: str, raw_client: Any, sim_client: Any
 ) -> None:

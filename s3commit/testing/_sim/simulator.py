@@ -9,8 +9,9 @@ moto answers S3 requests correctly but instantly and never fails.
 3. injects the fault the :class:`~s3commit.testing._sim.faults.FaultInjector` decides, if any;
 4. sleeps the request body's transfer time of the :class:`~s3commit.testing._sim.profiles.LatencyProfile`
    (and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
-5. forwards it to moto, then sleeps what is left of the first-byte latency (moto's own time is part of it, as S3's
-   work is part of S3's latency), maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
+5. forwards it to moto so that moto's work ends, at its usual pace, when the first-byte latency does (moto's own
+   time is part of it, as S3's work is part of S3's latency, and the request's effect lands at its end), sleeps what
+   is left of it, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
    dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
 
 Each client connection has its own thread, so one request's sleep never delays another; the client side speaks
@@ -63,6 +64,27 @@ _LISTINGS = frozenset({S3Operation.LIST_OBJECTS, S3Operation.LIST_OBJECTS_V2, S3
 """Answers that list objects with their dates (``OTHER``: ListObjectVersions among others)."""
 
 
+class WorkTimes:
+    """The store's usual time for each operation (a moving average of moto's time for the last requests), so that a
+    request's work can be started that long before its latency ends. Updated without a lock: a lost update only
+    ages the average a request later."""
+
+    WEIGHT = 0.2
+    """The weight of the latest request in the average."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[S3Operation, float] = {}
+
+    def expected(self, operation: S3Operation) -> float:
+        """Seconds the store usually takes for ``operation`` (0 before its first request)."""
+        return self._seconds.get(operation, 0.0)
+
+    def observed(self, operation: S3Operation, seconds: float) -> None:
+        """The store took ``seconds`` for a request of ``operation``."""
+        before = self._seconds.get(operation)
+        self._seconds[operation] = seconds if before is None else before + self.WEIGHT * (seconds - before)
+
+
 class Simulator:
     """The simulator's state: configuration, fault injector, throttle and stats. Thread-safe.
 
@@ -76,6 +98,7 @@ class Simulator:
         self.clock = StoreClock()
         self.holds = Holds()
         self.initiated = InitiationDates()
+        self.work = WorkTimes()
         self.injector = FaultInjector(self.initial_config.faults, seed=self.initial_config.seed)
         self._lock = threading.Lock()
         self.config = self.initial_config
@@ -328,14 +351,21 @@ class _Exchange:
         self._sleep(ahead)
         # The store does its work within the first-byte latency, as S3's own work is part of S3's: the time since the
         # request was read (its body's transfer aside) and moto's (CPU the simulator's threads share under one GIL)
-        # are not added on top of it.
+        # are not added on top of it. The work is started so that, at its usual pace, it ends when the latency does:
+        # a request's effect lands at the end of its latency, so that a test that makes an operation slow holds it
+        # unapplied for as long as it is slow.
         started = self.arrived + ahead
+        lead = first_byte - (time.monotonic() - started) - self.simulator.work.expected(operation)
+        if lead > 0:
+            time.sleep(lead)
+        forwarded = time.monotonic()
         try:
             status, headers, answer = self._forward(body)
         except (OSError, http.client.HTTPException):
             self._sleep(first_byte)
             self._send_error("BadGateway")
             return
+        self.simulator.work.observed(operation, time.monotonic() - forwarded)
         self._sleep(first_byte, slept=max(0.0, first_byte - (time.monotonic() - started)))
         if status == 500 and operation in _NO_SUCH_UPLOAD_GAP and self._upload_is_missing():
             stats.translate("NoSuchUpload")
