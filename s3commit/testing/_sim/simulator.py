@@ -9,10 +9,10 @@ moto answers S3 requests correctly but instantly and never fails.
 3. injects the fault the :class:`~s3commit.testing._sim.faults.FaultInjector` decides, if any;
 4. sleeps the request body's transfer time of the :class:`~s3commit.testing._sim.profiles.LatencyProfile`
    (and for CopyObject / UploadPartCopy the source size over the COPY bandwidth);
-5. forwards it to moto so that moto's work ends, at its usual pace, when the first-byte latency does (moto's own
-   time is part of it, as S3's work is part of S3's latency, and the request's effect lands at its end), sleeps what
-   is left of it, maps moto's known gaps to AWS's answers (an unknown upload id, the initiation
-   dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
+5. forwards it to moto so that moto's work would end, at its usual pace for the requests being served, when the
+   first-byte latency does (moto's own time is part of it, as S3's work is part of S3's latency, and a slow request's
+   effect lands at its end), sleeps what is left of it, maps moto's known gaps to AWS's answers (an unknown upload
+   id, the initiation dates of uploads: :mod:`~s3commit.testing._sim.initiated`), and relays the response.
 
 Each client connection has its own thread, so one request's sleep never delays another; the client side speaks
 HTTP/1.1 keep-alive; the store behind is reached through :mod:`~s3commit.testing._sim.upstream` (moto called in this
@@ -351,11 +351,13 @@ class _Exchange:
         self._sleep(ahead)
         # The store does its work within the first-byte latency, as S3's own work is part of S3's: the time since the
         # request was read (its body's transfer aside) and moto's (CPU the simulator's threads share under one GIL)
-        # are not added on top of it. The work is started so that, at its usual pace, it ends when the latency does:
-        # a request's effect lands at the end of its latency, so that a test that makes an operation slow holds it
-        # unapplied for as long as it is slow.
+        # are not added on top of it. The work is started so that it would end when the latency does even if every
+        # request being served needed the store's usual time for it at once (they share one GIL): a lone slow request's
+        # effect lands at the end of its latency, so that a test that makes an operation slow holds it unapplied that
+        # long, and a wave of requests is not served one after another past its latency.
         started = self.arrived + ahead
-        lead = first_byte - (time.monotonic() - started) - self.simulator.work.expected(operation)
+        queue = self.simulator.work.expected(operation) * stats.serving()
+        lead = first_byte - (time.monotonic() - started) - queue
         if lead > 0:
             time.sleep(lead)
         forwarded = time.monotonic()

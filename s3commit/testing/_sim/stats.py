@@ -207,6 +207,11 @@ class StatsRecorder:
             if now > self._max_in_flight[operation.value]:
                 self._max_in_flight[operation.value] = now
 
+    def serving(self) -> int:
+        """Requests being served now, of every operation."""
+        with self._lock:
+            return sum(self._in_flight.values())
+
     def end(self, operation: S3Operation) -> None:
         """A request of ``operation`` was answered (or dropped)."""
         with self._lock:
