@@ -190,6 +190,25 @@ class CommitStats:
     (its low, high and final limit, the throttling answers it met): :mod:`s3commit.store.concurrency`."""
 
 
+@dataclass(frozen=True)
+class PreparedSnapshot:
+    """A snapshot commit's next snapshot before it is published (:meth:`CommitEngine.prepare_snapshot`)."""
+
+    snapshot: Snapshot
+    entry: bytes
+    """The snapshot's log entry, as written."""
+    state: LogState
+    """The log it follows."""
+    latest: Future[bytes | None]
+    """The current snapshot's entry (being fetched)."""
+    base: Snapshot | None
+    """The current snapshot, where it was needed (None: a whole overwrite, made without it)."""
+    current: Callable[[], Snapshot]
+    """The current snapshot, parsed when called."""
+    whole: bool
+    """An overwrite of the whole destination."""
+
+
 class CommitEngine:
     """One commit of one job (or streaming batch), through the states of the module docstring. Not reusable.
 
@@ -661,22 +680,35 @@ class CommitEngine:
         added.sort(key=itemgetter(0))
         return added
 
-    def publish_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
+    def _prepare_early(self, keys: Sequence[str], plan: OverwritePlan,
+                       log_state: Future[tuple[LogState, Future[bytes | None]]],
+                       added: Future[list[SnapshotFile] | None]) -> PreparedSnapshot | None:
+        """:meth:`prepare_snapshot` where the confirmed log state is a snapshot destination's, else None: made on
+        the pool while the journal is written and the uploads are completed (it sends no request but the current
+        entry's GET, begun with the log's read)."""
+        state, latest = log_state.result()
+        return self.prepare_snapshot(keys, plan, state, latest, added.result()) if state.enabled else None
+
+    def prepare_snapshot(self, keys: Sequence[str], plan: OverwritePlan, state: LogState,
                          latest: Future[bytes | None] | None = None,
-                         added: list[SnapshotFile] | None = None) -> Snapshot:
-        """The commit point of a job on a snapshot destination: the next snapshot (the current one, entry
-        ``latest`` where the caller is fetching it, less what the overwrite plan replaces under the destination,
-        plus this job's files, ``added`` where the caller made them) published as the log's next entry. An
-        overwrite of the whole destination keeps nothing of the current snapshot: it is published without waiting
-        for it, and what it replaced is counted from the entry's paths (parsed only where symlink manifests need
-        it). Nothing is deleted here: the replaced files stay for the retention horizon."""
+                         added: list[SnapshotFile] | None = None) -> PreparedSnapshot:
+        """The next snapshot, and its entry as it will be written: the current one (entry ``latest`` where the caller
+        is fetching it), less what the overwrite plan replaces under the destination, plus this job's files
+        (``added`` where the caller made them). Nothing is written: it is published (:meth:`publish_snapshot`) once
+        every upload is complete, and dropped if the commit fails first. An overwrite of the whole destination keeps
+        nothing of the current snapshot: it is made without waiting for it."""
         settings = state.settings
         assert settings is not None
-        self.point = CommitPoint.SNAPSHOT
-        self._log_before = state
         snapshots = SnapshotLog(self.store, self.dest)
         if latest is None:
             latest = resolved(snapshots.fetch(state.latest) if state.latest is not None else None)
+        job_keys: set[str] | None = None
+
+        def ours() -> set[str]:  # every key this job commits (its commit fails unless each is completed)
+            nonlocal job_keys
+            if job_keys is None:
+                job_keys = {c.destination_key for c in self.validated_uploads(keys)}
+            return job_keys
 
         def current() -> Snapshot:
             data = latest.result()
@@ -685,24 +717,38 @@ class CommitEngine:
             # Enabled, but its first entry was never written (the enabling process died): the files there now,
             # less this job's, are the snapshot it would have written.
             return Snapshot.of(-1, [file_of(i, self.dest) for i in data_files(self.store, self.dest)
-                                    if i.key not in self._committed])
+                                    if i.key not in ours()])
 
         if added is None:
             added = self._added_files(keys)
         replaced = ["" if p == self.dest.prefix else self.dest.relative(p)
-                    for p in plan.prefixes(self.dest, self._committed)
+                    for p in plan.prefixes(self.dest, ours() if plan.replace_partitions else ())
                     if p == self.dest.prefix or self.dest.contains_key(p)]
         whole = "" in replaced
         base = None if whole else current()
         previous = base if base is not None else Snapshot(state.latest if state.latest is not None else -1)
         snapshot = next_snapshot(previous, added=added, replaced=replaced)
+        return PreparedSnapshot(snapshot, snapshot.to_entry(settings.scheme, self.dest.bucket, self.dest.key),
+                                state, latest, base, current, whole)
+
+    def publish_snapshot(self, prepared: PreparedSnapshot) -> Snapshot:
+        """The commit point of a job on a snapshot destination: the ``prepared`` snapshot published as the log's next
+        entry (``If-None-Match: *``), under the lease. What a whole overwrite replaced is counted from the entry
+        before it (its paths, parsed only where symlink manifests need it) beside its own PUT. Nothing is deleted
+        here: the replaced files stay for the retention horizon."""
+        state, snapshot, base, latest = prepared.state, prepared.snapshot, prepared.base, prepared.latest
+        settings = state.settings
+        assert settings is not None
+        self.point = CommitPoint.SNAPSHOT
+        self._log_before = state
+        snapshots = SnapshotLog(self.store, self.dest)
         self.lease.check()
         with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-count-{self.job_id[:8]}") as beside:
             # A whole overwrite's count of what it replaced, from the entry before it, beside its own PUT.
             counted = beside.submit(lambda: None if (data := latest.result()) is None else snapshot.dropped_from(
-                data, settings.scheme, self.dest.bucket, self.dest.key)) if whole else None
+                data, settings.scheme, self.dest.bucket, self.dest.key)) if prepared.whole else None
             try:
-                snapshots.publish(snapshot, settings)
+                snapshots.publish_entry(snapshot.id, prepared.entry)
             except CommitConflictError:
                 raise
             except S3CommitError:
@@ -713,7 +759,7 @@ class CommitEngine:
         self.stats.snapshot_files = len(snapshot.files)
         try:  # past the commit point: a failure here only leaves the count, or the manifests, to later
             if base is None and settings.symlink_manifests:
-                base = current()
+                base = prepared.current()
             if base is not None:
                 self.stats.replaced = len(base.relatives - snapshot.relatives)
             elif counted is not None:
@@ -955,6 +1001,9 @@ class CommitEngine:
             log_state = pool.submit(self._confirm_log, early, pool) if self.lease.held and not trusted else early
             # A snapshot destination's new files, made while the log is confirmed and the journal written.
             added = pool.submit(self._added_files_early, early, keys)
+            # And its next entry, made while the journal is written and the uploads are completed (published only
+            # once they all are).
+            prepared = pool.submit(self._prepare_early, keys, plan, log_state, added)
             if self.options.journal:
                 self.write_journal(keys, plan)  # JOURNALLED
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
@@ -965,12 +1014,14 @@ class CommitEngine:
                 self._refuse_rewriting_live_files(log_state)
                 self.complete_all(pool, keys)  # COMPLETED, or ROLLED BACK below
                 self.stats.timings_ms["complete"] = _ms(t0)
-                state, base = log_state.result()
+                state = log_state.result()[0]
                 if not state.enabled:
                     self.check_completed_at_task_commit(pool, keys)
                 if state.enabled:
                     t0 = time.monotonic()
-                    self.publish_snapshot(keys, plan, state, base, added.result())  # COMMITTED (a snapshot dest.)
+                    ready = prepared.result()  # made from the same log state
+                    assert ready is not None
+                    self.publish_snapshot(ready)  # COMMITTED (a snapshot destination)
                     self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here

@@ -230,13 +230,20 @@ class SnapshotLog:
         Raises:
             CommitConflictError: the entry exists (another writer published it: the lease did not serialize us).
         """
+        self.publish_entry(snapshot.id, snapshot.to_entry(settings.scheme, self.dest.bucket, self.dest.key))
+
+    def publish_entry(self, snapshot_id: int, entry: bytes) -> None:
+        """:meth:`publish` with the entry made already.
+
+        Raises:
+            CommitConflictError: the entry exists (another writer published it: the lease did not serialize us).
+        """
         try:
-            self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot.id),
-                                          snapshot.to_entry(settings.scheme, self.dest.bucket, self.dest.key),
-                                          if_none_match=True, content_type="text/plain")
+            self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot_id), entry, if_none_match=True,
+                                          content_type="text/plain")
         except PreconditionFailedError as err:
             raise CommitConflictError(
-                f"snapshot {snapshot.id} of {self.dest} was published by another writer while this commit held "
+                f"snapshot {snapshot_id} of {self.dest} was published by another writer while this commit held "
                 "the destination's commit lease: is a writer committing there without s3commit's lease?") from err
 
 
