@@ -348,7 +348,7 @@ class _Exchange:
             copy_seconds = profile.copy_seconds(size, bandwidth=self.config.copy_bandwidth)
             stats.copy(size, copy_seconds)
             ahead += copy_seconds  # and the copy, done before the store answers and before it is visible
-        self._sleep(ahead)
+        self._sleep(ahead, slept=max(0.0, ahead - (time.monotonic() - self.arrived)))  # reading the body is in it
         # The store does its work within the first-byte latency, as S3's own work is part of S3's: the time since the
         # request was read (its body's transfer aside) and moto's (CPU the simulator's threads share under one GIL)
         # are not added on top of it. The work is started so that it would end when the latency does even if every
