@@ -699,7 +699,7 @@ class CommitEngine:
         nothing of the current snapshot: it is made without waiting for it."""
         settings = state.settings
         assert settings is not None
-        snapshots = SnapshotLog(self.store, self.dest)
+        snapshots = SnapshotLog(self.store, self.dest, seen=self.seen)
         if latest is None:
             latest = resolved(snapshots.fetch(state.latest) if state.latest is not None else None)
         job_keys: set[str] | None = None
@@ -741,7 +741,7 @@ class CommitEngine:
         assert settings is not None
         self.point = CommitPoint.SNAPSHOT
         self._log_before = state
-        snapshots = SnapshotLog(self.store, self.dest)
+        snapshots = SnapshotLog(self.store, self.dest, seen=self.seen)
         self.lease.check()
         with ThreadPoolExecutor(1, thread_name_prefix=f"s3commit-count-{self.job_id[:8]}") as beside:
             # A whole overwrite's count of what it replaced, from the entry before it, beside its own PUT.

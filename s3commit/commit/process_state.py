@@ -6,7 +6,7 @@
   (:class:`~s3commit.commit.liveness.Keepers`);
 - ``said``: the warnings said once in this process (``say_once``);
 - ``seen``: objects it wrote or read whose ETag says whether they changed since (its commit lease as it released
-  it, a snapshot log's settings) (:class:`SeenObjects`);
+  it, a snapshot log's settings and latest entry) (:class:`SeenObjects`);
 - ``clock``: what its waits and timers run on (a lease's wait, a liveness record's renewals); a test passes one
   it moves (:class:`~s3commit.commit.clock.Clock`). Whether a lease or a record is old is never this clock's to
   say: the store's clock says it.
@@ -38,15 +38,19 @@ from s3commit.commit.task_registry import MagicTaskRegistry
 
 class SeenObjects:
     """Objects this process wrote or read, by store endpoint, bucket and key: the ETag it saw and what the object
-    held then (parsed). S3 gives every write a new ETag, so a listing or a conditional request that finds the same
-    ETag finds the same object: what it held need not be read again. Bounded (the oldest forgotten first)."""
+    held then (parsed, or its bytes: a snapshot log's latest entry). S3 gives every write a new ETag, so a listing or
+    a conditional request that finds the same ETag finds the same object: what it held need not be read again.
+    Bounded in objects and in the bytes of those kept as bytes (the oldest forgotten first)."""
 
     LIMIT = 1024
+    BYTES = 64 << 20
+    """The most bytes kept in values that are bytes (a larger one is not kept at all)."""
     ABSENT = "(absent)"
     """The ETag recorded for a key seen to hold no object (no ETag has this form)."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str, str], tuple[str, Any]] = {}
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def get(self, endpoint: str, bucket: str, key: str) -> tuple[str, Any] | None:
@@ -55,17 +59,25 @@ class SeenObjects:
             return self._seen.get((endpoint, bucket, key))
 
     def put(self, endpoint: str, bucket: str, key: str, etag: str, value: Any) -> None:
-        if not etag:
+        size = len(value) if isinstance(value, bytes) else 0
+        if not etag or size > self.BYTES:
+            self.forget(endpoint, bucket, key)
             return
         with self._lock:
-            self._seen.pop((endpoint, bucket, key), None)
-            if len(self._seen) >= self.LIMIT:
-                self._seen.pop(next(iter(self._seen)))
+            self._pop((endpoint, bucket, key))
+            while self._seen and (len(self._seen) >= self.LIMIT or self._bytes + size > self.BYTES):
+                self._pop(next(iter(self._seen)))
             self._seen[(endpoint, bucket, key)] = (etag, value)
+            self._bytes += size
 
     def forget(self, endpoint: str, bucket: str, key: str) -> None:
         with self._lock:
-            self._seen.pop((endpoint, bucket, key), None)
+            self._pop((endpoint, bucket, key))
+
+    def _pop(self, where: tuple[str, str, str]) -> None:
+        gone = self._seen.pop(where, None)
+        if gone is not None and isinstance(gone[1], bytes):
+            self._bytes -= len(gone[1])
 
 
 @dataclass(eq=False)

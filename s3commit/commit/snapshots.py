@@ -99,7 +99,8 @@ class SnapshotLog:
         self.dest = dest
         self.dir = f"{dest.prefix}{LOG_DIR}/"
         self.seen = seen
-        """Where this process keeps the settings it read, by ETag: a listing that finds them unchanged reads none."""
+        """Where this process keeps the settings and the latest entry it read or wrote, by ETag: a listing that finds
+        them unchanged reads neither again."""
 
     def __repr__(self) -> str:
         return f"SnapshotLog(s3://{self.dest.bucket}/{self.dir})"
@@ -186,7 +187,8 @@ class SnapshotLog:
         """``listed`` (a listing, settings unread) with its settings, and its latest entry being fetched."""
         if not listed.listed_settings or listed.latest is None:
             return (self.with_settings(listed) if listed.listed_settings else listed), resolved(None)
-        latest: Future[bytes | None] = beside.submit(self.fetch, listed.latest)
+        kept = self.kept(listed.latest, listed.latest_etag)
+        latest: Future[bytes | None] = resolved(kept) if kept is not None else beside.submit(self.fetch, listed.latest)
         state = self.with_settings(listed)
         if not state.enabled:  # disabled since the listing: its entries went with its settings
             latest.add_done_callback(lambda f: f.exception())  # what the fetch found is not wanted
@@ -210,8 +212,32 @@ class SnapshotLog:
         return self.parse(snapshot_id, self.fetch(snapshot_id))
 
     def fetch(self, snapshot_id: int) -> bytes:
-        """Entry ``snapshot_id`` as written (:meth:`parse` reads it)."""
-        return self.store.objects.get_object(self.dest.bucket, self.entry_key(snapshot_id))
+        """Entry ``snapshot_id`` as written (:meth:`parse` reads it), kept in :attr:`seen` by its ETag."""
+        data, info, _ = self.store.objects.read_object(self.dest.bucket, self.entry_key(snapshot_id))
+        self._keep(snapshot_id, info.etag, data)
+        return data
+
+    def kept(self, snapshot_id: int, etag: str) -> bytes | None:
+        """Entry ``snapshot_id`` as this process last read or wrote it, where that was with ``etag`` (a listing's),
+        else None."""
+        if self.seen is None or not etag:
+            return None
+        known = self.seen.get(self.store.options.endpoint_url or "", self.dest.bucket, self.entry_key(snapshot_id))
+        return cast(bytes, known[1]) if known is not None and known[0] == etag.strip('"') else None
+
+    def _keep(self, snapshot_id: int, etag: str, data: bytes) -> None:
+        if self.seen is not None:
+            self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, self.entry_key(snapshot_id),
+                          etag.strip('"'), data)
+
+    def read_ahead(self) -> SnapshotSettings | None:
+        """The settings (None: not a snapshot destination), with the latest entry read into :attr:`seen` beside
+        them (a job's setup, for its commit): one listing of the log, then a GET of each that this process does not
+        hold as it is."""
+        with ThreadPoolExecutor(1, thread_name_prefix="s3commit-log") as beside:
+            state, latest = self.state_and_latest(beside)
+            latest.result()
+        return state.settings
 
     def parse(self, snapshot_id: int, data: bytes) -> Snapshot:
         return Snapshot.from_entry(snapshot_id, data, self.dest.bucket, self.dest.key,
@@ -239,8 +265,9 @@ class SnapshotLog:
             CommitConflictError: the entry exists (another writer published it: the lease did not serialize us).
         """
         try:
-            self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot_id), entry, if_none_match=True,
-                                          content_type="text/plain")
+            etag = self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot_id), entry,
+                                                 if_none_match=True, content_type="text/plain")
+            self._keep(snapshot_id, etag, entry)  # the next commit from this process reads none
         except PreconditionFailedError as err:
             raise CommitConflictError(
                 f"snapshot {snapshot_id} of {self.dest} was published by another writer while this commit held "

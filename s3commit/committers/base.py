@@ -149,10 +149,11 @@ class Committer(ABC):
             claim_output(self.store, self.dest, self.job_id, conditional=conditional)
             self.exclusive = True
         with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-setup-{self.job_id[:8]}") as beside:
-            # Read beside the job's claim, for its commit (this process's SeenObjects keeps both): a snapshot
-            # destination's settings (the commit's listing of the log then finds them known, by ETag, and reads
-            # none), and the commit lease where it is free (the commit then takes it with one conditional PUT).
-            settings = beside.submit(SnapshotLog(self.store, self.dest, seen=self.process.seen).settings) \
+            # Read beside the job's claim, for its commit (this process's SeenObjects keeps them): a snapshot
+            # destination's settings and latest entry (the commit's listing of the log then finds them known, by
+            # ETag, and reads neither: it builds the next snapshot without a GET), and the commit lease where it is
+            # free (the commit then takes it with one conditional PUT).
+            settings = beside.submit(SnapshotLog(self.store, self.dest, seen=self.process.seen).read_ahead) \
                 if self.options.complete_at_task_commit else None
             lease = self.commit_lease("commit")
             if isinstance(lease, CommitLease):

@@ -301,3 +301,39 @@ def test_a_job_commit_that_fails_before_its_log_entry_deletes_the_files_complete
     assert failed.value.reverted == 2  # counted as completed by the roll-back: deleted
     assert data(s3) == {"p=0/old": b"old"} == reader(s3)
     assert s3.uploads(BUCKET) == []
+
+
+def test_the_job_commit_reads_no_log_entry_its_process_holds_as_it_is_and_reads_one_that_changed(s3):
+    """The latest entry is read at the job's setup (or kept from the commit that wrote it, in the same process): the
+    job commit builds the next snapshot on it without a GET, unless another process published since (a new ETag)."""
+    snapshot_dest(s3, {"p=0/old": b"old"})
+    driver_process = ProcessState()
+
+    def job(process: ProcessState) -> tuple[Committer, Committer]:
+        job_id = str(uuid.uuid4())
+        opts = CommitterOptions(threads=4)
+        driver = create_committer("magic", DEST, job_id=job_id, store=s3.store(), options=opts, process=process)
+        driver.setup_job()
+        return driver, create_committer("magic", DEST, job_id=job_id, store=s3.store(), options=opts,
+                                        process=ProcessState())
+
+    def entries_read(driver: Committer, messages: list[Any]) -> list[str]:
+        client = client_of(driver.store)
+        before = len(client.requests)
+        driver.commit_job(messages)
+        return [r.key for r in client.requests[before:]
+                if r.operation == "get_object" and "/_spark_metadata/" in r.key and r.key.endswith(".compact")]
+
+    # A job set up in the driver's process commits: the entry its setup read is the one it builds on.
+    first, executor = job(driver_process)
+    assert entries_read(first, [run_task(executor, {"p=1/a": b"a"})]) == []
+    # The next job of that process builds on the entry the first one wrote.
+    second, executor = job(driver_process)
+    assert entries_read(second, [run_task(executor, {"p=2/b": b"b"})]) == []
+    # A job set up, then another process commits: the entry changed, and the job commit reads the new one.
+    third, executor = job(driver_process)
+    message = run_task(executor, {"p=3/c": b"c"})
+    other, other_executor = job(ProcessState())
+    other.commit_job([run_task(other_executor, {"p=4/d": b"d"})])
+    assert entries_read(third, [message]) == ["t/_spark_metadata/3.compact"]
+    assert reader(s3) == {"p=0/old": b"old", "p=1/a": b"a", "p=2/b": b"b", "p=3/c": b"c", "p=4/d": b"d"}
