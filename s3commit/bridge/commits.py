@@ -31,6 +31,7 @@ from s3commit.committers import Committer, create_committer
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import ConfigError
 from s3commit.model.task_message import TaskCommitMessage
+from s3commit.transfer.parallel import quiet_collector
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,12 @@ class CommitOps:
         return Reply({"committer": committer.name})
 
     def job_commit(self, req: dict[str, Any], body: Body | None) -> Reply:
+        # The messages become many objects at once (a PendingUpload a file): the collector's full passes, each a
+        # scan of the sidecar's whole heap, are held off while they are read and committed (quiet_collector).
+        with quiet_collector():
+            return self._job_commit(req, body)
+
+    def _job_commit(self, req: dict[str, Any], body: Body | None) -> Reply:
         committer = self._committer(req, job_op=True)
         if body is not None:
             # Only messages with a pendingset matter; the rest are counted, not kept.

@@ -29,7 +29,9 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    written) deleted, never the keys just committed, never a scratch key.
 6. **The commit point** (:class:`CommitPoint`): ``_SUCCESS`` for a job; for a job on a snapshot destination
    (:mod:`s3commit.commit.snapshots`), the next snapshot's entry in its log, which replaces step 5: nothing is
-   deleted, the replaced files leave the snapshot and a bounded vacuum deletes those past the retention horizon;
+   deleted, the replaced files leave the snapshot and a bounded vacuum deletes those past the retention horizon (the
+   entry is made while the journal is written and the uploads completed, :class:`PreparedSnapshot`, on the latest
+   entry as the job's setup read it where the log is unchanged, and written once every upload is complete);
    for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
    (so a batch is finished forward once the log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted

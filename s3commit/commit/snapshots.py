@@ -152,19 +152,6 @@ class SnapshotLog:
             return LogState(None)
         return replace(listed, settings=found, listed_settings=False)
 
-    def settings(self) -> SnapshotSettings | None:
-        """The settings (None: not a snapshot destination): one listing of their key, and a GET only where this
-        process has not seen them as they are (:attr:`seen`)."""
-        found = [info for info in self.store.objects.list_objects(self.dest.bucket, self.settings_key)
-                 if info.key == self.settings_key]
-        if not found:
-            return None
-        endpoint = self.store.options.endpoint_url or ""
-        known = self.seen.get(endpoint, self.dest.bucket, self.settings_key) if self.seen is not None else None
-        if known is not None and known[0] == found[0].etag.strip('"'):
-            return cast(SnapshotSettings, known[1])
-        return self.read_settings()
-
     def read_settings(self) -> SnapshotSettings | None:
         """The settings (one GET; None: not a snapshot destination), kept in :attr:`seen` by their ETag."""
         try:

@@ -35,6 +35,7 @@ from s3commit.model.uri import S3Uri
 from s3commit.store.capabilities import Capabilities, Outcome
 from s3commit.store.capability_cache import known
 from s3commit.store.s3store import S3Store
+from s3commit.transfer.parallel import quiet_collector
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,9 @@ class Committer(ABC):
                    create_only: bool = False) -> SuccessData:
         """Complete every committed task's uploads, apply the overwrite plan, write ``_SUCCESS``
         (:meth:`_commit_job`), one operation of the job at a time (:func:`s3commit.commit.ownership.one_operation`)."""
-        with one_operation(self.dest, self.job_id, "its commit"):
+        # The commit makes many objects at once (a pendingset entry a file, from the messages or read): the
+        # collector's full passes, each a scan of the whole heap, are held off meanwhile (quiet_collector).
+        with one_operation(self.dest, self.job_id, "its commit"), quiet_collector():
             try:
                 self._confirm_alive()
                 success = self._commit_job(messages, delete_paths=delete_paths,
