@@ -124,11 +124,11 @@ def commit_case(files: int, variant: str) -> dict[str, Any]:
     wire = S3Wire(s3, profile=PROFILE)
     store = wire.store(retry=RetryPolicy())
     # As the driver that set the job up holds them (not timed): the commit lease read at setup (free: the commit
-    # takes it with one PUT) and, on a snapshot destination, the log's settings.
+    # takes it with one PUT) and, on a snapshot destination, the log's settings and latest entry.
     seen = ProcessState().seen
     lease = CommitLease(store, dest, job_id, seen=seen)
     lease.remember()
-    SnapshotLog(store, dest, seen=seen).settings()
+    SnapshotLog(store, dest, seen=seen).read_ahead()
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
                           options=CommitterOptions(journal=True), lease=lease, seen=seen)
     store.counters.reset()
