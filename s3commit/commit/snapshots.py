@@ -25,7 +25,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import datetime
 from itertools import pairwise
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from s3commit._version import __version__
 from s3commit.errors import CommitConflictError, ConfigError, NotFoundError, PreconditionFailedError
@@ -143,10 +143,9 @@ class SnapshotLog:
     def with_settings(self, listed: LogState) -> LogState:
         """``listed`` (a listing that found the settings) with the settings read (or as this process read them
         before, where the listing gives the same ETag); not enabled if they went since."""
-        endpoint = self.store.options.endpoint_url or ""
-        known = self.seen.get(endpoint, self.dest.bucket, self.settings_key) if self.seen is not None else None
-        if known is not None and listed.settings_etag and known[0] == listed.settings_etag:
-            return replace(listed, settings=known[1], listed_settings=False)
+        known = self._held(self.settings_key, listed.settings_etag)
+        if known is not None:
+            return replace(listed, settings=cast(SnapshotSettings, known), listed_settings=False)
         found = self.read_settings()
         if found is None:  # disabled since the listing
             return LogState(None)
@@ -159,10 +158,20 @@ class SnapshotLog:
         except NotFoundError:
             return None
         found = SnapshotSettings.from_json(body, source=f"s3://{self.dest.bucket}/{self.settings_key}")
-        if self.seen is not None:
-            self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, self.settings_key,
-                          info.etag.strip('"'), found)
+        self._hold(self.settings_key, info.etag, found)
         return found
+
+    def _held(self, key: str, etag: str) -> Any:
+        """What :attr:`seen` holds of ``key`` where this process saw it with ``etag`` (a listing's), else None."""
+        if self.seen is None or not etag:
+            return None
+        known = self.seen.get(self.store.options.endpoint_url or "", self.dest.bucket, key)
+        return known[1] if known is not None and known[0] == etag.strip('"') else None
+
+    def _hold(self, key: str, etag: str, value: Any) -> None:
+        """Keep ``value`` (what ``key`` held, with ``etag``) in :attr:`seen`."""
+        if self.seen is not None:
+            self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, key, etag.strip('"'), value)
 
     def state_and_latest(self, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
         """:meth:`state`, and the latest entry being fetched on ``beside`` (as written: :meth:`parse` reads it), in
@@ -201,21 +210,13 @@ class SnapshotLog:
     def fetch(self, snapshot_id: int) -> bytes:
         """Entry ``snapshot_id`` as written (:meth:`parse` reads it), kept in :attr:`seen` by its ETag."""
         data, info, _ = self.store.objects.read_object(self.dest.bucket, self.entry_key(snapshot_id))
-        self._keep(snapshot_id, info.etag, data)
+        self._hold(self.entry_key(snapshot_id), info.etag, data)
         return data
 
     def kept(self, snapshot_id: int, etag: str) -> bytes | None:
         """Entry ``snapshot_id`` as this process last read or wrote it, where that was with ``etag`` (a listing's),
         else None."""
-        if self.seen is None or not etag:
-            return None
-        known = self.seen.get(self.store.options.endpoint_url or "", self.dest.bucket, self.entry_key(snapshot_id))
-        return cast(bytes, known[1]) if known is not None and known[0] == etag.strip('"') else None
-
-    def _keep(self, snapshot_id: int, etag: str, data: bytes) -> None:
-        if self.seen is not None:
-            self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, self.entry_key(snapshot_id),
-                          etag.strip('"'), data)
+        return cast("bytes | None", self._held(self.entry_key(snapshot_id), etag))
 
     def read_ahead(self) -> SnapshotSettings | None:
         """The settings (None: not a snapshot destination), with the latest entry read into :attr:`seen` beside
@@ -254,7 +255,7 @@ class SnapshotLog:
         try:
             etag = self.store.objects.put_object(self.dest.bucket, self.entry_key(snapshot_id), entry,
                                                  if_none_match=True, content_type="text/plain")
-            self._keep(snapshot_id, etag, entry)  # the next commit from this process reads none
+            self._hold(self.entry_key(snapshot_id), etag, entry)  # the next commit from this process reads none
         except PreconditionFailedError as err:
             raise CommitConflictError(
                 f"snapshot {snapshot_id} of {self.dest} was published by another writer while this commit held "
