@@ -85,10 +85,12 @@ def test_a_killed_driver_leaves_nothing_once_the_next_job_commits(s3_sim, tmp_pa
     if when == "tasks":
         kill_when(dying, lambda: any(markers.iterdir()))
         assert client.list_multipart_uploads(Bucket=bucket).get("Uploads"), "its committed tasks' uploads"
-    else:
+    else:  # the application kills itself once a file of its job is visible (a watcher thread in its driver)
         before = set(list_keys(client, bucket, "t/"))
-        kill_when(dying, lambda: any(k.endswith(".parquet") and "/__" not in f"/{k}"
-                                     for k in set(list_keys(client, bucket, "t/")) - before))
+        out, err = dying.communicate(timeout=240)
+        assert dying.returncode == -signal.SIGKILL, f"the application ended unkilled: {out[-2000:]}{err[-4000:]}"
+        assert any(k.endswith(".parquet") and "/__" not in f"/{k}"
+                   for k in set(list_keys(client, bucket, "t/")) - before), "killed before its job commit"
     assert leftovers(client, bucket), "the dead job's directory"
     s3_sim.advance_clock(bucket, 5)  # past its liveness window (3 s, 1 s of slack, whole seconds of Last-Modified)
     assert finished(run_app(s3_sim, dest, "next", committer, "never", markers))["ok"]
