@@ -63,6 +63,7 @@ import logging
 import re
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
@@ -72,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
 from s3commit.commit.lease import CommitLease, NoLease
-from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under
+from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under, read_pendingset
 from s3commit.commit.overwrite import OverwritePlan, delete_old
 from s3commit.commit.prefixes import delete_prefix, list_ahead
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
@@ -135,7 +136,12 @@ QUIET_FROM_PENDINGSETS = 100
 (:func:`~s3commit.transfer.parallel.quiet_collector`): a large one, whose full collections would stall its requests.
 A small one leaves the collector as it is."""
 CACHE_BUDGET = 10_000
-"""Uploads kept in memory between validation and completion; larger jobs re-read their pendingsets."""
+"""Uploads kept in memory, parsed, between validation and completion; past them a job keeps pendingsets' bodies."""
+BODIES_BUDGET = 64 << 20
+"""Bytes of pendingsets' bodies, compressed, kept past CACHE_BUDGET (about 9 KB for 100 files: 100,000 files keep
+~9 MB) and parsed again at completion: a GET each saved (its request's CPU, beside the Completes, was most of the
+cost of reading them again), and what is completed is what was validated. Past both budgets a job reads its
+pendingsets again."""
 PENDINGSETS_AHEAD = 8
 """Pendingsets read again at once, ahead of the Completes, where they were not held (past CACHE_BUDGET): one at a
 time, a GET's latency each (~60 ms for 100 files) paced a commit of 100,000 files at ~2,300 Completes a second."""
@@ -252,6 +258,8 @@ class CommitEngine:
         self.job_id_source = job_id_source
         self.stats = CommitStats()
         self._cache: dict[str, PendingSet] = {}
+        self._bodies: dict[str, bytes] = {}
+        """Pendingsets' bodies as validated, compressed, past CACHE_BUDGET (:data:`BODIES_BUDGET`)."""
         self._from_messages: set[str] = set()
         """Pendingsets taken from the task commit messages (:attr:`TaskCommitMessage.completed`), never read."""
         self._log_before: LogState | None = None
@@ -315,7 +323,12 @@ class CommitEngine:
 
     def _load(self, key: str) -> PendingSet:
         cached = self._cache.get(key)
-        return cached if cached is not None else load_pendingset(self.store, self.dest.bucket, key)
+        if cached is not None:
+            return cached
+        body = self._bodies.get(key)
+        if body is not None:
+            return PendingSet.from_json(zlib.decompress(body), source=f"s3://{self.dest.bucket}/{key}")
+        return load_pendingset(self.store, self.dest.bucket, key)
 
     def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
                           accepted_attempts: dict[str, set[str]] | None = None,
@@ -323,17 +336,22 @@ class CommitEngine:
         """Read and check every pendingset before anything is completed (raises on the first problem). ``known``:
         pendingsets the caller has already (from the task commit messages): checked the same, not read."""
         seen: set[str] = set()
-        cached = 0
+        cached = kept = 0
         known = known or {}
+        packing = threading.Event()  # past CACHE_BUDGET: the readers compress the bodies (zlib lets go of the GIL)
+
+        def read_one(key: str) -> tuple[PendingSet, bytes, bool]:
+            pendingset, body = read_pendingset(self.store, self.dest.bucket, key)
+            packed = packing.is_set()
+            return pendingset, zlib.compress(body, 1) if packed else body, packed
+
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
-        read = map_ordered(pool, [k for k in keys if k not in known],
-                           lambda key: load_pendingset(self.store, self.dest.bucket, key),
-                           window=2 * self.options.pool_size)
-        loads = chain(((k, resolved(known[k])) for k in keys if k in known), read)
+        read = map_ordered(pool, [k for k in keys if k not in known], read_one, window=2 * self.options.pool_size)
+        loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), read)
         for key, future in loads:
             try:
-                pendingset = future.result()
+                pendingset, body, packed = future.result()
             except NotFoundError as err:
                 raise PendingsetMissingError(
                     f"pendingset s3://{self.dest.bucket}/{key} of job {self.job_id} is missing: was the job "
@@ -349,6 +367,12 @@ class CommitEngine:
             elif cached + len(pendingset.commits) <= CACHE_BUDGET:
                 self._cache[key] = pendingset
                 cached += len(pendingset.commits)
+            elif kept < BODIES_BUDGET:
+                packing.set()
+                self._bodies[key] = body = body if packed else zlib.compress(body, 1)
+                kept += len(body)
+                if kept >= BODIES_BUDGET:
+                    packing.clear()
         self.stats.pendingsets = len(keys)
 
     # --- JOURNALLED: what is about to be completed, recorded before anything changes --------------------------
@@ -500,7 +524,7 @@ class CommitEngine:
 
     def _pendingsets(self, keys: Sequence[str]) -> Iterator[PendingSet]:
         """The pendingsets of ``keys``, in order: those held, and the others read again, PENDINGSETS_AHEAD at once."""
-        again = [key for key in keys if key not in self._cache]
+        again = [key for key in keys if key not in self._cache]  # parsed again from what is kept, or read
         if not again:
             yield from (self._cache[key] for key in keys)
             return

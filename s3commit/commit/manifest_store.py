@@ -34,7 +34,13 @@ def save_pending_upload(store: S3Store, bucket: str, key: str, pending: PendingU
 
 
 def load_pendingset(store: S3Store, bucket: str, key: str) -> PendingSet:
-    return PendingSet.from_json(store.objects.get_object(bucket, key), source=f"s3://{bucket}/{key}")
+    return read_pendingset(store, bucket, key)[0]
+
+
+def read_pendingset(store: S3Store, bucket: str, key: str) -> tuple[PendingSet, bytes]:
+    """A pendingset, and its body as read."""
+    body = store.objects.get_object(bucket, key)
+    return PendingSet.from_json(body, source=f"s3://{bucket}/{key}"), body
 
 
 def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:

@@ -294,12 +294,16 @@ def test_a_conflict_in_the_job_commit_rolls_it_back():
     wire.close()
 
 
-def test_a_job_past_the_cache_budget_reads_its_pendingsets_again_ahead_of_the_completes(monkeypatch):
-    """Past CACHE_BUDGET uploads the pendingsets not held are read again as the Completes go: PENDINGSETS_AHEAD at once,
+@pytest.mark.parametrize("bodies", ["kept", "read again"])
+def test_a_job_past_the_cache_budget_parses_its_pendingsets_again_ahead_of_the_completes(monkeypatch, bodies):
+    """Past CACHE_BUDGET uploads the pendingsets not held parsed are parsed again as the Completes go, from the bodies
+    validated (kept compressed up to BODIES_BUDGET: no GET) or, past that too, read again: PENDINGSETS_AHEAD at once,
     on threads of their own (one at a time, a GET's latency each paced a commit of 100,000 files)."""
     from s3commit.commit import engine as engine_module
 
     monkeypatch.setattr(engine_module, "CACHE_BUDGET", 6)  # the first two pendingsets (3 files each) held
+    if bodies == "read again":
+        monkeypatch.setattr(engine_module, "BODIES_BUDGET", 0)
     s3, wire, store = listening()
     job_id = "0f0e0d0c-0000-4000-8000-000000000003"
     engine, first, commits = _job(store, job_id, 3)
@@ -325,7 +329,10 @@ def test_a_job_past_the_cache_budget_reads_its_pendingsets_again_ahead_of_the_co
         return load(key)
 
     monkeypatch.setattr(engine, "_load", counted)
+    gets = store.counters.snapshot()["requests"].get("GetObject", 0)
     engine.run(keys, OverwritePlan())
+    read = store.counters.snapshot()["requests"].get("GetObject", 0) - gets
+    assert read == {"kept": 12, "read again": 22}[bodies]  # each once to validate; again past both budgets
     assert engine.stats.completed == 36 and s3.uploads(BUCKET) == []
     assert len([k for k in s3.objects(BUCKET, "table/") if "/part-" in k]) == 36
     assert len(again) == 10 and all(name.startswith("s3commit-reread") for name in again)
