@@ -113,13 +113,15 @@ class CommitSession:
 
     # --- commit --------------------------------------------------------------------------------------------
 
-    def commit(self, request: CommitRequest, *, on_abort: Callable[[CommitLease | NoLease], None]) -> SuccessData:
+    def commit(self, request: CommitRequest, *, on_abort: Callable[[CommitLease | NoLease], None],
+               lease: CommitLease | NoLease | None = None) -> SuccessData:
         """Commit the job under the destination's lease; finish an interrupted commit of it instead, or return the
         ``_SUCCESS`` of a commit that finished. On a failure ``on_abort(lease)`` aborts the job (unless S3 refused
         part of the roll-back: then the journal stays for ``s3commit recover``), the report is written, and the
-        error is raised."""
+        error is raised. ``lease``: the job's commit lease, its taking begun already (released here, as one made
+        here is)."""
         job = self.job
-        lease = job.lease("commit")
+        lease = lease if lease is not None else job.lease("commit")
         engine = CommitEngine(job.store, dest=job.dest, layout=job.layout, job_id=job.job_id, committer=job.committer,
                            options=job.options, job_id_source=job.job_id_source, absolute_dirs=request.absolute_dirs,
                            lease=lease, create_only=request.create_only, seen=job.process.seen)

@@ -79,6 +79,8 @@ class Committer(ABC):
         self._state = "new"
         self._lock = threading.Lock()
         self._pools: dict[str, ThreadPoolExecutor] = {}
+        self._lease_ahead: CommitLease | NoLease | None = None
+        """The commit lease :meth:`take_lease_ahead` began to take, until the commit's session takes it over."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dest={str(self.dest)!r}, job_id={self.job_id!r})"
@@ -244,10 +246,28 @@ class Committer(ABC):
                 success = self._commit_job(messages, delete_paths=delete_paths,
                                            replace_partitions=replace_partitions, create_only=create_only)
             finally:
+                self.drop_lease_ahead()
                 self.process.keepers.release(self.dest, self.job_id)
             if self.exclusive:
                 release_output(self.store, self.dest, self.job_id)
             return success
+
+    def take_lease_ahead(self) -> None:
+        """Begin taking the destination's commit lease for this job's commit now, on a thread of its own
+        (:meth:`~s3commit.commit.lease.CommitLease.acquire_ahead`): what comes before the commit needs it (reading
+        the tasks' messages, checking the job is alive) runs beside its requests. :meth:`commit_job` takes it over
+        (its session releases it); :meth:`drop_lease_ahead` releases it where no commit follows. Idempotent."""
+        if self._lease_ahead is None and self._state not in ("committed", "aborted"):
+            self._lease_ahead = self.commit_lease("commit")
+            if isinstance(self._lease_ahead, CommitLease):
+                self._lease_ahead.acquire_ahead()
+
+    def drop_lease_ahead(self) -> None:
+        """Release the lease :meth:`take_lease_ahead` began to take, unless a commit's session took it over (it
+        releases it). Never raises."""
+        lease, self._lease_ahead = self._lease_ahead, None
+        if lease is not None:
+            lease.release()
 
     def _confirm_alive(self) -> None:
         """Before the commit: the job's liveness record is still its own (it was not judged dead and swept). A swept
@@ -255,6 +275,7 @@ class Committer(ABC):
         try:
             confirm_alive(self.store, self.dest, self.layout, self.job_id, self.process.keepers)
         except JobSweptError:
+            self.drop_lease_ahead()  # its abort may take the lease itself
             self._state = "aborted"
             try:
                 self._abort_job(quiet=True)
@@ -305,8 +326,10 @@ class Committer(ABC):
             absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
             create_only=create_only or self.creates_only(), known=carried_pendingsets(messages or (), self.dest.bucket))
         session = self.session()
+        lease, self._lease_ahead = self._lease_ahead, None  # the session's from here: it releases it
         try:
-            success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease))
+            success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease),
+                                     lease=lease)
         except Exception:
             self._state = "aborted"
             raise

@@ -123,6 +123,9 @@ class RenameCommitter(Committer):
         delete_prefix(self.store, self.dest.bucket, f"{attempt.dir_key}/")
         attempt.aborted = True
 
+    def take_lease_ahead(self) -> None:
+        """The baseline takes no lease (see :meth:`commit_job`)."""
+
     def commit_job(self, messages: Sequence[TaskCommitMessage] | None = None, *,
                    delete_paths: Sequence[str] = (), replace_partitions: bool = False,
                    create_only: bool = False) -> SuccessData:

@@ -16,6 +16,7 @@ from s3commit.bridge.client import BridgeClient
 from s3commit.bridge.handlers import BridgeHandlers
 from s3commit.bridge.protocol import FRAME_LIMIT, ndjson
 from s3commit.bridge.server import SidecarServer
+from s3commit.model.lease_record import LeaseState
 from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
@@ -141,6 +142,10 @@ def test_a_message_of_another_job_is_refused_before_anything_is_completed(client
     header, _ = client.call_stream("job.commit", ndjson([message, foreign]), **job)
     assert header["ok"] is False and "not of job" in header["error"]["message"]
     assert [k for k in list_keys(s3_client, s3_bucket, "mixed/") if k.startswith("mixed/part-")] == []
+    # The commit lease, taken while the messages were read, is free again (the abort below would wait for it).
+    lease = LeaseState.from_json(s3_client.get_object(Bucket=s3_bucket, Key="mixed/__s3commit_lease")["Body"].read(),
+                                 source="lease")
+    assert lease.holder is None and lease.committed(job_id) is None
     client.call("job.abort", **job)
     assert_no_pending_uploads(s3_client, s3_bucket)
 

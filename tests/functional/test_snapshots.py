@@ -366,14 +366,14 @@ def test_a_log_read_before_the_lease_is_confirmed_when_another_commit_of_this_pr
 
     late, late_message = job({"p=1/late": b"l"}, s3.store(fail=notice))
     other, other_message = job({"p=2/other": b"o"}, s3.store())
-    acquire = CommitLease.acquire
+    acquire = CommitLease._acquire  # the taking itself (begun before the commit reads the log: acquire_ahead)
 
     def acquire_after_the_other(self: CommitLease) -> CommitLease:
         if self.job_id == late.job_id:
             assert other_done.wait(30)
         return acquire(self)
 
-    monkeypatch.setattr(CommitLease, "acquire", acquire_after_the_other)
+    monkeypatch.setattr(CommitLease, "_acquire", acquire_after_the_other)
 
     def commit_other() -> None:
         assert listed.wait(30)  # the late job's log read is answered first

@@ -49,7 +49,9 @@ def until(condition: Callable[[], bool], what: str, alive: threading.Thread) -> 
     """Wait for ``condition`` while the commit runs (an order reached, not a time measured)."""
     deadline = time.monotonic() + 60
     while not condition():
-        assert alive.is_alive(), f"the commit ended before {what}"
+        if not alive.is_alive():
+            assert condition(), f"the commit ended before {what}"  # reached just as it ended
+            return
         assert time.monotonic() < deadline, f"never: {what}"
         time.sleep(0.01)
 
@@ -115,6 +117,36 @@ def test_the_lease_is_taken_while_the_pendingsets_load_and_nothing_is_journalled
     assert lease_holder(s3_client, s3_bucket) is None  # released
     assert_no_pending_uploads(s3_client, s3_bucket)
     assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == []
+
+
+def test_the_lease_is_taken_ahead_of_the_commit_beside_what_comes_before_it(s3_sim, s3_bucket, s3_client):
+    """``take_lease_ahead`` (the sidecar's, before it reads the task messages) sends the lease's request and returns:
+    the commit then waits for that taking, and nothing is journalled before it is held."""
+    committer = job(s3_sim, s3_bucket)
+    message = write(committer, ["p=1/f.txt"])
+    s3_sim.hold("PutObject", ending="__s3commit_lease")
+    committer.take_lease_ahead()  # returns while its PUT is held
+    until(lambda: s3_sim.held().get("PutObject", 0) == 1, "the lease's PUT was sent", threading.main_thread())
+    thread, outcome = committing(lambda: committer.commit_job([message]))
+    time.sleep(0.3)  # the commit waits for the lease held up at the store (an order, not a time, is asserted)
+    assert thread.is_alive() and not exists(s3_client, s3_bucket, committer.layout.journal_key)
+    s3_sim.release()
+    thread.join(60)
+    assert not thread.is_alive() and outcome and not isinstance(outcome[0], BaseException), outcome
+    assert outcome[0].metrics["committer_lease_requests"] == 1  # taken with one PUT (its setup read it free)
+    assert lease_holder(s3_client, s3_bucket) is None
+    assert_no_pending_uploads(s3_client, s3_bucket)
+
+
+def test_a_lease_taken_ahead_is_released_where_no_commit_follows(s3_sim, s3_bucket, s3_client):
+    first = job(s3_sim, s3_bucket)
+    first.take_lease_ahead()
+    until(lambda: lease_holder(s3_client, s3_bucket) == first.job_id, "the lease was taken", threading.main_thread())
+    first.drop_lease_ahead()
+    assert lease_holder(s3_client, s3_bucket) is None
+    second = job(s3_sim, s3_bucket, process=ProcessState(clock=ManualClock()))
+    success = second.commit_job([write(second, ["p=2/f.txt"])])  # no wait: the lease is free
+    assert success.metrics["committer_files"] == 1 and success.metrics["committer_lease_wait_ms"] == 0
 
 
 def test_a_load_that_fails_while_the_lease_is_taken_fails_the_commit_and_releases_the_lease(s3_sim, s3_bucket,
