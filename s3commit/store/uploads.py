@@ -392,6 +392,14 @@ class _Many:
             attempts.failed(error)
             await settled(tag, self._settle, call, error, attempts)
 
+        ticks: asyncio.TimerHandle | None = None
+
+        def poll() -> None:  # a slot another thread's request freed is seen within POLL_SECONDS (no wait_for each)
+            nonlocal ticks
+            freed.set()
+            ticks = loop.call_later(POLL_SECONDS, poll)
+
+        poll()
         ahead: asyncio.Queue[tuple[Any, CompleteCall] | None] = asyncio.Queue()
         room = threading.Semaphore(CALLS_AHEAD)
         threading.Thread(target=self._read, args=(loop, ahead, room), name="s3commit-complete-calls",
@@ -420,8 +428,7 @@ class _Many:
                 while (self.most is not None and len(in_flight) >= self.most) \
                         or (generation := limit.try_acquire()) is None:  # a slot freed here, or (polled) elsewhere
                     freed.clear()
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(freed.wait(), POLL_SECONDS)
+                    await freed.wait()  # set as each of this loop's requests ends, and by the poll's ticks
                 if self.stopped:  # a failure while this call waited for a slot
                     limit.release(generation, throttled=False)
                     continue
@@ -432,6 +439,8 @@ class _Many:
             self.raised, self.stopped = err, True
             while await ahead.get() is not None:  # let the reader end
                 room.release()
+        if ticks is not None:
+            ticks.cancel()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
         if connections is not None:
