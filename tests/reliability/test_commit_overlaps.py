@@ -128,11 +128,13 @@ def test_the_lease_is_taken_ahead_of_the_commit_beside_what_comes_before_it(s3_s
     committer.take_lease_ahead()  # returns while its PUT is held
     until(lambda: s3_sim.held().get("PutObject", 0) == 1, "the lease's PUT was sent", threading.main_thread())
     thread, outcome = committing(lambda: committer.commit_job([message]))
-    time.sleep(0.3)  # the commit waits for the lease held up at the store (an order, not a time, is asserted)
-    assert thread.is_alive() and not exists(s3_client, s3_bucket, committer.layout.journal_key)
     s3_sim.release()
     thread.join(60)
     assert not thread.is_alive() and outcome and not isinstance(outcome[0], BaseException), outcome
+    puts = [r for r in s3_sim.request_log() if r["operation"] == "PutObject"]
+    taken = min(r["answered"] for r in puts if r["key"].endswith("__s3commit_lease"))
+    journalled = min(r["at"] for r in puts if r["key"] == committer.layout.journal_key)
+    assert journalled >= taken  # the commit waited for the lease held up at the store: nothing journalled before
     assert outcome[0].metrics["committer_lease_requests"] == 1  # taken with one PUT (its setup read it free)
     assert lease_holder(s3_client, s3_bucket) is None
     assert_no_pending_uploads(s3_client, s3_bucket)
