@@ -14,7 +14,6 @@ carry no pendingset and cost nothing to keep.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import socket
@@ -30,6 +29,7 @@ from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.committers import Committer, create_committer
 from s3commit.config.options import committer_name_from_conf
 from s3commit.errors import ConfigError
+from s3commit.model import json_text
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.transfer.parallel import quiet_collector
 
@@ -55,7 +55,7 @@ def messages_of(lines: Iterator[bytes]) -> Iterator[tuple[int, TaskCommitMessage
     """Numbered task commit messages from NDJSON records (what ``TaskCommitMessage`` holds, as JSON)."""
     for number, line in enumerate(lines, 1):
         try:
-            record = json.loads(line)
+            record = json_text.loads(line)
             message = TaskCommitMessage.from_dict(record)
         except (ValueError, TypeError) as err:
             raise ConfigError(f"task commit message {number} is not valid: {err}") from err

@@ -296,16 +296,18 @@ class CommitEngine:
                 raise ManifestError(f"upload for {commit.dest_uri} is in another bucket than the destination "
                                     f"{self.dest}", source=source)
             if (not ((len(key) > under and key.startswith(prefix)) or key.rpartition("/")[0] in absolute)
-                    or _SCRATCH_ELEMENT.search(key)):
+                    or ("__" in key and _SCRATCH_ELEMENT.search(key))):  # every scratch element starts "__"
                 raise ManifestError(f"upload for {commit.dest_uri} points outside the destination {self.dest}",
                                     source=source)
-            elements = key.split("/")
-            if "" in elements or "." in elements or ".." in elements:
-                raise ManifestError(f"upload key {key!r} has an empty, '.' or '..' element", source=source)
-            if key in seen:
+            if not key or "//" in key or "/." in key or key[0] == "." or key[-1] == "/":  # else no "", "." or ".."
+                elements = key.split("/")
+                if "" in elements or "." in elements or ".." in elements:
+                    raise ManifestError(f"upload key {key!r} has an empty, '.' or '..' element", source=source)
+            count = len(seen)
+            seen.add(key)
+            if len(seen) == count:
                 raise ManifestError(f"Destination {commit.dest_uri} is written by more than one task",
                                     source=source)
-            seen.add(key)
             if commit.extra_data:  # marks and windows live there; most entries a message carries have one only
                 if commit.key_there_at_task_commit:
                     self._keys_there.append(commit)

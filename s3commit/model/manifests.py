@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from s3commit.errors import ManifestError
-from s3commit.model import checksums
+from s3commit.model import checksums, json_text
 
 PENDING_VERSION = 2
 PENDINGSET_VERSION = 3
@@ -105,7 +105,7 @@ def _parse(data: bytes | str, source: str | None) -> dict[str, Any]:
     if not data:
         raise ManifestError("no data (empty file)", source=source)
     try:
-        value = json.loads(data)
+        value = json_text.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ManifestError(f"not valid JSON ({err})", source=source) from err
     if not isinstance(value, dict):

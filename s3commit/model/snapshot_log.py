@@ -26,6 +26,7 @@ from typing import NamedTuple
 from urllib.parse import quote, unquote, urlsplit
 
 from s3commit.errors import ManifestError
+from s3commit.model import json_text
 
 LOG_DIR = "_spark_metadata"
 """Spark's file sink log's directory (``FileStreamSink.metadataDir``): a Structured Streaming file sink's log, and a
@@ -191,7 +192,7 @@ class Snapshot:
         prefix = f"{dest_key.strip('/')}/" if dest_key.strip("/") else ""
         numbered = [(number, line) for number, line in enumerate(lines[1:], start=2) if line.strip()]
         try:  # the lines as one JSON array: one parse in C, not one a line
-            objs = json.loads("[" + ",".join(line for _, line in numbered) + "]")
+            objs = json_text.loads("[" + ",".join(line for _, line in numbered) + "]")
         except ValueError:
             objs = None  # which line is bad: parsed one by one below, to name it
         files: dict[str, SnapshotFile] = {}

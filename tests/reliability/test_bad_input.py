@@ -626,3 +626,38 @@ def test_recover_refuses_a_journal_naming_another_destination(s3_sim, bucket, ra
     assert f"journal is for s3://{bucket}/somewhere-else, not s3://{bucket}/out" in result.err
     raw.delete_object(Bucket=bucket, Key=key)
     assert_nothing_lost(raw, bucket)
+
+
+@pytest.mark.parametrize(("tampered", "words"), [
+    ("out/a/../b.txt", "has an empty, '.' or '..' element"),
+    ("out/./b.txt", "has an empty, '.' or '..' element"),
+    ("out//b.txt", "has an empty, '.' or '..' element"),
+    ("out/a/", "has an empty, '.' or '..' element"),
+    ("out/p=1/__magic_job-1/b.txt", "points outside the destination"),
+    ("out/__s3commit_lease", "points outside the destination"),
+], ids=["dot-dot", "dot", "empty", "trailing-slash", "scratch-element", "lease"])
+def test_pendingset_naming_a_key_no_file_may_have_is_refused(tampered, words, s3_sim, bucket, raw):
+    committer = committer_for(s3_sim, bucket)
+    messages = run_tasks(committer, JobSpec(tasks=1, files=2, job_id_in_names=True))
+    key = pendingset_keys(raw, bucket)[0]
+
+    def point_at(data):
+        data["commits"][0]["destinationKey"] = tampered
+        return data
+
+    rewrite(raw, bucket, key, point_at)
+    commit_fails(s3_sim, committer, messages, ManifestError, words)
+    assert_nothing_lost(raw, bucket)
+
+
+def test_keys_that_only_look_like_scratch_or_dot_elements_are_committed(s3_sim, bucket, raw):
+    committer = committer_for(s3_sim, bucket)
+    committer.setup_job()
+    attempt = committer.setup_task(committer.new_task_attempt_id(0))
+    names = [".hidden/a__magic_job-1.txt", "p=__x/..b.txt", "a..b/.c"]
+    for name in names:
+        with attempt.open(name) as out:
+            out.write(name.encode())
+    committer.commit_job([committer.commit_task(attempt)])
+    for name in names:
+        assert read(raw, bucket, f"out/{name}") == name.encode()

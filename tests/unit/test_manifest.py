@@ -259,3 +259,30 @@ def test_as_completed_keeps_the_recorded_checksums():
     entry = pending(extra_data={"k": "v"}).as_completed()
     assert entry.completed_at_task_commit and entry.extra_data == {"k": "v", COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT}
     assert PendingUpload.from_json(entry.to_json()).completed_at_task_commit
+
+
+@pytest.mark.parametrize("text", [b'{"a": 1, "a": 2}', b'{"n": NaN}', b'[18446744073709551615, -9223372036854775808]',
+                                  '{"s": "\u00e9"}', b'[1e400]', b'{"k": [1.5, null, true]}'])
+def test_json_is_read_as_the_standard_library_reads_it(text):
+    from s3commit.model import json_text
+
+    assert repr(json_text.loads(text)) == repr(json.loads(text))
+
+
+@pytest.mark.parametrize("text", [b"{not json", b"\x00\xff", b'{"a": 1', b""])
+def test_json_that_neither_parser_reads_fails_with_the_standard_librarys_error(text):
+    from s3commit.model import json_text
+
+    with pytest.raises(json.JSONDecodeError) as ours:
+        json_text.loads(text)
+    with pytest.raises(json.JSONDecodeError) as theirs:
+        json.loads(text)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_a_length_past_64_bits_in_a_pendingset_is_refused_as_not_a_number_of_its_type():
+    upload = json.loads(PendingUpload(bucket="b", destination_key="k", upload_id="u", etags=("e",), length=1,
+                                      uri="s3a://b/k").to_json())
+    text = json.dumps({**upload, "length": 10**30}).encode()
+    with pytest.raises(ManifestError, match="length"):
+        PendingUpload.from_json(text, source="s3://b/k.pending")
