@@ -73,7 +73,7 @@ from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
 from s3commit.commit.lease import CommitLease, NoLease
-from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under, read_pendingset
+from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under, read_pendingsets
 from s3commit.commit.overwrite import OverwritePlan, delete_old
 from s3commit.commit.prefixes import delete_prefix, list_ahead
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
@@ -342,14 +342,14 @@ class CommitEngine:
         known = known or {}
         packing = threading.Event()  # past CACHE_BUDGET: the readers compress the bodies (zlib lets go of the GIL)
 
-        def read_one(key: str) -> tuple[PendingSet, bytes, bool]:
-            pendingset, body = read_pendingset(self.store, self.dest.bucket, key)
+        def to_keep(pendingset: PendingSet, body: bytes) -> tuple[PendingSet, bytes, bool]:  # on the readers
             packed = packing.is_set()
             return pendingset, zlib.compress(body, 1) if packed else body, packed
 
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
-        read = map_ordered(pool, [k for k in keys if k not in known], read_one, window=2 * self.options.pool_size)
+        read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in known], pool=pool,
+                                ahead=2 * self.options.pool_size, then=to_keep)
         loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), read)
         for key, future in loads:
             try:

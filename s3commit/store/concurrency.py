@@ -66,6 +66,11 @@ def limit_partition(key: str | None) -> str:
     return key.split("/", 1)[0]
 
 
+SLOT_POLL_SECONDS = 0.005
+"""How often an event loop waiting for a slot (:meth:`ConcurrencyLimit.try_acquire`) looks again when none of its own
+requests ended (another thread's may have: the limit is the process's)."""
+
+
 @dataclass
 class LimitWatch:
     """What one limit did while a caller (a job commit) watched it (:meth:`ConcurrencyLimit.watch`)."""

@@ -273,23 +273,21 @@ class LeanCompletes:
         botocore's ``ClientError`` or connection error. A pendingset's GET at a quarter of botocore's CPU: a job
         commit reads every pendingset before its first Complete."""
         from botocore.awsrequest import AWSPreparedRequest, HeadersDict
-        from botocore.exceptions import IncompleteReadError
 
-        target = self._targets[bucket]
-        if target is None:
-            raise RefusedBefore(bucket)
-        request = self._signed(client, target, "GET", f"{target.path}/{_quoted_key(key)}", "", b"", [])
+        request = self.prepare_get(client, bucket, key)
         headers = HeadersDict()
         for name, value in request.headers:
             headers[name] = value
         response = client._endpoint.http_session.send(AWSPreparedRequest("GET", request.url, headers, None, False))
-        body = _content(response, request.url)
-        if response.status_code >= 300:
-            raise client_error(response.status_code, response.headers, body, "GetObject", missing="NoSuchKey")
-        expected = response.headers.get("content-length")
-        if expected is not None and expected.isdigit() and int(expected) != len(body):
-            raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(expected))
-        return bytes(body)
+        return object_of(response.status_code, response.headers, _content(response, request.url))
+
+    def prepare_get(self, client: Any, bucket: str, key: str) -> Prepared:
+        """A whole object's GET, built and signed (call :meth:`usable` first): what :meth:`get_object` sends
+        through the client's session, and :mod:`s3commit.store.lean_http` on connections of its own."""
+        target = self._targets[bucket]
+        if target is None:
+            raise RefusedBefore(bucket)
+        return self._signed(client, target, "GET", f"{target.path}/{_quoted_key(key)}", "", b"", [])
 
     def _signed(self, client: Any, target: Target, method: str, path: str, query: str, body: bytes,
                 first: list[tuple[str, str]]) -> Prepared:
@@ -393,6 +391,20 @@ def answer_of(status: int, headers: Any, body: bytes) -> dict[str, Any]:
         return {"ETag": (root.findtext(f"{{{_S3_NAMESPACE}}}ETag") or root.findtext("ETag") or ""),
                 "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers}}
     raise client_error(status, headers, body, "CompleteMultipartUpload", expected="CompleteMultipartUploadResult")
+
+
+def object_of(status: int, headers: Any, body: bytes) -> bytes:
+    """A whole object's GET answer as botocore answers it: its bytes, all of them (a body shorter than its
+    ``Content-Length`` raises botocore's ``IncompleteReadError``, as its streaming body does), or botocore's
+    ``ClientError`` (``NoSuchKey`` for a 404 without a body)."""
+    from botocore.exceptions import IncompleteReadError
+
+    if status >= 300:
+        raise client_error(status, headers, body, "GetObject", missing="NoSuchKey")
+    expected = headers.get("content-length")
+    if expected is not None and expected.isdigit() and int(expected) != len(body):
+        raise IncompleteReadError(actual_bytes=len(body), expected_bytes=int(expected))
+    return bytes(body)
 
 
 def listing_of(status: int, headers: Any, body: bytes) -> dict[str, Any]:

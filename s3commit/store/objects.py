@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, cast
 
 from s3commit.errors import NotFoundError, PreconditionFailedError, StoreError, error_class_for_code
 from s3commit.model.checksums import Sending
 from s3commit.model.object_info import ObjectInfo
+from s3commit.store import many_gets
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
 from s3commit.store.lean_complete import LeanCompletes
 from s3commit.store.ranged_gets import RangedGets
@@ -77,8 +79,10 @@ class ObjectRequests(RequestGroup):
         self.counters.add_bytes(uploaded=memoryview(body).nbytes)
         return str(response.get("ETag", ""))
 
-    def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
-        """Read an object, or the byte range ``[start, end)``. ``Retry.IDEMPOTENT``."""
+    def get_object(self, bucket: str, key: str, *, start: int | None = None, end: int | None = None,
+                   attempts: Attempts | None = None) -> bytes:
+        """Read an object, or the byte range ``[start, end)``. ``Retry.IDEMPOTENT``; ``attempts``: those made
+        already, elsewhere (:meth:`get_many`'s first), which the policy's budget counts."""
         args: dict[str, Any] = {"Bucket": bucket, "Key": key}
         if start is not None or end is not None:
             first = start or 0
@@ -94,7 +98,24 @@ class ObjectRequests(RequestGroup):
             def send() -> bytes:  # one attempt, built and signed here (s3commit.store.lean_complete)
                 return cast(bytes, lean.attempt(bucket, lambda: lean.get_object(client, bucket, key), read))
 
-        return self.requests.call("GetObject", send, retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+        return self.requests.call("GetObject", send, retry=Retry.IDEMPOTENT, attempts=attempts, bucket=bucket,
+                                  key=key)
+
+    def can_get_many(self, bucket: str) -> bool:
+        """Whether :meth:`get_many` may read ``bucket``'s objects (the lean path serves it: see
+        :mod:`s3commit.store.many_gets`)."""
+        if type(self).get_object is not ObjectRequests.get_object:
+            return False  # a subclass that sees each GET (a fault injected, an audit) is called for each one
+        return many_gets.usable(self.lean, self.client, bucket)
+
+    def get_many(self, bucket: str, keys: Iterable[str], *, ahead: int) -> Iterator[tuple[str, Future[bytes]]]:
+        """Whole objects, ``(key, future of its bytes)`` in the order of ``keys``, at most ``ahead`` GETs sent
+        beyond the one handed out last, their first attempts from one event loop on connections of s3commit's own
+        (a fifth of botocore's CPU a GET), a failed one retried as :meth:`get_object` retries (call
+        :meth:`can_get_many` first). A caller that stops early cancels what is in flight."""
+        if self.lean is None:
+            raise ValueError("get_many needs s3commit.store.lean-requests (see can_get_many)")
+        return many_gets.get_many(self.requests, self.lean, self.get_object, bucket, keys, ahead=ahead)
 
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:

@@ -35,7 +35,7 @@ from s3commit.errors import (
 from s3commit.model.checksums import Sending, SentPart, complete_parts
 from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_completed_upload
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
-from s3commit.store.concurrency import ConcurrencyLimit
+from s3commit.store.concurrency import SLOT_POLL_SECONDS, ConcurrencyLimit
 from s3commit.store.lean_complete import answer_of
 from s3commit.store.lean_http import Connections, Origin, Unanswered, settings_of
 from s3commit.store.objects import ObjectRequests
@@ -55,9 +55,7 @@ CALLS_AHEAD = 1024
 ROOM_EVERY = 64
 """The loop gives the reader room for this many calls at once (a semaphore's release wakes a thread: per call it
 was ~4% of the loop's CPU)."""
-POLL_SECONDS = 0.005
-"""How often a loop waiting for a slot looks again when none of its own requests ended (another thread's may
-have: the limit is the process's)."""
+
 
 
 class UploadRequests(RequestGroup):
@@ -394,10 +392,10 @@ class _Many:
 
         ticks: asyncio.TimerHandle | None = None
 
-        def poll() -> None:  # a slot another thread's request freed is seen within POLL_SECONDS (no wait_for each)
+        def poll() -> None:  # a slot another thread's request freed is seen within SLOT_POLL_SECONDS (no wait_for each)
             nonlocal ticks
             freed.set()
-            ticks = loop.call_later(POLL_SECONDS, poll)
+            ticks = loop.call_later(SLOT_POLL_SECONDS, poll)
 
         poll()
         ahead: asyncio.Queue[tuple[Any, CompleteCall] | None] = asyncio.Queue()

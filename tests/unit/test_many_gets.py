@@ -1,0 +1,161 @@
+"""Many whole-object GETs from one event loop (``ObjectRequests.get_many``, :mod:`s3commit.store.many_gets`) over a
+wire store on a loopback socket: the bytes in the keys' order, one request each, a failed first attempt carried on by
+the store's retry loop within one budget, a missing object's error as ``get_object``'s, a caller that stops early
+leaving nothing running, and a large job commit that reads its pendingsets this way (a small one through
+botocore)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from s3commit.commit.engine import CommitEngine
+from s3commit.commit.manifest_store import MANY_GETS_FROM
+from s3commit.commit.overwrite import OverwritePlan
+from s3commit.config.options import CommitterOptions
+from s3commit.errors import NotFoundError
+from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.paths import JobLayout
+from s3commit.model.uri import S3Uri
+from s3commit.store import many_gets
+from s3commit.testing.memory import s3_error
+from tests.unit.test_complete_many import BUCKET, RefusesLean, listening
+
+
+def put(store, n, prefix="p/obj"):
+    keys = [f"{prefix}-{i:03d} x+.json" for i in range(n)]
+    for key in keys:
+        store.objects.put_object(BUCKET, key, key.encode() * 50)
+    return keys
+
+
+def gets_running():
+    return [t for t in threading.enumerate() if t.name == "s3commit-gets"]
+
+
+def test_the_bytes_come_in_the_keys_order_one_request_each():
+    _, wire, store = listening()
+    keys = put(store, 40)
+    assert store.objects.can_get_many(BUCKET)
+    before = store.counters.snapshot()["requests"].get("GetObject", 0)
+    got = [(key, future.result()) for key, future in store.objects.get_many(BUCKET, keys, ahead=7)]
+    assert got == [(key, key.encode() * 50) for key in keys]
+    assert store.counters.snapshot()["requests"]["GetObject"] - before == 40
+    assert gets_running() == []
+    assert store.requests.limit(BUCKET, keys[0]).state().in_flight == 0
+    wire.close()
+
+
+def test_a_failed_first_attempt_is_retried_by_the_stores_loop_within_one_budget():
+    seen: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def flaky(request):
+        if request.operation != "get_object":
+            return None
+        with lock:
+            seen[request.key] = seen.get(request.key, 0) + 1
+            first = seen[request.key] == 1
+        index = int(request.key.split("-")[1][:3])
+        if first and index % 3 == 0:
+            return s3_error("SlowDown", 503, "Please reduce your request rate.")
+        if first and index % 3 == 1:
+            return s3_error("InternalError", 500)
+        return None
+
+    _, wire, store = listening(fail=flaky)
+    keys = put(store, 30)
+    got = [future.result() for _, future in store.objects.get_many(BUCKET, keys, ahead=8)]
+    assert got == [key.encode() * 50 for key in keys]
+    counted = store.counters.snapshot()
+    assert counted["retries"]["GetObject"] == 20 and counted["throttles"]["GetObject"] == 10
+    assert counted["requests"]["GetObject"] == sum(seen.values()) == 50
+    wire.close()
+
+
+def test_a_get_that_keeps_failing_is_sent_the_policys_attempts_in_all():
+    def down(request):
+        return s3_error("InternalError", 500) if request.operation == "get_object" else None
+
+    _, wire, store = listening(fail=down)
+    keys = ["p/never"]
+    [(_, future)] = list(store.objects.get_many(BUCKET, keys, ahead=4))
+    with pytest.raises(Exception) as caught:
+        future.result()
+    assert getattr(caught.value, "attempts", None) == store.options.retry.max_attempts
+    counted = store.counters.snapshot()
+    assert counted["requests"]["GetObject"] == store.options.retry.max_attempts
+    assert counted["failures"]["GetObject"] == 1
+    wire.close()
+
+
+def test_a_missing_object_is_get_objects_not_found_and_not_retried():
+    _, wire, store = listening()
+    keys = put(store, 3)
+    futures = dict(store.objects.get_many(BUCKET, [keys[0], "p/missing", keys[2]], ahead=2))
+    with pytest.raises(NotFoundError):
+        futures["p/missing"].result()
+    assert futures[keys[2]].result() == keys[2].encode() * 50
+    assert store.counters.snapshot()["retries"].get("GetObject", 0) == 0
+    wire.close()
+
+
+def test_a_caller_that_stops_early_leaves_nothing_running():
+    _, wire, store = listening()
+    keys = put(store, 30)
+    reading = store.objects.get_many(BUCKET, keys, ahead=10)
+    key, future = next(reading)
+    assert future.result() == key.encode() * 50
+    reading.close()
+    assert gets_running() == []
+    assert store.requests.limit(BUCKET, keys[0]).state().in_flight == 0
+    wire.close()
+
+
+def test_a_store_that_refuses_the_lean_gets_is_read_by_botocore():
+    _, wire, store = listening(wire_class=RefusesLean)
+    keys = put(store, 12)
+    got = [future.result() for _, future in store.objects.get_many(BUCKET, keys, ahead=4)]
+    assert got == [key.encode() * 50 for key in keys]
+    assert wire.refusals >= 1 and not store.objects.can_get_many(BUCKET)
+    wire.close()
+
+
+def test_without_lean_requests_get_many_is_not_offered():
+    _, wire, store = listening(lean=False)
+    assert not store.objects.can_get_many(BUCKET)
+    wire.close()
+
+
+@pytest.mark.parametrize("tasks", [3, MANY_GETS_FROM])
+def test_a_large_jobs_pendingsets_are_read_from_the_loop_and_a_small_ones_by_botocore(tasks, monkeypatch):
+    s3, wire, store = listening()
+    from_loop: list[str] = []
+    submit = many_gets._Gets.submit
+
+    def counted(self, key):
+        from_loop.append(key)
+        return submit(self, key)
+
+    monkeypatch.setattr(many_gets._Gets, "submit", counted)
+    job_id = "0f0e0d0c-0000-4000-8000-0000000000aa"
+    dest = S3Uri(BUCKET, "table")
+    layout = JobLayout(dest.key, job_id)
+    keys = []
+    for task in range(tasks):
+        key = f"table/day={task % 3}/part-{task:04d}-{job_id}.parquet"
+        upload_id = store.uploads.create_multipart_upload(BUCKET, key)
+        part = store.uploads.upload_part(BUCKET, key, upload_id, 1, b"x")
+        commit = PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(part.etag,),
+                               length=1, uri=f"s3a://{BUCKET}/{key}")
+        keys.append(layout.pendingset_key(f"task_{task:04d}"))
+        store.objects.put_object(BUCKET, keys[-1], PendingSet(commits=(commit,)).with_job(job_id, "a").to_json())
+    engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
+                          options=CommitterOptions(journal=True))
+    engine.run(keys, OverwritePlan())
+    assert engine.stats.completed == tasks and s3.uploads(BUCKET) == []
+    assert len(from_loop) == (tasks if tasks >= MANY_GETS_FROM else 0)
+    assert store.counters.snapshot()["requests"]["GetObject"] == tasks  # each pendingset read once
+    assert gets_running() == []
+    wire.close()
