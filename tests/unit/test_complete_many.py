@@ -249,10 +249,8 @@ def test_the_calls_own_failure_is_raised_once_those_in_flight_end():
     wire.close()
 
 
-def _job(store, job_id, n, *, create_only=False):
-    """A magic job of ``n`` files in one pendingset, and its engine: ``(engine, pendingset key, uploads)``."""
-    dest = S3Uri(BUCKET, "table")
-    layout = JobLayout(dest.key, job_id)
+def job_uploads(store, job_id, n):
+    """``n`` uploads of a magic job's files under ``table/``, one small part each, as pendingset entries."""
     commits = []
     for i in range(n):
         key = f"table/day={i % 3}/part-{i:04d}-{job_id}.parquet"
@@ -260,6 +258,14 @@ def _job(store, job_id, n, *, create_only=False):
         part = store.uploads.upload_part(BUCKET, key, upload_id, 1, b"x" * (i + 1))
         commits.append(PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(part.etag,),
                                      length=i + 1, uri=f"s3a://{BUCKET}/{key}"))
+    return commits
+
+
+def _job(store, job_id, n, *, create_only=False):
+    """A magic job of ``n`` files in one pendingset, and its engine: ``(engine, pendingset key, uploads)``."""
+    dest = S3Uri(BUCKET, "table")
+    layout = JobLayout(dest.key, job_id)
+    commits = job_uploads(store, job_id, n)
     key = layout.pendingset_key("task_0001")
     store.objects.put_object(BUCKET, key, PendingSet(commits=tuple(commits)).with_job(job_id, "attempt_1").to_json())
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",

@@ -15,12 +15,12 @@ from s3commit.commit.manifest_store import MANY_GETS_FROM
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import NotFoundError
-from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.manifests import PendingSet
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
 from s3commit.store import many_gets
 from s3commit.testing.memory import s3_error
-from tests.unit.test_complete_many import BUCKET, RefusesLean, listening
+from tests.unit.test_complete_many import BUCKET, RefusesLean, job_uploads, listening
 
 
 def put(store, n, prefix="p/obj"):
@@ -143,12 +143,7 @@ def test_a_large_jobs_pendingsets_are_read_from_the_loop_and_a_small_ones_by_bot
     dest = S3Uri(BUCKET, "table")
     layout = JobLayout(dest.key, job_id)
     keys = []
-    for task in range(tasks):
-        key = f"table/day={task % 3}/part-{task:04d}-{job_id}.parquet"
-        upload_id = store.uploads.create_multipart_upload(BUCKET, key)
-        part = store.uploads.upload_part(BUCKET, key, upload_id, 1, b"x")
-        commit = PendingUpload(bucket=BUCKET, destination_key=key, upload_id=upload_id, etags=(part.etag,),
-                               length=1, uri=f"s3a://{BUCKET}/{key}")
+    for task, commit in enumerate(job_uploads(store, job_id, tasks)):  # a pendingset of one file a task
         keys.append(layout.pendingset_key(f"task_{task:04d}"))
         store.objects.put_object(BUCKET, keys[-1], PendingSet(commits=(commit,)).with_job(job_id, "a").to_json())
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
