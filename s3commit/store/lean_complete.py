@@ -55,6 +55,7 @@ from xml.sax.saxutils import escape
 from s3commit._version import __version__
 from s3commit.store import moto_inprocess
 from s3commit.store.client import parse_timestamp
+from s3commit.store.lean_http import Settings, settings_of
 from s3commit.store.signing import SIGNATURE_VERSION
 
 log = logging.getLogger(__name__)
@@ -197,6 +198,16 @@ class LeanCompletes:
     def was_refused(self, bucket: str) -> bool:
         """Whether the store refused what this module sent to ``bucket`` (:meth:`refused`)."""
         return bucket in self._refused
+
+    def own_connections(self, client: Any, bucket: str) -> tuple[Target, Settings] | None:
+        """Where ``bucket``'s requests may go on connections of s3commit's own (:mod:`s3commit.store.lean_http`):
+        their :class:`Target` and the client's connection settings; None where this module does not serve the bucket
+        (see :meth:`usable`), the store refused what it sent, or the endpoint is not plain HTTP(S)."""
+        if not self.usable(client, bucket) or self.was_refused(bucket):
+            return None
+        target = self.target(bucket)
+        settings = settings_of(client, target.base) if target is not None else None
+        return (target, settings) if target is not None and settings is not None else None
 
     def target(self, bucket: str) -> Target | None:
         """Where ``bucket``'s Completes go, once :meth:`usable` said yes for it (else None)."""

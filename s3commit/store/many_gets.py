@@ -18,12 +18,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any
 
 from s3commit.errors import EndpointUnreachableError, StoreError, ThrottledError, TransientError, translate_client_error
 from s3commit.store.concurrency import SLOT_POLL_SECONDS
 from s3commit.store.lean_complete import LeanCompletes, object_of
-from s3commit.store.lean_http import Connections, Origin, Unanswered, settings_of
+from s3commit.store.lean_http import Connections, Origin, Unanswered
 from s3commit.store.requests import Requests
 from s3commit.store.retry import Attempts, Retry
 
@@ -34,20 +33,12 @@ CLOSE_SECONDS = 30.0
 """Longest wait, at the end, for the loop to cancel what is still in flight."""
 
 
-def usable(lean: LeanCompletes | None, client: Any, bucket: str) -> bool:
-    """Whether ``bucket``'s GETs may be sent here: the lean path serves it (``s3commit.store.lean-requests``, plain
-    HTTP(S)) and has not been refused."""
-    if lean is None or not lean.usable(client, bucket) or lean.was_refused(bucket):
-        return False
-    target = lean.target(bucket)
-    return target is not None and settings_of(client, target.base) is not None
-
-
 def get_many(requests: Requests, lean: LeanCompletes, get_object: Callable[..., bytes], bucket: str,
              keys: Iterable[str], *, ahead: int) -> Iterator[tuple[str, Future[bytes]]]:
     """``(key, future of its bytes)`` in the order of ``keys``, at most ``ahead`` GETs sent beyond the one the
-    caller was handed last (call :func:`usable` first). ``get_object(bucket, key, attempts=)``: the store's GET,
-    which carries on an attempt that failed here (and sends every GET of a bucket whose store refused this path).
+    caller was handed last (``lean.own_connections`` must serve ``bucket``). ``get_object(bucket, key,
+    attempts=)``: the store's GET, which carries on an attempt that failed here (and sends every GET of a bucket whose
+    store refused this path).
     Once the last is handed out, the generator ends when every GET has; a caller that stops early (closes it)
     cancels what is still in flight."""
     if ahead < 1:
@@ -78,11 +69,11 @@ class _Gets:
 
     def __init__(self, requests: Requests, lean: LeanCompletes, get_object: Callable[..., bytes],
                  bucket: str) -> None:
-        target = lean.target(bucket) if lean.usable(requests.client, bucket) else None
-        settings = settings_of(requests.client, target.base) if target is not None else None
-        if target is None or settings is None:
+        own = lean.own_connections(requests.client, bucket)
+        if own is None:
             raise ValueError(f"the GETs of bucket {bucket} cannot be sent on connections of s3commit's own "
-                             "(many_gets.usable)")
+                             "(ObjectRequests.can_get_many)")
+        target, settings = own
         self.requests, self.lean, self.get_object, self.bucket = requests, lean, get_object, bucket
         self.origin, self.host = Origin.of(target.base), target.host
         self.connections = Connections(settings)  # used from the loop's thread only

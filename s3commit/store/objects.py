@@ -106,7 +106,7 @@ class ObjectRequests(RequestGroup):
         :mod:`s3commit.store.many_gets`)."""
         if type(self).get_object is not ObjectRequests.get_object:
             return False  # a subclass that sees each GET (a fault injected, an audit) is called for each one
-        return many_gets.usable(self.lean, self.client, bucket)
+        return self.lean is not None and self.lean.own_connections(self.client, bucket) is not None
 
     def get_many(self, bucket: str, keys: Iterable[str], *, ahead: int) -> Iterator[tuple[str, Future[bytes]]]:
         """Whole objects, ``(key, future of its bytes)`` in the order of ``keys``, at most ``ahead`` GETs sent

@@ -191,15 +191,11 @@ class UploadRequests(RequestGroup):
         """Whether :meth:`complete_many` sends ``bucket``'s Completes on connections of its own (the lean path,
         ``s3commit.store.lean-requests``, on plain HTTP(S): :mod:`s3commit.store.lean_http`). Not for a subclass
         that overrides :meth:`complete_multipart_upload` and not this: its override is called for every Complete."""
-        client, lean = self.client, self.lean
-        if lean is None or not lean.usable(client, bucket):
-            return False
         own = type(self)
         if own.complete_multipart_upload is not UploadRequests.complete_multipart_upload \
                 and own.complete_many is UploadRequests.complete_many:
             return False  # a subclass that sees each Complete (a fault injected, an audit) is called for each one
-        target = lean.target(bucket)
-        return target is not None and settings_of(client, target.base) is not None
+        return self.lean is not None and self.lean.own_connections(self.client, bucket) is not None
 
     def complete_many(self, calls: Iterable[tuple[Tag, CompleteCall]], *, done: Callable[[Tag, str], None],
                       most: int | None = None, stop_on_failure: bool = True,
