@@ -48,7 +48,7 @@ def over_http(server: S3TestServer, requests: int, threads: int, lean: bool) -> 
     def complete(item: tuple[str, str, Any]) -> None:
         key, upload, part = item
         store.uploads.complete_multipart_upload(bucket, key, upload, [part.etag],
-                                                checksum_algorithm=options.checksum_algorithm,
+                                                checksum_algorithm=store.uploads.checksum_algorithm(bucket),
                                                 part_checksums=[part.checksum])
 
     complete(todo[0])  # the first builds botocore's caches (and the lean path's endpoint)

@@ -53,10 +53,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if item not in moto_only]
 
 
-def store_options_for(server) -> StoreOptions:
-    return StoreOptions(endpoint_url=server.endpoint_url, region="us-east-1", path_style=True,
-                        access_key="testing", secret_key="testing",
-                        retry=RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2))
+def store_options_for(server, **overrides) -> StoreOptions:
+    """The suite's options for ``server``; ``overrides`` set fields as a user would (``dataclasses.replace`` of a
+    made ``StoreOptions`` names its checksum algorithm: no longer ``auto``'s)."""
+    settings = {"endpoint_url": server.endpoint_url, "region": "us-east-1", "path_style": True,
+                "access_key": "testing", "secret_key": "testing",
+                "retry": RetryPolicy(max_attempts=5, initial_delay=0.01, max_delay=0.2), **overrides}
+    return StoreOptions(**settings)
 
 
 @pytest.fixture

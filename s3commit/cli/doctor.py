@@ -27,7 +27,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     doctor.add_argument("location", type=uri_arg, help="s3://bucket/prefix where jobs will write")
     doctor.add_argument("--checksum-algorithm", default="auto", metavar="NAME",
                         help="the checksum jobs send (fs.s3a.create.checksum.algorithm; default %(default)s: "
-                             "CRC32C where awscrt is installed, else CRC32)")
+                             "CRC32C where awscrt is installed, else CRC32; none where the store validates no "
+                             "checksum and its part ETags are MD5s, which s3commit then checks)")
     doctor.add_argument("--json", action="store_true", help="print the findings as JSON")
     doctor.set_defaults(handler=run)
 
@@ -50,7 +51,7 @@ def _terminate_as_interrupt() -> Iterator[None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from s3commit.model.checksums import normalise
+    from s3commit.model.checksums import is_auto, normalise
     from s3commit.store.capability_cache import remember
     from s3commit.store.probe import probe
 
@@ -59,12 +60,15 @@ def run(args: argparse.Namespace) -> int:
     with _terminate_as_interrupt():
         found = probe(store, args.location.bucket, args.location.key)
     remember(found, max_age=store.options.capabilities_max_age)
+    chosen = found.auto_checksum(algorithm) if is_auto(args.checksum_algorithm) else algorithm
+    shown = chosen or ("none: auto sends none here, the parts' MD5 ETags are checked" if algorithm else "none")
+    algorithm = chosen
     lost = found.lost_features(algorithm)
     if args.json:
         print_json({**found.to_dict(), "checksum_algorithm": algorithm or "none", "safe": not lost, "lost": lost,
                     "actions": {name: action for name, _request, _result, action in found.rows()}})
         return EXIT_OK if not lost else EXIT_FAILED
-    say(f"s3commit doctor: {found.endpoint}, bucket {found.bucket} (checksum {algorithm or 'none'})")
+    say(f"s3commit doctor: {found.endpoint}, bucket {found.bucket} (checksum {shown})")
     rows = [("capability", "result", "what s3commit does"), *((n, r, a) for n, _q, r, a in found.rows())]
     widths = [max(len(row[i]) for row in rows) for i in range(2)]
     for name, result, action in rows:

@@ -911,7 +911,10 @@ class CommitEngine:
         probed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(known.probed_at))
         return {"s3commit.capabilities": known.summary(), "s3commit.capabilities.probed": probed,
                 "s3commit.checksum.verify-etag.effective":
-                    str(self.store.bodies.verifies_etags(self.dest.bucket)).lower()}
+                    str(self.store.bodies.verifies_etags(self.dest.bucket)).lower(),
+                "s3commit.checksum.algorithm.effective":
+                    str(self.store.uploads.checksum_algorithm(self.dest.bucket,
+                                                              object_checked=self.options.validate_output) or "none")}
 
     def cleanup(self, *, read_pendingsets: bool = False) -> None:
         """Abort this job's orphan uploads, then delete the job directory (journal last).

@@ -269,7 +269,8 @@ def _delete_attempt_dir(store: S3Store, attempt: TaskAttemptRef, listing: Attemp
 
 
 def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[str, str], *, part_size: int,
-                        threads: int, executor: Executor, part_executor: Executor) -> TaskCommitMessage:
+                        threads: int, executor: Executor, part_executor: Executor,
+                        object_checked: bool = False) -> TaskCommitMessage:
     """Upload each local file (``files``: local path -> final key, in the pendingset's order) as an uncompleted
     multipart upload, and save the task's pendingset.
 
@@ -278,14 +279,17 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
     share of the threads goes up in more, smaller ones. Each ``.pending`` names its partition, the key's directory
     below :attr:`TaskAttemptRef.dest_prefix`. On any failure every upload made so far is aborted (with any orphan
     a Create left under a name without the job id) and the error re-raised. The local files are the caller's.
+    ``object_checked``: the job commit will compare each object's checksum (:meth:`RequestGroup.checksum_algorithm`).
     """
+    algorithm = store.uploads.checksum_algorithm(attempt.bucket, object_checked=object_checked)
     started: list[UploadRef] = []  # each upload registered at its creation: a failure aborts it
     completed: list[PendingUpload] = []  # completed at task commit: a failure deletes them
     try:
         uploads, failures = gather(
             executor, list(files.items()),
             lambda item: _upload_file(store, attempt, item[0], item[1], started, part_size=part_size,
-                                      threads=threads, files=len(files), part_executor=part_executor),
+                                      threads=threads, files=len(files), part_executor=part_executor,
+                                      algorithm=algorithm),
             window=window_for(threads))
         if failures:
             raise failures[0].error
@@ -306,8 +310,10 @@ def commit_staging_task(store: S3Store, attempt: TaskAttemptRef, files: Mapping[
 
 
 def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, started: list[UploadRef], *,
-                 part_size: int, threads: int, files: int, part_executor: Executor) -> PendingUpload:
-    """One local file as an uncompleted upload of ``key`` (registered in ``started`` once created)."""
+                 part_size: int, threads: int, files: int, part_executor: Executor,
+                 algorithm: str | None) -> PendingUpload:
+    """One local file as an uncompleted upload of ``key`` (registered in ``started`` once created), every part with
+    ``algorithm``'s checksum (as its Create names)."""
     length = os.path.getsize(path)
     # A file with fewer parts than its share of the threads goes up in more, smaller ones (staged_part_size).
     part_size = staged_part_size(length, part_size, max(1, threads // files))
@@ -318,7 +324,8 @@ def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, s
     bucket = attempt.bucket
     windows: list[CreateWindow] = []
     created = now_millis()
-    upload_id = store.uploads.create_multipart_upload(bucket, key, on_possible_orphan=windows.append)
+    upload_id = store.uploads.create_multipart_upload(bucket, key, on_possible_orphan=windows.append,
+                                                      checksum_algorithm=algorithm)
     window = windows[0] if windows else None
     started.append(UploadRef(bucket, key, upload_id, window))
     sent: list[SentPart | None] = [None] * parts
@@ -328,7 +335,8 @@ def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, s
         # Each part is read when its upload starts (one part in memory per upload at a time).
         piece = pieces[number - 1]
         try:
-            sent[number - 1] = store.uploads.upload_part(bucket, key, upload_id, number, piece.load())
+            sent[number - 1] = store.uploads.upload_part(bucket, key, upload_id, number, piece.load(),
+                                                         checksum_algorithm=algorithm)
         finally:
             piece.release()
 
@@ -341,7 +349,7 @@ def _upload_file(store: S3Store, attempt: TaskAttemptRef, path: str, key: str, s
             raise failures[0].error
     partition = partition_of(key.removeprefix(attempt.dest_prefix))
     parts_sent = [part for part in sent if part is not None]
-    extra = checksums.record(store.options.checksum_algorithm, [part.checksum for part in parts_sent if part.checksum])
+    extra = checksums.record(algorithm, [part.checksum for part in parts_sent if part.checksum])
     if window is not None:
         extra[CREATE_WINDOW_KEY] = window.encode()
     return PendingUpload(bucket=bucket, destination_key=key, upload_id=upload_id,

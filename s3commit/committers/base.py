@@ -188,7 +188,8 @@ class Committer(ABC):
         if self.options.lease is LeaseMode.ON:
             self.commit_lease("commit")  # refused now, before any task runs, where the store cannot hold one
         # The lease is named at commit time (lease_for), where it is taken or not; so is the sweep (once).
-        lost = [f for f in found.lost_features(self.store.options.checksum_algorithm)
+        sent = self.store.uploads.checksum_algorithm(self.dest.bucket, object_checked=self.options.validate_output)
+        lost = [f for f in found.lost_features(sent)
                 if "commit lease" not in f and "dead jobs" not in f]
         if lost:
             log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "

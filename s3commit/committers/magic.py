@@ -156,7 +156,9 @@ def open_magic_file(store: S3Store, uri: str | S3Uri, *, options: CommitterOptio
                              budget=options.max_in_flight * options.part_size)
     return MultipartWriter(store, target.bucket, final_key, part_size=options.part_size,
                            max_in_flight=options.max_in_flight, executor=executor, policy=policy,
-                           uri=f"s3a://{target.bucket}/{target.key}", content_type=content_type)
+                           uri=f"s3a://{target.bucket}/{target.key}", content_type=content_type,
+                           checksum_algorithm=store.uploads.checksum_algorithm(
+                               target.bucket, object_checked=options.validate_output))
 
 
 class MagicTaskAttempt(TaskAttempt):

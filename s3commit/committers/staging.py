@@ -136,7 +136,8 @@ class StagingCommitter(Committer):
             files = {os.path.join(attempt.local_dir, *rel.split("/")): self.final_key(rel) for rel in relatives}
             message = commit_staging_task(self.store, self._attempt_ref(attempt), files,
                                           part_size=self.options.part_size, threads=self.options.pool_size,
-                                          executor=self.pool, part_executor=self.part_pool)
+                                          executor=self.pool, part_executor=self.part_pool,
+                                          object_checked=self.options.validate_output)
         finally:
             shutil.rmtree(attempt.local_dir, ignore_errors=True)
         attempt.committed = True

@@ -31,7 +31,7 @@ from s3commit.config.values import (
     parse_text,
 )
 from s3commit.errors import ConfigError
-from s3commit.model.checksums import normalise
+from s3commit.model.checksums import automatic, is_auto, normalise
 from s3commit.model.manifests import EtagForm
 
 MIN_PART_SIZE = 5 * MIB
@@ -145,7 +145,8 @@ KEYS: dict[str, Key] = {
         Key("fs.s3a.create.checksum.algorithm", "auto",
             "Checksum sent with every part and single-PUT object, recorded in the .pending and passed at "
             "Complete: CRC32, CRC32C or CRC64NVME (these two need s3commit[crt]), SHA256, none, or auto: CRC32C "
-            "where s3commit[crt] (awscrt) is installed (0.08 s of CPU per GiB), else CRC32 (0.47 s)."),
+            "where s3commit[crt] (awscrt) is installed (0.08 s of CPU per GiB), else CRC32 (0.47 s); none on a store "
+            "seen to ignore it whose part ETags are MD5s (the ETag check is the check there)."),
         Key("s3commit.checksum.verify-etag", "auto",
             "Compare each part's and single-PUT object's ETag with the MD5 of the bytes sent (not with SSE-KMS): "
             "catches damage in transit on a server that validates no checksum. About 1.5 s of CPU per GiB. auto: "
@@ -374,8 +375,12 @@ class StoreOptions:
     acl: str | None = setting("fs.s3a.acl.default", parse_optional)
     checksum_algorithm: str | None = setting("fs.s3a.create.checksum.algorithm", parse_text)
     """Sent with every part and single-PUT object (:mod:`s3commit.model.checksums`); ``"auto"``: ``CRC32C`` where
-    ``awscrt`` is installed, else ``CRC32`` (resolved here, so the field always names the algorithm sent); None or
-    ``"none"``: off."""
+    ``awscrt`` is installed, else ``CRC32`` (resolved here, so the field names the algorithm; where a bucket's store
+    validates no checksum, ``auto`` sends none there: :meth:`~s3commit.store.body_policy.PayloadPolicy.algorithm`);
+    None or ``"none"``: off."""
+    checksum_auto: bool | None = None
+    """Whether ``checksum_algorithm`` is ``auto``'s choice, set from it (None). A copy (``dataclasses.replace``) keeps
+    it while its algorithm is the one ``auto`` chose; options made anew with that algorithm's name are not."""
     verify_etag: bool | None = setting("s3commit.checksum.verify-etag", _parse_auto_bool)
     """Compare each answer's ETag with the MD5 of the bytes sent, where S3 defines it so; None (auto): where the
     store was not seen to validate the checksum sent
@@ -397,7 +402,10 @@ class StoreOptions:
     Spark sidecar sets the form of its JVM's S3A (:mod:`s3commit.bridge.registry`); no Hadoop key sets it."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "checksum_algorithm", normalise(self.checksum_algorithm))
+        chosen = normalise(self.checksum_algorithm)
+        kept = bool(self.checksum_auto) and chosen == automatic()  # a copy of auto's options, its algorithm unchanged
+        object.__setattr__(self, "checksum_auto", is_auto(self.checksum_algorithm) or kept)
+        object.__setattr__(self, "checksum_algorithm", chosen)
         try:
             object.__setattr__(self, "etag_form", EtagForm(self.etag_form))
         except ValueError:

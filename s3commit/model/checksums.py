@@ -5,7 +5,9 @@ Every part and every single-PUT object is sent with a checksum of the bytes as t
 ``s3commit[crt]`` extra) computes it, 0.08 s of CPU per GiB on the reference machine, else ``CRC32`` from the
 standard library, 0.47 s per GiB). A server that validates checksums answers ``BadDigest`` to bytes that changed on
 the way; for one that does not, the answer's ETag is compared with the MD5 of the bytes sent, where S3 defines it so (no
-SSE-KMS). Either mismatch is :class:`~s3commit.errors.ChecksumMismatchError`, retried from the buffer.
+SSE-KMS). Either mismatch is :class:`~s3commit.errors.ChecksumMismatchError`, retried from the buffer. Under
+``auto``, a store seen to validate no checksum and to give MD5 part ETags gets none: the MD5 is the check there, and
+a CRC it ignores would only cost CPU.
 
 The part checksums of an upload are kept in its ``.pending`` (Hadoop's ``extraData`` map, which Hadoop
 reads and ignores): ``s3commit.checksum.algorithm`` and ``s3commit.checksum.parts`` (the base64 values in part
@@ -61,11 +63,18 @@ def normalise(name: str | None) -> str | None:
     return text
 
 
+def is_auto(name: str | None) -> bool:
+    """Whether ``name`` is ``auto`` (any case): the algorithm is then s3commit's to choose, per store."""
+    return (name or "").strip().lower() == AUTO
+
+
 def automatic() -> str:
     """What ``auto`` chooses: ``CRC32C`` where ``awscrt`` is installed (its CRC32C uses the CPU's CRC instruction,
     about 6x less CPU than the standard library's CRC32), else ``CRC32``. Both are validated alike by every store
     s3commit was measured on, both combine into S3's COMPOSITE object checksum, and each upload records its own
-    algorithm, so processes that choose differently can write one job."""
+    algorithm, so processes that choose differently can write one job. Where a store validates no checksum and its
+    part ETags are the MD5s the ETag check compares, ``auto`` sends none there
+    (:meth:`s3commit.store.capabilities.Capabilities.auto_checksum`)."""
     return "CRC32C" if crt_available() else "CRC32"
 
 
@@ -209,7 +218,7 @@ class Sending:
 def complete_parts(etags: Sequence[str], algorithm: str | None, part_checksums: Sequence[str]) -> list[dict]:
     """The ``Parts`` of a CompleteMultipartUpload, each with its checksum where they are recorded."""
     parts: list[dict] = [{"PartNumber": n, "ETag": etag} for n, etag in enumerate(etags, start=1)]
-    if algorithm and len(part_checksums) == len(parts):
+    if algorithm and len(part_checksums) == len(parts) and all(part_checksums):
         for part, value in zip(parts, part_checksums, strict=True):
             part[request_field(algorithm)] = value
     return parts

@@ -114,6 +114,17 @@ class PayloadPolicy:
         self.options = options
         self.capabilities = capabilities
 
+    def algorithm(self, bucket: str, *, keep: bool = False) -> str | None:
+        """The checksum sent with bodies to ``bucket``: the option's; under ``auto``, none where the store was seen
+        to validate none and its part ETags are checked as MD5s (:meth:`Capabilities.auto_checksum`), unless the
+        caller ``keep`` s it. An upload keeps what this said at its Create for all its parts (the store's findings
+        may change meanwhile)."""
+        algorithm = self.options.checksum_algorithm
+        known = self.capabilities.get(bucket)
+        if known is None or keep or not self.options.checksum_auto or not self.verifies_etags(bucket):
+            return algorithm
+        return known.auto_checksum(algorithm)
+
     def verifies_etags(self, bucket: str) -> bool:
         """Whether ETags in ``bucket`` are checked as the MD5 of the bytes sent: ``verify_etag``, else (auto) where
         the store was not seen to validate the checksum sent (unknown: on); never with SSE-KMS."""

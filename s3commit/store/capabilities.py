@@ -192,6 +192,14 @@ class Capabilities:
             return False
         return self.outcome("part-etag-md5") is not Outcome.NO
 
+    def auto_checksum(self, algorithm: str | None) -> str | None:
+        """The checksum ``auto`` sends here, ``algorithm`` being what it chose by itself: none where the store was
+        seen to ignore that checksum (accept a wrong one) and to give part ETags that are the MD5 of their bytes (the
+        ETag check then catches damage in transit, and a checksum the store ignores would cost CPU for nothing: 0.47
+        s a GiB for CRC32), else ``algorithm`` (also where that checksum was never probed here)."""
+        ignored = algorithm is not None and self.outcome(checksum_check(algorithm)) is Outcome.IGNORED
+        return None if ignored and self.outcome("part-etag-md5") is Outcome.YES else algorithm
+
     def integrity_verified(self, algorithm: str | None) -> bool:
         """True if damage in transit of a part sent with ``algorithm`` is caught (by the store or the ETag check)."""
         return self.validates(algorithm) or self.outcome("part-etag-md5") is Outcome.YES

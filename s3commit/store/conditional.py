@@ -42,7 +42,7 @@ class ConditionalRequests(RequestGroup):
         args: dict[str, Any] = {**self.options.write_args(), "IfMatch": etag}
         if content_type:
             args["ContentType"] = content_type
-        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
+        sending = Sending(self.checksum_algorithm(bucket), body, etag_is_md5=self.bodies.verifies_etags(bucket))
         args.update(sending.args())
         attempts = Attempts()
         try:

@@ -54,7 +54,7 @@ class ObjectRequests(RequestGroup):
             args["IfNoneMatch"] = "*"
         if content_type:
             args["ContentType"] = content_type
-        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
+        sending = Sending(self.checksum_algorithm(bucket), body, etag_is_md5=self.bodies.verifies_etags(bucket))
         args.update(sending.args())
         signed, sha256 = self.bodies.signs_payload(bucket), sha256_hex(sending.algorithm, sending.value)
 

@@ -45,6 +45,11 @@ class Requests:
                  sleep: Callable[[float], None] = time.sleep, limits: ConcurrencyLimits | None = None) -> None:
         self.options = options
         self._client = body_policy.install_bodies(moto_inprocess.adapt(client))
+        #: Whether the client may compute a checksum of its own for a body sent without one: one the caller made
+        #: (a user's, ``request_checksum_calculation`` ``when_supported`` by default); never the store's own.
+        self.client_adds_checksums = client is not None and getattr(
+            getattr(getattr(client, "meta", None), "config", None), "request_checksum_calculation",
+            "when_supported") != "when_required"
         self.sleep = sleep
         self._lock = threading.Lock()
         self.counters = StoreCounters()
@@ -199,3 +204,11 @@ class RequestGroup:
     def client(self) -> Any:
         """The store's boto3 client (built on first use in each process)."""
         return self.requests.client
+
+    def checksum_algorithm(self, bucket: str, *, object_checked: bool = False) -> str | None:
+        """The checksum bodies sent to ``bucket`` carry (:meth:`~s3commit.store.body_policy.PayloadPolicy.algorithm`),
+        given whether the client adds one of its own to a body sent without (a client the user made computes its
+        own CRC32: ``request_checksum_calculation`` ``when_supported``) and whether each completed object's checksum
+        will be compared with its parts' (``object_checked``: ``validate_output``, whose check is the checksum the
+        store computes of what it keeps): either way ``auto``'s is kept."""
+        return self.bodies.algorithm(bucket, keep=self.requests.client_adds_checksums or object_checked)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any, TypeVar
 
 from s3commit.errors import (
@@ -71,18 +72,22 @@ class UploadRequests(RequestGroup):
         self.lean = objects.lean
 
     def create_multipart_upload(self, bucket: str, key: str, *, content_type: str | None = None,
-                                on_possible_orphan: Callable[[CreateWindow], None] | None = None) -> str:
+                                on_possible_orphan: Callable[[CreateWindow], None] | None = None,
+                                checksum_algorithm: str | EllipsisType | None = ...) -> str:
         """Start an upload; returns its id. ``Retry.RECORDED``: an attempt whose answer was lost (500,
         timeout, reset) may have started an upload S3 never named to us, so a retry after one is allowed only
         with ``on_possible_orphan``, which is then called once, after the upload was created, with the window
         (S3's clock) in which such an orphan of ``key`` was initiated; the caller records it with the upload
         (upload marker, ``.pending``), and the job's clean-up aborts what it covers. Without the callback,
-        only failures that never reached S3 (503 SlowDown, a refused connection) are retried."""
+        only failures that never reached S3 (503 SlowDown, a refused connection) are retried.
+        ``checksum_algorithm``: what every part of the upload will carry (``...``: the bucket's,
+        :meth:`PayloadPolicy.algorithm`; its caller passes the same to :meth:`upload_part`)."""
         args = dict(self.options.write_args())
         if content_type:
             args["ContentType"] = content_type
-        if self.options.checksum_algorithm:  # every part then carries one, and Complete names them
-            args["ChecksumAlgorithm"] = self.options.checksum_algorithm
+        algorithm = self.checksum_algorithm(bucket) if checksum_algorithm is ... else checksum_algorithm
+        if algorithm:  # every part then carries one, and Complete names them
+            args["ChecksumAlgorithm"] = algorithm
         attempts = Attempts()
         response = self.requests.call(
             "CreateMultipartUpload",
@@ -99,12 +104,15 @@ class UploadRequests(RequestGroup):
         return upload_id
 
     def upload_part(self, bucket: str, key: str, upload_id: str, part_number: int,
-                    body: bytes | bytearray | memoryview) -> SentPart:
+                    body: bytes | bytearray | memoryview, *,
+                    checksum_algorithm: str | EllipsisType | None = ...) -> SentPart:
         """Upload one part; returns its ETag and the checksum sent. ``Retry.IDEMPOTENT``: a part whose bytes did
         not arrive as sent (:class:`ChecksumMismatchError`) is re-sent from ``body`` like any transient failure.
         ``body`` is sent as it is, never copied (:mod:`s3commit.store.body_policy`; but see
-        :mod:`s3commit.store.moto_inprocess`)."""
-        sending = Sending(self.options.checksum_algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
+        :mod:`s3commit.store.moto_inprocess`). ``checksum_algorithm``: the one the upload's Create named (``...``:
+        the bucket's now)."""
+        algorithm = self.checksum_algorithm(bucket) if checksum_algorithm is ... else checksum_algorithm
+        sending = Sending(algorithm, body, etag_is_md5=self.bodies.verifies_etags(bucket))
         where = f"part {part_number} of s3://{bucket}/{key} (upload {short_upload_id(upload_id)})"
         signed, sha256 = self.bodies.signs_payload(bucket), sha256_hex(sending.algorithm, sending.value)
 

@@ -28,6 +28,7 @@ import mmap
 import threading
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from types import EllipsisType
 from typing import Any
 
 from s3commit.config.options import MAX_PARTS, MIN_PART_SIZE
@@ -118,6 +119,8 @@ class MultipartWriter(io.RawIOBase):
         if_none_match: publish only if the key does not exist yet (``If-None-Match: *`` on the PUT or the
             Complete): a writer that loses the race gets :class:`~s3commit.errors.PreconditionFailedError`
             and nothing is overwritten.
+        checksum_algorithm: what every part carries (``...``: the store's choice for the bucket,
+            :meth:`~s3commit.store.requests.RequestGroup.checksum_algorithm`).
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class MultipartWriter(io.RawIOBase):
         content_type: str | None = None,
         single_put_below: bool = True,
         if_none_match: bool = False,
+        checksum_algorithm: str | EllipsisType | None = ...,
     ) -> None:
         if part_size < MIN_PART_SIZE:
             raise ConfigError(f"part_size {part_size} is below S3's minimum part size of {MIN_PART_SIZE} bytes")
@@ -163,6 +167,9 @@ class MultipartWriter(io.RawIOBase):
         self._error: BaseException | None = None
         self._length = 0
         self._created = now_millis()
+        # The checksum every part of the upload carries: what its Create names (the bucket's, chosen once).
+        self._algorithm = (store.uploads.checksum_algorithm(bucket) if checksum_algorithm is ...
+                           else checksum_algorithm)
         self.upload_id: str | None = None
         self.create_window: CreateWindow | None = None
         """Set when the Create lost an answer and may have left an orphan upload (see the store)."""
@@ -309,7 +316,8 @@ class MultipartWriter(io.RawIOBase):
             windows: list[CreateWindow] = []
             self.upload_id = self.store.uploads.create_multipart_upload(self.bucket, self.key,
                                                                         content_type=self._content_type,
-                                                                        on_possible_orphan=windows.append)
+                                                                        on_possible_orphan=windows.append,
+                                                                        checksum_algorithm=self._algorithm)
             self.create_window = windows[0] if windows else None
             self.policy.upload_started(bucket=self.bucket, key=self.key, upload_id=self.upload_id)
             if self.create_window is not None:
@@ -321,7 +329,8 @@ class MultipartWriter(io.RawIOBase):
         try:
             # A Create started early was queued before this part: it has started, waiting on it cannot deadlock.
             upload_id = upload_id or self._ensure_upload()
-            return self.store.uploads.upload_part(self.bucket, self.key, upload_id, part_number, part.load())
+            return self.store.uploads.upload_part(self.bucket, self.key, upload_id, part_number, part.load(),
+                                                  checksum_algorithm=self._algorithm)
         finally:
             part.release()
             self._slots.release(units)
@@ -450,7 +459,7 @@ class MultipartWriter(io.RawIOBase):
         sent: tuple[SentPart, ...] = tuple(future.result() for future, _ in self._parts)
         self._parts = [(future, _DONE) for future, _ in self._parts]  # the parts are released
         assert self.upload_id is not None
-        etags, algorithm = tuple(part.etag for part in sent), self.store.options.checksum_algorithm
+        etags, algorithm = tuple(part.etag for part in sent), self._algorithm
         sums = tuple(part.checksum for part in sent if part.checksum)
         extra = {CREATE_WINDOW_KEY: self.create_window.encode()} if self.create_window is not None else {}
         extra.update(checksums.record(algorithm, sums))

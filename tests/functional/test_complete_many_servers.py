@@ -32,7 +32,7 @@ def test_many_completes_from_one_loop_on_the_servers_sockets(s3_server, s3_bucke
         sent = [store.uploads.upload_part(s3_bucket, key, upload_id, 1, bytes([1]) * 5 * MIB),
                 store.uploads.upload_part(s3_bucket, key, upload_id, 2, bytes([2]) * (10 + n))]
         calls.append((key, CompleteCall(s3_bucket, key, upload_id, tuple(p.etag for p in sent), if_none_match=True,
-                                        checksum_algorithm=store.options.checksum_algorithm,
+                                        checksum_algorithm=store.uploads.checksum_algorithm(s3_bucket),
                                         part_checksums=tuple(p.checksum for p in sent if p.checksum))))
     store.objects.put_object(s3_bucket, calls[5][0], b"there first")
     done: dict[str, str] = {}

@@ -2,14 +2,14 @@
 Complete; bytes damaged in transit (a proxy flips one bit of a request body and fixes no header) are re-sent
 from the buffer, or fail the task cleanly, naming the object, part and algorithm; ``validate_output`` checks
 what was committed; summary reports. Every case runs on moto (which validates no checksum: the ETag's MD5
-catches the damage) and on SeaweedFS (slow tier; it validates: ``BadDigest``), each behind its own proxy."""
+catches the damage, and ``auto`` sends no checksum there) and on SeaweedFS (slow tier; it validates:
+``BadDigest``), each behind its own proxy."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 
@@ -19,6 +19,7 @@ from s3commit.errors import ChecksumMismatchError, CommitStateError, ConfigError
 from s3commit.model import checksums
 from s3commit.model.checksums import ALGORITHM_KEY, PARTS_KEY
 from s3commit.model.manifests import PendingSet
+from s3commit.store.capabilities import Outcome, checksum_check
 from s3commit.store.capability_cache import known
 from s3commit.testing._sim.simulator import SimulatorServer
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
@@ -42,7 +43,7 @@ def proxy(s3_server) -> Iterator[SimulatorServer]:
 def proxied(proxy, s3_server, s3_bucket) -> S3Store:
     """A store through the proxy, whose endpoint (a new one) has been probed already, as a bucket is once its first
     job ran: the damage each test scripts lands on the job's own parts."""
-    store = S3Store(replace(store_options_for(s3_server), endpoint_url=proxy.url))
+    store = S3Store(store_options_for(s3_server, endpoint_url=proxy.url))
     assert known(store, s3_bucket) is not None
     return store
 
@@ -82,6 +83,8 @@ def test_a_part_damaged_in_transit_is_resent_and_the_output_is_exact(proxy, prox
     for key in keys:
         assert s3_client.get_object(Bucket=s3_bucket, Key=key)["Body"].read() == data
     assert success.diagnostics["fs.s3a.create.checksum.algorithm"] == checksums.automatic()
+    assert success.diagnostics["s3commit.checksum.algorithm.effective"] == str(
+        proxied.uploads.checksum_algorithm(s3_bucket) or "none")
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
@@ -98,7 +101,8 @@ def test_a_part_that_never_arrives_intact_fails_the_task_naming_object_part_and_
             out.write(payload(SIZES["small"]))
         committer.commit_task(attempt)
     text = str(info.value)
-    assert "part 1 of s3://" in text and "part-00000" in text and "CRC32" in text
+    sent = proxied.uploads.checksum_algorithm(s3_bucket) or "no checksum (MD5 of the ETag only)"
+    assert "part 1 of s3://" in text and "part-00000" in text and sent in text
     assert "could not be sent intact in 5 attempt(s)" in text
     committer.abort_task(attempt)
     committer.abort_job()
@@ -116,21 +120,52 @@ def test_single_put_objects_damaged_in_transit_are_resent(proxy, proxied, s3_cli
     assert proxied.counters.snapshot()["retries"]["PutObject"] == 2
 
 
-@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
-def test_manifests_record_part_checksums_in_extra_data(store, s3_client, s3_bucket, dest, staging_dir, name):
-    committer = create_committer(name, dest, store=store, staging_dir=staging_dir, part_size=5 * MIB)
+def one_task(store, s3_client, bucket: str, dest: str, staging_dir: str, name: str, **options):
+    """A job of one task that wrote one 3-part file, its task committed; returns the committer, the task's message
+    and the file's manifest entry as the pendingset records it."""
+    committer = create_committer(name, dest, store=store, staging_dir=staging_dir, part_size=5 * MIB, **options)
     committer.setup_job()
     attempt = committer.setup_task(committer.new_task_attempt_id(0))
     with attempt.open("part-00000.bin") as out:
         out.write(payload(SIZES["3-part"]))
     message = committer.commit_task(attempt)
-    pendingset = PendingSet.from_json(s3_client.get_object(Bucket=s3_bucket, Key=message.pendingset_key)[
-        "Body"].read())
-    (commit,) = pendingset.commits
+    (commit,) = PendingSet.from_json(s3_client.get_object(Bucket=bucket, Key=message.pendingset_key)[
+        "Body"].read()).commits
+    return committer, message, commit
+
+
+@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
+def test_manifests_record_part_checksums_in_extra_data(s3_server, s3_client, s3_bucket, dest, staging_dir, name):
+    named = S3Store(store_options_for(s3_server, checksum_algorithm=checksums.automatic()))  # sent on every store
+    committer, message, commit = one_task(named, s3_client, s3_bucket, dest, staging_dir, name)
     assert commit.extra_data[ALGORITHM_KEY] == checksums.automatic() and len(commit.extra_data[PARTS_KEY].split()) == 3
     committer.commit_job([message])
     head = s3_client.head_object(Bucket=s3_bucket, Key=commit.destination_key, ChecksumMode="ENABLED")
     assert head["ContentLength"] == SIZES["3-part"]
+
+
+@pytest.mark.parametrize("name", STAGING_AND_MAGIC)
+def test_auto_sends_no_checksum_the_store_ignores_unless_the_output_is_validated(
+        store, s3_client, s3_bucket, dest, staging_dir, name):
+    """``auto`` where the store ignores every checksum and gives MD5 part ETags (moto): no checksum is sent or
+    recorded (the ETag check catches damage in transit), except for a job that validates its output, whose check is
+    the checksum the store computes of what it keeps. Where the store validates the checksum (SeaweedFS), it is
+    always sent and recorded."""
+    found = known(store, s3_bucket)
+    assert found is not None
+    ignored = found.outcome(checksum_check(checksums.automatic())) is Outcome.IGNORED
+    assert store.uploads.checksum_algorithm(s3_bucket) == (None if ignored else checksums.automatic())
+    assert store.uploads.checksum_algorithm(s3_bucket, object_checked=True) == checksums.automatic()
+    data = payload(SIZES["3-part"])
+    for validate in (False, True):
+        committer, message, commit = one_task(store, s3_client, s3_bucket, f"{dest}-{validate}", staging_dir, name,
+                                              validate_output=validate)
+        assert (ALGORITHM_KEY in commit.extra_data) == (validate or not ignored)
+        success = committer.commit_job([message])
+        assert success.diagnostics["s3commit.checksum.algorithm.effective"] == (
+            "none" if ignored and not validate else checksums.automatic())
+        assert success.metrics.get("committer_checksums_verified", 0) == (1 if validate else 0)
+        assert s3_client.get_object(Bucket=s3_bucket, Key=commit.destination_key)["Body"].read() == data
 
 
 def committed_task(store, s3_client, bucket: str, dest: str, size: int, **options):
@@ -146,8 +181,9 @@ def committed_task(store, s3_client, bucket: str, dest: str, size: int, **option
         "Body"].read())
 
 
-def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(store, s3_client, s3_bucket, dest):
-    committer, message, raw = committed_task(store, s3_client, s3_bucket, dest, SIZES["3-part"])
+def test_a_pending_whose_checksums_do_not_match_its_parts_is_refused(s3_server, s3_client, s3_bucket, dest):
+    named = S3Store(store_options_for(s3_server, checksum_algorithm=checksums.automatic()))
+    committer, message, raw = committed_task(named, s3_client, s3_bucket, dest, SIZES["3-part"])
     extra = raw["commits"][0]["extraData"]
     extra[PARTS_KEY] = " ".join(extra[PARTS_KEY].split()[:2])  # two checksums for three parts
     s3_client.put_object(Bucket=s3_bucket, Key=message.pendingset_key, Body=json.dumps(raw).encode())
@@ -201,8 +237,8 @@ def test_tasks_that_chose_different_checksums_commit_one_exact_job(s3_server, s3
     data = payload(SIZES["3-part"])
     messages = []
     for task, algorithm in enumerate(("CRC32", "CRC32C")):
-        worker = create_committer("magic", dest, store=S3Store(replace(options, checksum_algorithm=algorithm)),
-                                  part_size=5 * MIB, job_id=committer.job_id)
+        named = S3Store(store_options_for(s3_server, checksum_algorithm=algorithm))
+        worker = create_committer("magic", dest, store=named, part_size=5 * MIB, job_id=committer.job_id)
         attempt = worker.setup_task(worker.new_task_attempt_id(task))
         with attempt.open(f"part-{task:05d}.bin") as out:
             out.write(data)
@@ -220,7 +256,7 @@ def test_other_algorithms_and_none_commit_exact_output(s3_server, s3_client, s3_
                                                        algorithm):
     if algorithm in ("CRC32C", "CRC64NVME"):
         pytest.importorskip("awscrt", reason="the crt extra (in .[all]) computes CRC32C and CRC64NVME")
-    store = S3Store(replace(store_options_for(s3_server), checksum_algorithm=algorithm))
+    store = S3Store(store_options_for(s3_server, checksum_algorithm=algorithm))  # named: sent on every store
     data = payload(SIZES["3-part"])
     _, success = run_job(store, "magic", dest, staging_dir, data, files=1, validate_output=True)
     (key,) = data_keys(s3_client, s3_bucket)

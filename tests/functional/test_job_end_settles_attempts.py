@@ -43,9 +43,9 @@ class HeldParts(UploadRequests):
         with self._events_lock:
             self.events.append((what, upload_id))
 
-    def upload_part(self, bucket, key, upload_id, part_number, body):
+    def upload_part(self, bucket, key, upload_id, part_number, body, **kwargs):
         self.release.wait(HELD_PART_TIMEOUT_SECONDS)
-        sent = super().upload_part(bucket, key, upload_id, part_number, body)
+        sent = super().upload_part(bucket, key, upload_id, part_number, body, **kwargs)
         self._event("part", upload_id)
         return sent
 

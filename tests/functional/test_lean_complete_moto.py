@@ -35,7 +35,7 @@ def upload(store, bucket, key, sizes=(5 * MIB, 1000)):
 
 def complete(store, bucket, key, upload_id, sent, **kwargs):
     return store.uploads.complete_multipart_upload(
-        bucket, key, upload_id, [p.etag for p in sent], checksum_algorithm=store.options.checksum_algorithm,
+        bucket, key, upload_id, [p.etag for p in sent], checksum_algorithm=store.uploads.checksum_algorithm(bucket),
         part_checksums=[p.checksum for p in sent], **kwargs)
 
 

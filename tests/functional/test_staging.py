@@ -162,12 +162,12 @@ class FailingParts(UploadRequests):
         self.fail_on_part = 0
         self.parts = 0
 
-    def upload_part(self, bucket, key, upload_id, part_number, body):
+    def upload_part(self, bucket, key, upload_id, part_number, body, **kwargs):
         self.parts += 1
         if self.parts == self.fail_on_part:
             raise TransientError(f"Mock Fail on upload {self.fail_on_part}", operation="UploadPart",
                                  bucket=bucket, key=key, upload_id=upload_id)
-        return super().upload_part(bucket, key, upload_id, part_number, body)
+        return super().upload_part(bucket, key, upload_id, part_number, body, **kwargs)
 
 
 class FailingUploads(S3Store):

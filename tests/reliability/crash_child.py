@@ -201,9 +201,9 @@ class CrashingUploads(UploadRequests):
 
         return self.crash.around("create_multipart_upload", key, create)
 
-    def upload_part(self, bucket, key, upload_id, part_number, body):  # type: ignore[no-untyped-def]
+    def upload_part(self, bucket, key, upload_id, part_number, body, **kwargs):  # type: ignore[no-untyped-def]
         return self.crash.around("upload_part", key, lambda: super(CrashingUploads, self).upload_part(
-            bucket, key, upload_id, part_number, body))
+            bucket, key, upload_id, part_number, body, **kwargs))
 
     def complete_multipart_upload(self, bucket, key, upload_id, etags, **kwargs):  # type: ignore[no-untyped-def]
         self.crash.completing = True

@@ -72,7 +72,7 @@ def uploads(store, n, prefix="out/day=1/part"):
         upload_id = store.uploads.create_multipart_upload(BUCKET, key)
         part = store.uploads.upload_part(BUCKET, key, upload_id, 1, b"data %d" % i)
         made.append((key, CompleteCall(BUCKET, key, upload_id, (part.etag,),
-                                       checksum_algorithm=store.options.checksum_algorithm,
+                                       checksum_algorithm=store.uploads.checksum_algorithm(BUCKET),
                                        part_checksums=(part.checksum,) if part.checksum else ())))
     return made
 

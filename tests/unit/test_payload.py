@@ -42,7 +42,8 @@ def capabilities(**findings: Outcome) -> Capabilities:
 VALIDATES = capabilities(checksum_crc32=Outcome.HONOURED, checksum_sha256=Outcome.HONOURED,
                          part_etag_md5=Outcome.YES)
 """A store seen to refuse a wrong checksum (AWS S3, SeaweedFS)."""
-MD5_ETAGS = capabilities(checksum_crc32=Outcome.IGNORED, checksum_sha256=Outcome.IGNORED, part_etag_md5=Outcome.YES)
+MD5_ETAGS = capabilities(checksum_crc32=Outcome.IGNORED, checksum_crc32c=Outcome.IGNORED,
+                         checksum_sha256=Outcome.IGNORED, part_etag_md5=Outcome.YES)
 """A store that validates nothing but gives MD5 part ETags (moto)."""
 NEITHER = capabilities(checksum_crc32=Outcome.IGNORED, checksum_sha256=Outcome.IGNORED, part_etag_md5=Outcome.NO)
 """A store that validates nothing and whose ETags are no MD5s: only the signature protects a body."""
@@ -130,7 +131,7 @@ def test_a_received_part_lives_in_an_anonymous_mapping_until_released():
 def test_botocore_sends_the_parts_own_buffer_without_a_copy(block_file):
     path, data = block_file
     view = FilePart(path).load()
-    seen = sent(store_for(capabilities=MD5_ETAGS), view)
+    seen = sent(store_for(capabilities=MD5_ETAGS, checksum_algorithm=checksums.automatic()), view)
     assert seen["body"] is view  # the mapping itself: no bytes() of it, no file object read in 16 KiB pieces
     assert seen["headers"]["content-length"] == str(len(data))
     assert seen["headers"][f"x-amz-checksum-{checksums.automatic().lower()}"]
@@ -156,10 +157,57 @@ def test_a_client_without_the_handler_still_sends_the_exact_bytes():
 ], ids=["validates", "md5-etags", "md5-etags-unchecked", "neither", "unknown"])
 def test_a_body_is_sent_unsigned_only_where_damage_is_caught_otherwise(known, verify_etag, unsigned):
     data = bytearray(os.urandom(1 << 20))
-    headers = sent(store_for(capabilities=known, verify_etag=verify_etag), data)["headers"]
+    store = store_for(capabilities=known, verify_etag=verify_etag)
+    headers = sent(store, data)["headers"]
     expected = UNSIGNED if unsigned else hashlib.sha256(data).hexdigest()
     assert headers["x-amz-content-sha256"] == expected
-    assert "x-amz-checksum-crc32" in headers["authorization"]  # the checksum header itself is always signed
+    algorithm = store.uploads.checksum_algorithm("bucket")
+    assert (algorithm is None) == (known is MD5_ETAGS and verify_etag is None)  # auto sends none to moto's like
+    if algorithm:  # the checksum header itself is always signed
+        assert f"x-amz-checksum-{algorithm.lower()}" in headers["authorization"]
+
+
+@pytest.mark.parametrize("known, options, header", [
+    (MD5_ETAGS, {}, False),  # ignored by the store: the MD5 ETag check is the check, a CRC would be CPU for nothing
+    (MD5_ETAGS, {"checksum_algorithm": "CRC32"}, True),  # named: always sent
+    (MD5_ETAGS, {"verify_etag": False}, True),  # no ETag check: the checksum stays
+    (MD5_ETAGS, {"sse_algorithm": "aws:kms"}, True),  # SSE-KMS ETags are no MD5s
+    (VALIDATES, {}, True),  # validated by the store
+    (NEITHER, {}, True),  # no MD5 ETags to check
+    (None, {}, True),  # never probed
+], ids=["md5-etags", "named", "etag-check-off", "sse-kms", "validates", "neither", "unknown"])
+def test_auto_sends_no_checksum_only_where_the_store_ignores_it_and_the_md5_etags_are_checked(known, options, header):
+    data = bytearray(os.urandom(1 << 16))
+    for operation in ("upload_part", "put_object"):
+        headers = sent(store_for(capabilities=known, **options), data, operation=operation)["headers"]
+        assert any(name.startswith("x-amz-checksum-") for name in headers) == header, (operation, headers)
+
+
+def test_auto_is_kept_by_a_copy_of_the_options_and_not_by_a_named_algorithm():
+    from dataclasses import replace
+
+    auto = StoreOptions()
+    assert auto.checksum_auto and auto.checksum_algorithm == checksums.automatic()
+    assert replace(auto, region="eu-west-1").checksum_auto  # a copy (the sidecar's registry makes one)
+    assert not replace(auto, checksum_algorithm="SHA256").checksum_auto
+    assert not StoreOptions(checksum_algorithm=checksums.automatic()).checksum_auto  # named by the user
+    assert StoreOptions.from_hadoop_conf({}).checksum_auto
+    assert not StoreOptions.from_hadoop_conf({"fs.s3a.create.checksum.algorithm": "crc32"}).checksum_auto
+
+
+def test_a_client_that_computes_its_own_checksums_is_given_the_stores():
+    """A client the user made (``request_checksum_calculation`` ``when_supported``) would compute a CRC32 of its own
+    for a body sent without one: the store's is kept for it, computed once."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client("s3", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
+                          aws_access_key_id="testing", aws_secret_access_key="testing",
+                          config=Config(request_checksum_calculation="when_supported"))
+    store = S3Store(StoreOptions(region="us-east-1"), client=client)
+    store.capabilities["bucket"] = MD5_ETAGS
+    assert store.uploads.checksum_algorithm("bucket") == checksums.automatic()
+    assert store_for(capabilities=MD5_ETAGS).uploads.checksum_algorithm("bucket") is None
 
 
 def test_a_single_put_object_follows_the_same_rule():

@@ -32,12 +32,16 @@ class FakeStore:
         self._lock = threading.Lock()
         self.uploads = self.objects = self
 
-    def create_multipart_upload(self, bucket, key, *, content_type=None, on_possible_orphan=None):
+    def checksum_algorithm(self, bucket):
+        return None
+
+    def create_multipart_upload(self, bucket, key, *, content_type=None, on_possible_orphan=None,
+                                checksum_algorithm=None):
         upload_id = f"u{len(self.open_uploads) + 1}"
         self.open_uploads[upload_id] = {}
         return upload_id
 
-    def upload_part(self, bucket, key, upload_id, part_number, body):
+    def upload_part(self, bucket, key, upload_id, part_number, body, *, checksum_algorithm=None):
         with self._lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
