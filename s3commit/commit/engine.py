@@ -59,12 +59,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import logging
 import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from itertools import chain
@@ -472,7 +473,13 @@ class CommitEngine:
     def complete_all(self, pool: ThreadPoolExecutor, keys: Sequence[str]) -> None:
         """Complete every upload (at most :meth:`completes_in_flight` running, four times that queued, no per-upload
         state kept): on ``pool`` where it has that many threads, else on a pool of that many for the Completes alone;
-        stop at the first failure and re-raise it."""
+        stop at the first failure and re-raise it. Where the task commits completed every upload (a snapshot
+        destination), nothing is started."""
+        pending = self._still_pending(keys)
+        first = next(pending, None)
+        if first is None:
+            return
+        pending = itertools.chain((first,), pending)
         self.watch_limit()
         limiter = RateLimiter(self.options.rate_limit)
         known = self.store.capabilities.get(self.dest.bucket)
@@ -483,13 +490,12 @@ class CommitEngine:
         in_flight = self.completes_in_flight()
 
         def complete_on(executor: ThreadPoolExecutor) -> list[Failure[PendingUpload]]:
-            return run_each(executor, self._still_pending(keys),
-                            lambda c: self._complete_one(limiter, c, if_none_match),
+            return run_each(executor, pending, lambda c: self._complete_one(limiter, c, if_none_match),
                             window=window_for(in_flight), stop_on_failure=True)
 
         if not self.options.rate_limit and not self.options.validate_output \
                 and self.store.uploads.can_complete_many(self.dest.bucket):
-            failures = self._complete_many(keys, if_none_match, in_flight)
+            failures = self._complete_many(pending, if_none_match, in_flight)
         elif in_flight == self.options.pool_size:
             failures = complete_on(pool)
         else:  # threads are started as Completes are queued: a small job starts no more than it has files
@@ -498,11 +504,13 @@ class CommitEngine:
         if failures:
             raise failures[0].error
 
-    def _complete_many(self, keys: Sequence[str], if_none_match: bool, most: int) -> list[Failure[PendingUpload]]:
-        """Every upload completed from one event loop (:meth:`~s3commit.store.uploads.UploadRequests.complete_many`:
-        the lean path on connections of its own, no thread per Complete in flight), ``most`` in flight at most."""
+    def _complete_many(self, pending: Iterable[PendingUpload], if_none_match: bool,
+                       most: int) -> list[Failure[PendingUpload]]:
+        """Every upload of ``pending`` completed from one event loop
+        (:meth:`~s3commit.store.uploads.UploadRequests.complete_many`: the lean path on connections of its own, no
+        thread per Complete in flight), ``most`` in flight at most."""
         def calls() -> Iterator[tuple[PendingUpload, CompleteCall]]:
-            for commit in self._still_pending(keys):
+            for commit in pending:
                 self.lease.check()
                 yield commit, complete_call(commit, if_none_match=if_none_match)
 
@@ -691,12 +699,16 @@ class CommitEngine:
     def _added_files_early(self, early: Future[tuple[LogState, Future[bytes | None]]],
                            keys: Sequence[str]) -> list[SnapshotFile] | None:
         """:meth:`_added_files` where the log read before the lease found a snapshot destination, else None (the
-        publish makes them, if the destination is one under the lease)."""
-        try:
-            enabled = early.result()[0].enabled
-        except S3CommitError:
-            return None
-        return self._added_files(keys) if enabled else None
+        publish makes them, if the destination is one under the lease). Where the task commits completed the uploads
+        (they do only on a snapshot destination), made at once, beside that read."""
+        first = next(self.validated_uploads(keys[:1]), None)
+        if first is None or not first.completed_at_task_commit:
+            try:
+                if not early.result()[0].enabled:
+                    return None
+            except S3CommitError:
+                return None
+        return self._added_files(keys)
 
     def _added_files(self, keys: Sequence[str]) -> list[SnapshotFile]:
         """This job's files under the destination as a snapshot lists them, in key order."""
@@ -993,11 +1005,13 @@ class CommitEngine:
 
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None, *,
-            beside: Callable[[], None] | None = None, known: Mapping[str, PendingSet] | None = None) -> SuccessData:
+            beside: Callable[[], None] | None = None, known: Mapping[str, PendingSet] | None = None,
+            log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted. ``beside``: work that
         runs beside the commit from its start and is done before ``_SUCCESS`` is written (the session's sweep of
         dead jobs, whose counts ``_SUCCESS`` reports); it must not raise. ``known``: pendingsets of ``keys`` the
-        caller holds (:meth:`load_and_validate`)."""
+        caller holds (:meth:`load_and_validate`). ``log_ahead``: the log's early read, begun with the lease's
+        taking ahead (:meth:`SnapshotLog.state_ahead`), after the lease noted the ETag it remembers it free at."""
         # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
@@ -1005,13 +1019,14 @@ class CommitEngine:
         quiet = quiet_collector() if len(keys) >= QUIET_FROM_PENDINGSETS else contextlib.nullcontext()
         with quiet, ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             try:
-                return self._run(keys, plan, accepted_attempts, side, beside, known)
+                return self._run(keys, plan, accepted_attempts, side, beside, known, log_ahead)
             finally:
                 self.end_limit_watch()
 
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
              side: ThreadPoolExecutor, beside: Callable[[], None] | None,
-             known: Mapping[str, PendingSet] | None = None) -> SuccessData:
+             known: Mapping[str, PendingSet] | None = None,
+             log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None) -> SuccessData:
         started = time.monotonic()
         self._refuse_snapshots_without_conditions()
         besides = side.submit(beside) if beside is not None else None
@@ -1024,7 +1039,7 @@ class CommitEngine:
             # this process remembered it free at before this read began (nothing held it since then:
             # CommitLease.taken_as_remembered); otherwise one listing under the lease, beside the journal, confirms it.
             remembered = self.lease.remembered()
-            early = pool.submit(self._read_log, pool)
+            early = log_ahead if log_ahead is not None else pool.submit(self._read_log, pool)
             self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)

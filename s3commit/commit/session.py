@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from s3commit.commit.engine import CommitEngine, CommitStats
@@ -37,6 +38,7 @@ from s3commit.commit.prefixes import delete_prefix
 from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.commit.recovery import resume_commit, roll_back_commit, settle_interrupted
 from s3commit.commit.recovery_result import AlreadyCommittedError
+from s3commit.commit.snapshots import LogState
 from s3commit.commit.summary_reports import failed, write_report
 from s3commit.commit.sweep import sweep_dead_jobs
 from s3commit.config.options import CommitterOptions
@@ -102,6 +104,8 @@ class CommitRequest:
     create_only: bool = False
     known: Mapping[str, PendingSet] = field(default_factory=dict)
     """Pendingsets the messages carried whole (:meth:`TaskCommitMessage.completed_pendingset`): not read."""
+    log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None
+    """The snapshot log's early read, begun with the lease's taking (:meth:`SnapshotLog.state_ahead`), if it was."""
 
 
 class CommitSession:
@@ -131,7 +135,8 @@ class CommitSession:
             done = self._committed_already(engine, request) if request.listed and not request.pendingsets else None
             # The sweep of dead jobs runs beside the commit (it changes nothing of this job), done before _SUCCESS.
             success = done or engine.run(list(request.pendingsets), request.plan, accepted_attempts=request.pendingsets,
-                                         beside=lambda: self._sweep_dead_jobs(engine), known=request.known)
+                                         beside=lambda: self._sweep_dead_jobs(engine), known=request.known,
+                                         log_ahead=request.log_ahead)
             committed = True
         except (JournalExistsError, PendingsetMissingError) as err:
             # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this

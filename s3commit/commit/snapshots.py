@@ -173,6 +173,19 @@ class SnapshotLog:
         if self.seen is not None:
             self.seen.put(self.store.options.endpoint_url or "", self.dest.bucket, key, etag.strip('"'), value)
 
+    def state_ahead(self) -> Future[tuple[LogState, Future[bytes | None]]]:
+        """:meth:`state_and_latest` begun on a thread of its own (the entry's GET on a second): a job commit's early
+        read of the log, started with its lease's taking (:meth:`CommitLease.acquire_ahead
+        <s3commit.commit.lease.CommitLease.acquire_ahead>`, which notes first the ETag it remembers the lease free at,
+        as the engine does before its own early read), so that it runs beside the reading of the task messages."""
+        fetches = ThreadPoolExecutor(1, thread_name_prefix="s3commit-log-entry")
+        reader = ThreadPoolExecutor(1, thread_name_prefix="s3commit-log-ahead")
+        read = reader.submit(self.state_and_latest, fetches)
+        reader.shutdown(wait=False)  # its thread ends with the read
+        # The entry's fetch, queued by the end of the read, runs on after its executor is shut down.
+        read.add_done_callback(lambda _: fetches.shutdown(wait=False))
+        return read
+
     def state_and_latest(self, beside: Executor) -> tuple[LogState, Future[bytes | None]]:
         """:meth:`state`, and the latest entry being fetched on ``beside`` (as written: :meth:`parse` reads it), in
         two round trips: the listing, then the settings and the entry at once. The entry's future answers None where

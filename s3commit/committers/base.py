@@ -12,7 +12,7 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from s3commit.commit.lease import CommitLease, NoLease
@@ -23,7 +23,7 @@ from s3commit.commit.ownership import claim, claim_output, one_operation, releas
 from s3commit.commit.process_state import THIS_PROCESS, ProcessState
 from s3commit.commit.recovery_result import AlreadyCommittedError
 from s3commit.commit.session import CommitRequest, CommitSession, JobIdentity
-from s3commit.commit.snapshots import SnapshotLog
+from s3commit.commit.snapshots import LogState, SnapshotLog
 from s3commit.commit.summary_reports import failed
 from s3commit.committers.attempt import TaskAttempt
 from s3commit.config.options import CommitterOptions, LeaseMode
@@ -81,6 +81,8 @@ class Committer(ABC):
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._lease_ahead: CommitLease | NoLease | None = None
         """The commit lease :meth:`take_lease_ahead` began to take, until the commit's session takes it over."""
+        self._log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None
+        """The snapshot log's early read :meth:`take_lease_ahead` began beside the lease's taking."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(dest={str(self.dest)!r}, job_id={self.job_id!r})"
@@ -257,16 +259,19 @@ class Committer(ABC):
         """Begin taking the destination's commit lease for this job's commit now, on a thread of its own
         (:meth:`~s3commit.commit.lease.CommitLease.acquire_ahead`): what comes before the commit needs it (reading
         the tasks' messages, checking the job is alive) runs beside its requests. :meth:`commit_job` takes it over
-        (its session releases it); :meth:`drop_lease_ahead` releases it where no commit follows. Idempotent."""
+        (its session releases it); :meth:`drop_lease_ahead` releases it where no commit follows. The destination's
+        snapshot log, which the commit reads early (before the lease is taken: see the engine), is read from here
+        too, once the lease has noted what it remembers. Idempotent."""
         if self._lease_ahead is None and self._state not in ("committed", "aborted"):
             self._lease_ahead = self.commit_lease("commit")
             if isinstance(self._lease_ahead, CommitLease):
                 self._lease_ahead.acquire_ahead()
+                self._log_ahead = SnapshotLog(self.store, self.dest, seen=self.process.seen).state_ahead()
 
     def drop_lease_ahead(self) -> None:
         """Release the lease :meth:`take_lease_ahead` began to take, unless a commit's session took it over (it
         releases it). Never raises."""
-        lease, self._lease_ahead = self._lease_ahead, None
+        lease, self._lease_ahead, self._log_ahead = self._lease_ahead, None, None
         if lease is not None:
             lease.release()
 
@@ -325,9 +330,10 @@ class Committer(ABC):
             plan=OverwritePlan.of(self.dest, [*delete_paths, *committer_plan.delete_paths],
                                   replace_partitions=replace_partitions or committer_plan.replace_partitions),
             absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
-            create_only=create_only or self.creates_only(), known=carried_pendingsets(messages or (), self.dest.bucket))
+            create_only=create_only or self.creates_only(), known=carried_pendingsets(messages or (), self.dest.bucket),
+            log_ahead=self._log_ahead)
         session = self.session()
-        lease, self._lease_ahead = self._lease_ahead, None  # the session's from here: it releases it
+        lease, self._lease_ahead, self._log_ahead = self._lease_ahead, None, None  # the session's: it releases it
         try:
             success = session.commit(request, on_abort=lambda lease: self._abort_job(quiet=True, lease=lease),
                                      lease=lease)

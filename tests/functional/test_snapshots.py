@@ -331,11 +331,15 @@ def test_a_driver_reads_the_settings_once_while_their_etag_stays_the_same(s3):
     assert sorted(current(s3)) == ["p=0/a", "p=1/a", "p=2/a", "p=3/a"]
 
 
-def test_a_log_read_before_the_lease_is_confirmed_when_another_commit_of_this_process_came_between(s3, monkeypatch):
+@pytest.mark.parametrize("ahead", [False, True], ids=["in-the-commit", "lease-taken-ahead"])
+def test_a_log_read_before_the_lease_is_confirmed_when_another_commit_of_this_process_came_between(s3, monkeypatch,
+                                                                                                  ahead):
     """A commit reads the log while it takes the lease, and trusts that read only where it takes the lease on the
     ETag this process remembered before the read began. Here another job of the same driver process commits in
     between (after this commit's read, before its lease): it frees the lease at a new ETag, which this commit takes
-    with one PUT, but its read is stale; confirmed under the lease, it publishes after the other job's snapshot."""
+    with one PUT, but its read is stale; confirmed under the lease, it publishes after the other job's snapshot.
+    ``lease-taken-ahead``: as the sidecar commits, the lease's taking and the log's read begun before the task
+    messages are read (``take_lease_ahead``): the read is sent before the commit is even called."""
     import threading
 
     from s3commit.commit.lease import CommitLease
@@ -382,6 +386,9 @@ def test_a_log_read_before_the_lease_is_confirmed_when_another_commit_of_this_pr
 
     thread = threading.Thread(target=commit_other)
     thread.start()
+    if ahead:
+        late.take_lease_ahead()
+        assert listed.wait(30)  # read ahead, before commit_job
     success = late.commit_job([late_message])
     thread.join()
     assert success.metrics["committer_lease_requests"] == 1  # taken with one PUT, on the other job's release
