@@ -98,10 +98,7 @@ class ConditionalRequests(RequestGroup):
         return deleted, kept
 
     def _delete_batch_if_match(self, bucket: str, batch: list[tuple[str, str]]) -> tuple[int, list[str]]:
-        request = {"Objects": [{"Key": key, "ETag": etag} for key, etag in batch], "Quiet": True}
-        response = self.requests.call("DeleteObjects",
-                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
-                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=batch[0][0])
+        response = self.objects.delete_batch(bucket, batch)
         errors = response.get("Errors") or []
         changed = [e.get("Key", "") for e in errors if e.get("Code") in ("PreconditionFailed", "412")]
         others = [e for e in errors if e.get("Code") not in ("PreconditionFailed", "412", "NoSuchKey")]

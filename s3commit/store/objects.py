@@ -9,7 +9,7 @@ body sent is asked of the store's :class:`~s3commit.store.body_policy.PayloadPol
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from datetime import datetime
 from typing import Any, cast
@@ -211,11 +211,29 @@ class ObjectRequests(RequestGroup):
             deleted += self._delete_batch(bucket, batch)
         return deleted
 
+    def delete_batch(self, bucket: str, objects: Sequence[tuple[str, str]]) -> dict[str, Any]:
+        """One quiet DeleteObjects of up to 1,000 ``(key, etag)`` pairs (an ETag of ``""``: whatever the key holds,
+        else only if it still has that ETag): its answer, whose ``Errors`` name the keys not deleted. Built and
+        signed by the lean path where it serves the bucket (a tenth of botocore's CPU), else by botocore.
+        ``Retry.IDEMPOTENT``."""
+        client, lean = self.client, self.lean
+
+        def by_botocore() -> Any:
+            request = {"Objects": [{"Key": key, "ETag": etag} if etag else {"Key": key} for key, etag in objects],
+                       "Quiet": True}
+            return client.delete_objects(Bucket=bucket, Delete=request)
+
+        send = by_botocore
+        if lean is not None and lean.usable(client, bucket):
+            def send() -> Any:  # one attempt, built and signed here (s3commit.store.lean_complete)
+                return lean.attempt(bucket, lambda: lean.delete_objects(client, bucket, objects), by_botocore)
+
+        response: dict[str, Any] = self.requests.call("DeleteObjects", send, retry=Retry.IDEMPOTENT, bucket=bucket,
+                                                      key=objects[0][0])
+        return response
+
     def _delete_batch(self, bucket: str, keys: list[str]) -> int:
-        request = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
-        response = self.requests.call("DeleteObjects",
-                                      lambda: self.client.delete_objects(Bucket=bucket, Delete=request),
-                                      retry=Retry.IDEMPOTENT, bucket=bucket, key=keys[0])
+        response = self.delete_batch(bucket, [(key, "") for key in keys])
         errors = response.get("Errors") or []
         if errors:
             first = errors[0]

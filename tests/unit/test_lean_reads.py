@@ -201,3 +201,45 @@ def test_a_connection_broken_while_the_body_is_read_is_retried():
     Recorder(wire, rewrite=cut)
     assert lean.objects.get_object(BUCKET, "t/k") == b"t/k"
     assert broken and lean.counters.snapshot()["retries"]["GetObject"] == 1
+
+
+PAGES = {
+    "as S3 writes it": "{decl}<ListBucketResult {ns}><Name>b</Name>{enc}<IsTruncated>true</IsTruncated>"
+                       "<NextContinuationToken>a+b/c=</NextContinuationToken>{entries}"
+                       "<CommonPrefixes><Prefix>p%20q/</Prefix></CommonPrefixes></ListBucketResult>",
+    "indented": "{decl}\n<ListBucketResult {ns}>\n  <IsTruncated>false</IsTruncated>{enc}\n  {entries}\n"
+                "</ListBucketResult>",
+}
+ENTRIES = [
+    "<Contents><Key>{key}</Key><LastModified>2026-11-29T08:56:01.000Z</LastModified><ETag>&quot;e{n}&quot;</ETag>"
+    "<Size>{n}</Size><StorageClass>STANDARD</StorageClass></Contents>",
+    "<Contents><Key>{key}</Key><LastModified>2026-11-29T08:56:01.123Z</LastModified><ETag>\"e{n}\"</ETag>"
+    "<ChecksumAlgorithm>CRC64NVME</ChecksumAlgorithm><ChecksumType>FULL_OBJECT</ChecksumType><Size>{n}</Size>"
+    "<Owner><ID>o</ID></Owner></Contents>",
+    "<Contents>\n <Key>{key}</Key>\n <LastModified>2026-11-29T08:56:01Z</LastModified><ETag>e{n}</ETag>"
+    "<Size>{n}</Size></Contents>",  # (spaces: ElementTree's)
+    "<Contents><Size>{n}</Size><Key>{key}</Key><ETag>e{n}</ETag><LastModified>2026-11-29T08:56:01.000Z"
+    "</LastModified></Contents>",  # (another order: ElementTree's)
+    '<Contents a="1"><Key>{key}</Key><LastModified>2026-11-29T08:56:01.000Z</LastModified><ETag>e{n}</ETag>'
+    "<Size>{n}</Size></Contents>",
+    "<Contents><Key><![CDATA[{key}]]></Key><LastModified>2026-11-29T08:56:01.000Z</LastModified><ETag>e{n}</ETag>"
+    "<Size>{n}</Size></Contents>",
+]
+KEYS = ["a+b%2Bc%C3%BC", "x&amp;y&lt;z&#233;&amp;quot;", "plain/key.parquet"]
+
+
+@pytest.mark.parametrize("layout", sorted(PAGES))
+@pytest.mark.parametrize("encoded", [True, False], ids=["url-encoded", "not-encoded"])
+@pytest.mark.parametrize("entry", range(len(ENTRIES)))
+def test_a_page_read_by_patterns_is_what_elementtree_reads(layout, encoded, entry):
+    from s3commit.store.lean_complete import _listing_as_s3_writes_it, _listing_read
+
+    entries = "".join(ENTRIES[entry if n != 1 else 0].format(key=key, n=n) for n, key in enumerate(KEYS))
+    body = PAGES[layout].format(decl='<?xml version="1.0" encoding="UTF-8"?>',
+                                ns='xmlns="http://s3.amazonaws.com/doc/2006-03-01/"',
+                                enc="<EncodingType>url</EncodingType>" if encoded else "",
+                                entries=entries).encode()
+    assert listing_of(200, {}, body) == _listing_read(200, {}, body)
+    assert len(listing_of(200, {}, body)["Contents"]) == len(KEYS)
+    by_patterns = _listing_as_s3_writes_it(body)
+    assert (by_patterns is not None) == (entry in (0, 1))  # the entries as S3 writes them; else ElementTree's
