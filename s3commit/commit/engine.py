@@ -75,7 +75,7 @@ from typing import TYPE_CHECKING, Any
 from s3commit.commit.job_uploads import JobRecords, JobUploads
 from s3commit.commit.lease import CommitLease, NoLease
 from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under, read_pendingsets
-from s3commit.commit.overwrite import OverwritePlan, delete_old
+from s3commit.commit.overwrite import OldObjects, OverwritePlan
 from s3commit.commit.prefixes import delete_prefix, list_ahead
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
 from s3commit.commit.snapshots import (
@@ -268,6 +268,7 @@ class CommitEngine:
         self._keys_there: list[PendingUpload] = []
         """Uploads their task commits left pending because the key was there (found while validating)."""
         self._committed: dict[str, str] = {}  # key -> upload id
+        self._written: set[str] = set()  # every key the pendingsets name (their validation's)
         self._uncertain: dict[str, str] = {}  # key -> upload id: Completes that may have taken effect unseen
         # Committed uploads whose Create lost an answer (few): their windows find the orphans at clean-up.
         self._create_windows = JobRecords()
@@ -377,6 +378,7 @@ class CommitEngine:
                 if kept >= BODIES_BUDGET:
                     packing.clear()
         self.stats.pendingsets = len(keys)
+        self._written = seen
 
     # --- JOURNALLED: what is about to be completed, recorded before anything changes --------------------------
 
@@ -627,15 +629,38 @@ class CommitEngine:
 
     # --- OVERWRITTEN, COMMITTED (the commit point), CLEANED ----------------------------------------------------
 
-    def apply_overwrite(self, plan: OverwritePlan) -> None:
-        """Delete the plan's old objects (never the keys just committed, a scratch key or ``_SUCCESS``)."""
-        keep = set(self._committed)
-        if plan.prefixes(self.dest, keep):
+    def apply_overwrite(self, plan: OverwritePlan, old: OldObjects | None = None) -> None:
+        """Delete the plan's old objects (never the keys just committed, a scratch key or ``_SUCCESS``); ``old``:
+        those the commit listed ahead (:meth:`_old_objects`)."""
+        if old is None:
+            old = OldObjects(self.store, self.dest, plan, set(self._committed), skip=self._not_old)
+        if old.prefixes:
             self.lease.check()
-        deleted, changed = delete_old(self.store, self.dest, plan, keep, threads=self.options.pool_size,
-                                      skip=lambda k: is_scratch_key(k) or k == self.layout.success_key)
+        deleted, changed = old.delete(threads=self.options.pool_size)
         self.stats.deleted_by_overwrite += deleted
         self.stats.kept_changed += changed
+
+    def _not_old(self, key: str) -> bool:
+        """Whether an overwrite keeps ``key`` whatever its plan: a scratch key, ``_SUCCESS``."""
+        return is_scratch_key(key) or key == self.layout.success_key
+
+    def _old_objects(self, plan: OverwritePlan,
+                     log_state: Future[tuple[LogState, Future[bytes | None]]]) -> OldObjects | None:
+        """The old objects ``plan`` deletes, listed from now on while the Completes run (deleted once they are
+        all complete), where the destination keeps no snapshot log (asked of ``log_state`` on the listing's
+        thread); None where the plan deletes nothing."""
+        if not plan.deletes:
+            return None
+
+        def snapshots() -> bool:
+            try:
+                return log_state.result()[0].enabled
+            except Exception:  # (the commit raises it itself)
+                return True
+
+        old = OldObjects(self.store, self.dest, plan, self._written, skip=self._not_old)
+        old.list_ahead(unless=snapshots)
+        return old
 
     def _read_log(self, beside: ThreadPoolExecutor) -> tuple[LogState, Future[bytes | None]]:
         """The destination's log state, and its latest entry being fetched on ``beside``."""
@@ -1055,6 +1080,7 @@ class CommitEngine:
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
             # there from here on; nothing is deleted before _SUCCESS is written.
             listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
+            old = self._old_objects(plan, log_state)  # listed while the uploads are completed
             t0 = time.monotonic()
             try:
                 self._refuse_rewriting_live_files(log_state)
@@ -1070,8 +1096,12 @@ class CommitEngine:
                     self.publish_snapshot(ready)  # COMMITTED (a snapshot destination)
                     self.stats.timings_ms["snapshot"] = _ms(t0)
             except LeaseLostError:
+                if old is not None:
+                    old.stop()
                 raise  # the job that took the lease over settles this commit from its journal: no roll back here
             except BaseException as err:
+                if old is not None:
+                    old.stop()
                 left = self.roll_back(pool, keys)
                 message = f"job {self.job_id} commit to {self.dest} failed"
                 if left:
@@ -1087,7 +1117,12 @@ class CommitEngine:
                                      not_rolled_back=left) from err
         t0 = time.monotonic()
         # OVERWRITTEN: on a snapshot destination only locations outside it (no snapshot lists them).
-        self.apply_overwrite(self._outside(plan) if self.point is CommitPoint.SNAPSHOT else plan)
+        if self.point is CommitPoint.SNAPSHOT:
+            if old is not None:
+                old.stop()
+            self.apply_overwrite(self._outside(plan))
+        else:
+            self.apply_overwrite(plan, old)
         self.stats.timings_ms["overwrite"] = _ms(t0)
         self.stats.timings_ms["total"] = _ms(started)
         if besides is not None:

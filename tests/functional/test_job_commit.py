@@ -3,6 +3,8 @@ request costs. Against the moto server behind the simulator (profile none)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from s3commit import JobCommitError, S3Store, create_committer
@@ -119,6 +121,45 @@ def test_overwrite_of_whole_destination_happens_after_completion_and_keeps_new_k
     keys = user_keys(s3_client, s3_bucket)
     assert all(committer.job_id in k or k.endswith("_SUCCESS") for k in keys) and len(keys) == 3
     assert list_keys(s3_client, s3_bucket, "other/") == ["other/keep.txt"]
+
+
+class ListedDuringCompletes(S3Store):
+    """Holds the last Complete of a job until the destination's old files have been listed (up to 10 s), and
+    records whether they had, and whether the old files were all still there then."""
+
+    def __init__(self, options, *, files: int, old_keys):
+        super().__init__(options)
+        listed, completes, seen = threading.Event(), [], {}
+        list_objects, complete = self.objects.list_objects, self.uploads.complete_multipart_upload
+
+        def listing(bucket, prefix, **kwargs):
+            if prefix == "out/":
+                listed.set()
+            return list_objects(bucket, prefix, **kwargs)
+
+        def completing(bucket, key, upload_id, etags, **kwargs):
+            completes.append(key)
+            if len(completes) == files:
+                seen["listed"] = listed.wait(10)
+                there = {info.key for info in list_objects(bucket, "out/")}
+                seen["old_there"] = set(old_keys) <= there
+            return complete(bucket, key, upload_id, etags, **kwargs)
+
+        self.objects.list_objects = listing
+        self.uploads.complete_multipart_upload = completing
+        self.seen = seen
+
+
+def test_an_overwrite_lists_the_old_files_while_it_completes_and_deletes_them_after(s3_server, s3_client, s3_bucket):
+    old = [f"out/old-{n}.txt" for n in range(5)]
+    for key in old:
+        s3_client.put_object(Bucket=s3_bucket, Key=key, Body=b"old")
+    store = ListedDuringCompletes(store_options_for(s3_server, lean_requests=False), files=4, old_keys=old)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=1)
+    committer.commit_job(run_tasks(committer, 2, 2), delete_paths=[""])
+    assert store.seen == {"listed": True, "old_there": True}
+    keys = user_keys(s3_client, s3_bucket)
+    assert not set(old) & set(keys) and len(keys) == 5  # 4 new files, _SUCCESS
 
 
 def test_overwrite_spares_a_concurrent_jobs_scratch_directory(store, s3_client, s3_bucket):

@@ -1,6 +1,6 @@
-"""An overwrite's deletes (``delete_listed``): a prefix listed in ranges split at the keys kept, at once, each
-range's batches deleted as it goes; exactly the old objects go, on a store that honours ``start-after`` and on one
-that ignores it."""
+"""An overwrite's deletes (``OldObjects``): a prefix listed in ranges split at the keys kept, at once, ahead of the
+deletes (up to a budget, the rest listed as it is deleted) or as they go; exactly the old objects go, on a store that
+honours ``start-after`` and on one that ignores it, after the listing ahead failed, and with several prefixes."""
 
 from __future__ import annotations
 
@@ -8,11 +8,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from s3commit.commit.prefixes import RANGES, _ranges, delete_listed
+from s3commit.commit import overwrite
+from s3commit.commit.overwrite import RANGES, OldObjects, OverwritePlan, _ranges
+from s3commit.commit.prefixes import delete_listed
 from s3commit.errors import StoreError
+from s3commit.model.uri import S3Uri
 from s3commit.testing import MemoryS3, S3Wire
 
 BUCKET = "ow"
+DEST = S3Uri(BUCKET, "t")
+WHOLE = OverwritePlan(delete_paths=("",))
 
 
 def table(old: int, new: int, *, lean: bool = True):
@@ -43,23 +48,35 @@ def skip(key: str) -> bool:
     return key.endswith("_SUCCESS") or "/__magic_job-" in key
 
 
+def old_objects(store, kept, plan=WHOLE, *, ahead: bool, conditional: str | None = None):
+    old = OldObjects(store, DEST, plan, set(kept), skip=skip)
+    if conditional is not None:  # (as the store's capabilities would say)
+        old.conditional = conditional
+    if ahead:
+        old.list_ahead()
+    return old
+
+
+@pytest.mark.parametrize("conditional", ["", "batch", "single"], ids=["unconditional", "batch-if-match",
+                                                                        "single-if-match"])
+@pytest.mark.parametrize("ahead", [True, False], ids=["listed-ahead", "listed-as-deleted"])
 @pytest.mark.parametrize("honours_start_after", [True, False])
-def test_the_old_objects_go_and_nothing_else_listed_in_ranges(honours_start_after, monkeypatch):
+def test_the_old_objects_go_and_nothing_else_listed_in_ranges(honours_start_after, ahead, conditional, monkeypatch):
     s3, store, kept = table(2_500, 3_000)
     if not honours_start_after:
         listed = s3.list_objects_v2
         monkeypatch.setattr(s3, "list_objects_v2", lambda p: listed({k: v for k, v in p.items() if k != "StartAfter"}))
-    with ThreadPoolExecutor(32) as pool:
-        deleted, changed = delete_listed(store, BUCKET, "t/", keep=set(kept), skip=skip, pool=pool,
-                                         kept_in_order=sorted(kept))
-    assert (deleted, changed) == (2_500, [])
+    assert old_objects(store, kept, ahead=ahead, conditional=conditional).delete(threads=32) == (2_500, 0)
     left = [c["Key"] for c in remaining(s3)]
     assert left == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
     lists = store.counters.snapshot()["requests"]["ListObjectsV2"]
     if honours_start_after:  # each range lists its own stretch: a page or so each, not the whole prefix
         assert RANGES <= lists <= RANGES + (2_500 + 3_000) // 1_000 + RANGES
-    deletes = store.counters.snapshot()["requests"]["DeleteObjects"]
-    assert 3 <= deletes <= 3 + RANGES  # a range's last batch may be short
+    requests = store.counters.snapshot()["requests"]
+    if conditional == "single":
+        assert requests["DeleteObject"] == 2_500 and "DeleteObjects" not in requests
+    else:
+        assert 3 <= requests["DeleteObjects"] <= 3 + RANGES  # a range's last batch may be short
 
 
 def test_without_kept_keys_or_a_pool_the_prefix_is_listed_once_in_order():
@@ -83,8 +100,8 @@ def test_a_range_that_fails_fails_the_overwrite_and_loses_no_kept_file(monkeypat
         return deleting(p)
 
     monkeypatch.setattr(s3, "delete_objects", fail_one)
-    with ThreadPoolExecutor(32) as pool, pytest.raises(StoreError):
-        delete_listed(store, BUCKET, "t/", keep=set(kept), skip=skip, pool=pool, kept_in_order=sorted(kept))
+    with pytest.raises(StoreError):
+        old_objects(store, kept, ahead=True).delete(threads=32)
     assert set(kept) <= {c["Key"] for c in remaining(s3)}
 
 
@@ -100,3 +117,52 @@ def test_ranges_split_at_kept_keys_of_the_prefix_only():
     assert len(_ranges("", keys, RANGES)) == RANGES
     # S3's order is the keys' UTF-8 bytes': a code point's order
     assert "a/\uffff".encode() < "a/\U00010000".encode() and "a/\uffff" < "a/\U00010000"
+
+
+def test_what_is_listed_ahead_is_deleted_only_when_asked_and_past_the_budget_listed_then(monkeypatch):
+    monkeypatch.setattr(overwrite, "AHEAD", 1_600)  # most of the old files are listed after
+    s3, store, kept = table(2_500, 3_000)
+    old = old_objects(store, kept, ahead=True)
+    old._started.result()
+    for future in old._listing:
+        future.result()
+    counts = store.counters.snapshot()["requests"]
+    assert counts.get("DeleteObjects", 0) == 0 and len(remaining(s3)) == 2_500 + 3_000 + 2  # nothing deleted yet
+    assert 1_600 <= sum(len(listed.held) for listed in old.ranges) < 1_600 + RANGES
+    assert not all(listed.done for listed in old.ranges)
+    assert old.delete(threads=8) == (2_500, 0)
+    assert sorted(c["Key"] for c in remaining(s3)) == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
+
+
+def test_a_listing_ahead_that_fails_is_listed_again_and_a_stopped_one_deletes_nothing(monkeypatch):
+    s3, store, kept = table(2_500, 3_000)
+    listed = s3.list_objects_v2
+    failing = [True]
+
+    def list_or_fail(p):
+        if failing[0]:
+            raise RuntimeError("the store fell over")
+        return listed(p)
+
+    monkeypatch.setattr(s3, "list_objects_v2", list_or_fail)
+    old = old_objects(store, kept, ahead=True)
+    old._started.result()
+    for future in old._listing:
+        future.result()  # (a range's failure is its own: held nothing, listed again)
+    assert not any(r.held or r.done for r in old.ranges)
+    failing[0] = False
+    assert old.delete(threads=8) == (2_500, 0)
+    s3, store, kept = table(300, 300)
+    stopped = old_objects(store, kept, ahead=True)
+    stopped.stop()
+    assert len(remaining(s3)) == 602 and store.counters.snapshot()["requests"].get("DeleteObjects", 0) == 0
+
+
+def test_several_prefixes_share_the_ranges_and_their_deletes_are_batched_together():
+    s3, store, kept = table(2_100, 700)  # 7 partitions, 300 old files each
+    plan = OverwritePlan(delete_paths=tuple(f"p={n}" for n in range(7)))
+    old = old_objects(store, kept, plan, ahead=True)
+    assert len(old.ranges) == 7 * (RANGES // 7)
+    assert old.delete(threads=8) == (2_100, 0)
+    assert store.counters.snapshot()["requests"]["DeleteObjects"] == 3  # 1,000 a batch across partitions
+    assert sorted(c["Key"] for c in remaining(s3)) == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
