@@ -188,13 +188,15 @@ class OldObjects:
                 if info is None:
                     listed.done = True
                     return
-                listed.held.append((info.key, info.etag))  # (held once taken from the listing)
+                listed.keys.append(info.key)  # (held once taken from the listing)
+                listed.etags.append(info.etag)
                 with self._lock:
                     self._budget -= 1
         except Exception as err:  # listed again as it is deleted
             log.debug("an overwrite's listing ahead of s3://%s/%s failed (listed again after the Completes): %s",
                       self.dest.bucket, listed.prefix, err)
-            listed.held.clear()
+            listed.keys.clear()
+            listed.etags.clear()
             listed.listing = None
 
     def _doomed(self, listed: _Range) -> Iterator[ObjectInfo]:
@@ -220,7 +222,7 @@ class OldObjects:
         with ThreadPoolExecutor(threads, thread_name_prefix="s3commit-overwrite") as pool:
             if self.conditional == "single":  # one DELETE a key, on the pool: what was listed ahead, then the rest
                 deleted, kept = delete_singly(self.store, self.dest.bucket, itertools.chain(
-                    (item for listed in self.ranges for item in listed.held),
+                    (item for listed in self.ranges for item in listed.held()),
                     ((info.key, info.etag) for listed in self.ranges if not listed.done
                      for info in self._doomed(listed))), pool)
             else:
@@ -243,7 +245,7 @@ class OldObjects:
 
         # What was listed ahead, the first failure raised (batches already sent finish); then each range's rest,
         # listed from where it stopped and deleted as it goes, RANGES at once.
-        held = batched((item for listed in self.ranges for item in listed.held), DELETE_BATCH)
+        held = batched((item for listed in self.ranges for item in listed.held()), DELETE_BATCH)
         first = summed(future.result() for _, future in map_ordered(pool, held, delete, window=DELETES_IN_FLIGHT))
 
         def rest(listed: _Range) -> tuple[int, list[str]]:
@@ -259,13 +261,20 @@ class _Range:
     """A stretch of a prefix's keys (after ``after``, before ``before``; None at either end), what of it was
     listed ahead, and its listing where it stopped."""
 
-    __slots__ = ("after", "before", "done", "held", "listing", "prefix")
+    __slots__ = ("after", "before", "done", "etags", "keys", "listing", "prefix")
 
     def __init__(self, prefix: str, after: str | None, before: str | None) -> None:
         self.prefix, self.after, self.before = prefix, after, before
-        self.held: list[tuple[str, str]] = []
+        # What was listed ahead: keys and ETags in lists of their own, not a tuple each (100,000 tuples that live
+        # through the Completes are containers the garbage collector walks, while it is kept off the rest).
+        self.keys: list[str] = []
+        self.etags: list[str] = []
         self.done = False
         self.listing: Iterator[ObjectInfo] | None = None
+
+    def held(self) -> Iterator[tuple[str, str]]:
+        """What was listed ahead, ``(key, etag)``."""
+        return zip(self.keys, self.etags, strict=True)
 
 
 class DeleteGate:

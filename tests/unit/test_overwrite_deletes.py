@@ -128,7 +128,7 @@ def test_what_is_listed_ahead_is_deleted_only_when_asked_and_past_the_budget_lis
         future.result()
     counts = store.counters.snapshot()["requests"]
     assert counts.get("DeleteObjects", 0) == 0 and len(remaining(s3)) == 2_500 + 3_000 + 2  # nothing deleted yet
-    assert 1_600 <= sum(len(listed.held) for listed in old.ranges) < 1_600 + RANGES
+    assert 1_600 <= sum(len(listed.keys) for listed in old.ranges) < 1_600 + RANGES
     assert not all(listed.done for listed in old.ranges)
     assert old.delete(threads=8) == (2_500, 0)
     assert sorted(c["Key"] for c in remaining(s3)) == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
@@ -149,7 +149,7 @@ def test_a_listing_ahead_that_fails_is_listed_again_and_a_stopped_one_deletes_no
     old._started.result()
     for future in old._listing:
         future.result()  # (a range's failure is its own: held nothing, listed again)
-    assert not any(r.held or r.done for r in old.ranges)
+    assert not any(r.keys or r.done for r in old.ranges)
     failing[0] = False
     assert old.delete(threads=8) == (2_500, 0)
     s3, store, kept = table(300, 300)
