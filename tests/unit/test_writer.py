@@ -345,12 +345,27 @@ def test_a_pool_gives_back_its_spares_up_to_keep_and_unmaps_the_rest_and_after_c
     assert not pool.take().closed  # a new buffer still, after the close
 
 
-def test_a_large_file_fills_its_uploaded_parts_buffers_again_within_the_memory_bound(monkeypatch):
+
+def record_buffers(monkeypatch) -> list:
+    """The part buffers this test's thread maps (a writer takes its buffers in the thread that writes): a thread an
+    earlier test left running in this worker may map buffers of its own meanwhile, and those are not counted."""
     import s3commit.transfer.parts as parts
 
-    mapped = []
-    real = parts.populated_buffer
-    monkeypatch.setattr(parts, "populated_buffer", lambda size: mapped.append(real(size)) or mapped[-1])
+    mapped: list = []
+    real, here = parts.populated_buffer, threading.get_ident()
+
+    def record(size):
+        buffer = real(size)
+        if threading.get_ident() == here:
+            mapped.append(buffer)
+        return buffer
+
+    monkeypatch.setattr(parts, "populated_buffer", record)
+    return mapped
+
+
+def test_a_large_file_fills_its_uploaded_parts_buffers_again_within_the_memory_bound(monkeypatch):
+    mapped = record_buffers(monkeypatch)
     store = FakeStore()
     data = bytes(range(256)) * (PART * 12 // 256 + 7)  # 12 full parts and a few bytes
     with MultipartWriter(store, "b", "k", part_size=PART, max_in_flight=2, executor=ThreadPoolExecutor(2)) as f:
@@ -363,11 +378,7 @@ def test_a_large_file_fills_its_uploaded_parts_buffers_again_within_the_memory_b
 
 
 def test_an_aborted_writer_unmaps_every_part_buffer(monkeypatch):
-    import s3commit.transfer.parts as parts
-
-    mapped = []
-    real = parts.populated_buffer
-    monkeypatch.setattr(parts, "populated_buffer", lambda size: mapped.append(real(size)) or mapped[-1])
+    mapped = record_buffers(monkeypatch)
     store = FakeStore()
     writer = MultipartWriter(store, "b", "k", part_size=PART, max_in_flight=2, executor=ThreadPoolExecutor(2))
     writer.write(b"x" * (PART * 5 + 3))  # parts 2-5 and a partial sixth in mapped buffers, some filled again
