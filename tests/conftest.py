@@ -44,13 +44,18 @@ os.environ.setdefault("S3COMMIT_CAPABILITIES_DIR", tempfile.mkdtemp(prefix="s3co
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A case that needs the simulator (request counts, latency, faults: the ``s3_sim`` fixture or the
     ``simulator`` marker) runs on moto only where its module runs on every server: SeaweedFS and rclone have no
-    simulator in front of them (docs/test-servers.md)."""
+    simulator in front of them (docs/test-servers.md). So does a case marked ``server_independent`` (it ends before
+    any request reaches the server: another server would run the same code to the same end)."""
     moto_only = [item for item in items
                  if getattr(getattr(item, "callspec", None), "params", {}).get("s3_server") in ("seaweedfs", "rclone")
-                 and ("s3_sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("simulator"))]
+                 and ("s3_sim" in getattr(item, "fixturenames", ()) or item.get_closest_marker("simulator")
+                      or item.get_closest_marker("server_independent"))]
     if moto_only:
         config.hook.pytest_deselected(items=moto_only)
         items[:] = [item for item in items if item not in moto_only]
+    # A tier's longest cases go first (stable otherwise): started late, one of them would run on alone at the end
+    # while the other workers idle.
+    items.sort(key=lambda item: item.get_closest_marker("longest") is None)
 
 
 def store_options_for(server, **overrides) -> StoreOptions:

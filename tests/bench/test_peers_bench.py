@@ -13,6 +13,8 @@ from benchmarks.peers_bench import shape_paths
 pytestmark = [pytest.mark.slow, pytest.mark.s3a, pytest.mark.spark]
 
 
+@pytest.mark.longest
+@pytest.mark.timeout(1500)  # 18 Spark applications and the data path: 10 min on a slow host
 def test_quick_peers_section(tmp_path):
     assert main(["--quick", "--sections", "peers", "--out", str(tmp_path)]) == 0
     peers = json.loads((tmp_path / "quick.json").read_text())["peers"]

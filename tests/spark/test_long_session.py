@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2700)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.longest, pytest.mark.timeout(2700)]
 
 MB = 1_000_000
 

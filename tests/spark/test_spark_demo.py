@@ -45,15 +45,6 @@ def assert_summary(out: str) -> dict[str, tuple[int, int]]:
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
-def test_demo_on_the_embedded_s3_prints_the_summary():
-    out = run_demo("--profile", "none")
-    assert "embedded S3 at http://127.0.0.1:" in out
-    requests = assert_summary(out)
-    # Counted at the embedded server: the magic write's requests as they arrived there.
-    assert requests["CreateMultipartUpload"] == (4, 0)
-
-
-@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
 def test_demo_on_another_endpoint_counts_requests_at_the_client(s3_server, s3_bucket, s3_client):
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     env.pop("AWS_PROFILE", None)
@@ -74,9 +65,8 @@ def test_demo_on_another_endpoint_counts_requests_at_the_client(s3_server, s3_bu
     assert_no_pending_uploads(s3_client, s3_bucket)
 
 
-
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
-def test_demo_without_s3a_jars_says_s3a_is_not_shown_and_how_to_get_it(tmp_path):
+def test_demo_on_the_embedded_s3_prints_the_summary_and_says_s3a_is_not_shown_without_its_jars(tmp_path):
     from s3commit.demo.spark_engine import NOT_SHOWN
 
     env = {**os.environ, "S3COMMIT_S3A_JARS": str(tmp_path / "no-jars-here")}
@@ -84,7 +74,10 @@ def test_demo_without_s3a_jars_says_s3a_is_not_shown_and_how_to_get_it(tmp_path)
                              "--profile", "none"], capture_output=True, text=True, timeout=600, env=env, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
-    assert_summary(out)  # magic and v1 only
+    assert "embedded S3 at http://127.0.0.1:" in out
+    requests = assert_summary(out)  # magic and v1 only
+    # Counted at the embedded server: the magic write's requests as they arrived there.
+    assert requests["CreateMultipartUpload"] == (4, 0)
     assert [line for line in out.splitlines() if "not shown" in line] == [NOT_SHOWN]
     assert "S3A-magic" not in out
     assert not (tmp_path / "no-jars-here").exists()  # looked, resolved nothing

@@ -67,6 +67,7 @@ CHILD = """
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
+@pytest.mark.server_independent
 def test_unreachable_endpoint_is_named_in_the_error(s3_bucket):
     result = run_child(CHILD.format(endpoint="http://127.0.0.1:9", bucket=s3_bucket))
     assert "FAILED:" in result.stdout, result.stderr[-3000:]
@@ -74,6 +75,7 @@ def test_unreachable_endpoint_is_named_in_the_error(s3_bucket):
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
+@pytest.mark.server_independent
 def test_sidecar_python_without_s3commit_is_reported(tmp_path, s3_server, s3_bucket):
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
@@ -85,6 +87,7 @@ def test_sidecar_python_without_s3commit_is_reported(tmp_path, s3_server, s3_buc
 
 
 @pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
+@pytest.mark.server_independent
 def test_jar_and_package_version_mismatch_is_reported(tmp_path, s3_server, s3_bucket):
     # A jar that says it is another version: the handshake refuses it and names both versions.
     mismatched = tmp_path / "old.jar"
