@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks import main
 from benchmarks.main import OPT_IN, SECTIONS
+from testbed import CHILD_TIMEOUT
 
 COMMITTERS = {"magic", "magic-no-checksums", "directory", "partitioned", "rename-v1", "rename-v2"}
 
@@ -54,7 +55,8 @@ def _quick(tmp_path, sections: str) -> dict:
     meet another test's), its own time budget, its results."""
     code = ("import sys; from benchmarks import main; "
             f"sys.exit(main(['--quick', '--sections', {sections!r}, '--out', {str(tmp_path)!r}]))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=540, check=False)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT,
+                            check=False)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return json.loads((tmp_path / "quick.json").read_text())
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed import CHILD_TIMEOUT
+
 pytest.importorskip("pyarrow")
 pytest.importorskip("dask.dataframe")
 
@@ -66,7 +68,7 @@ def test_the_readme_testing_examples_pass_in_a_users_own_pytest_run(tmp_path):
     (tmp_path / "test_with_fixtures.py").write_text(TESTING_EXAMPLES[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=CHILD_TIMEOUT,
                          env={**env, "PYTEST_ADDOPTS": ""})
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout

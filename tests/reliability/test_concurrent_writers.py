@@ -30,6 +30,7 @@ from s3commit.model.paths import is_scratch_key, partition_of
 from s3commit.model.uri import S3Uri
 from s3commit.store.conditional import ConditionalRequests
 from s3commit.testing.assertions import assert_no_pending_uploads, held_leases, list_keys
+from testbed import CHILD_TIMEOUT
 from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.clocks import ManualClock, let_store_time_pass
 from tests.conftest import store_options_for
@@ -83,7 +84,7 @@ def run_jobs(server, bucket: str, jobs: list[dict], tmp_path: Path, *, committer
     go().touch()
     results = []
     for job, process, started in zip(jobs, processes, ready, strict=True):
-        out, err = process.communicate(timeout=300)
+        out, err = process.communicate(timeout=CHILD_TIMEOUT)
         go(job["tag"]).touch()  # the jobs that commit after its exit
         lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"tag"')]
         results.append(lines[-1] if lines else {"ok": False, "job_id": started["job_id"],

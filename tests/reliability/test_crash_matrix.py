@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import list_keys, list_pending_uploads
+from testbed import CHILD_TIMEOUT
 from tests.reliability.crash_child import CRASH_ENV, file_body, file_name, points_for
 from tests.reliability.helpers import COMMITTERS, assert_all_or_nothing, assert_clean, final_key, success_json
 
@@ -251,7 +252,7 @@ def test_spark_executor_killed_mid_write_in_local_cluster_leaves_all_output_and_
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     # When: Spark retries the task on another executor and commits the job.
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(SPARK_EXECUTOR_KILL), s3_sim.endpoint_url,
-                             s3_bucket], capture_output=True, text=True, timeout=600, env=env, check=False)
+                             s3_bucket], capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-4000:]
     # Then: every row exactly once, and the killed attempt's upload did not outlive the job.

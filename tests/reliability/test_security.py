@@ -20,6 +20,7 @@ from s3commit import S3Store, StoreOptions, create_committer
 from s3commit.config.options import RetryPolicy
 from s3commit.errors import ManifestError, S3CommitError
 from s3commit.testing.assertions import count_requests, list_keys, list_pending_uploads
+from testbed import CHILD_TIMEOUT
 from tests.reliability.helpers import (
     COMMITTERS,
     JobSpec,
@@ -123,7 +124,7 @@ def test_credentials_never_appear_in_logs_errors_manifests_or_summaries(s3_sim, 
     seen += [describe(through_proxy.value), repr(proxied), repr(proxied.options)]
     printed = subprocess.run([sys.executable, "-m", "s3commit.spark", "conf", "--conf",
                               f"fs.s3a.secret.key={SECRET_KEY}", "--conf", f"fs.s3a.proxy.password={PROXY_PASSWORD}"],
-                             capture_output=True, text=True, timeout=300, check=False)
+                             capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
     assert printed.returncode == 0 and SECRET_KEY in printed.stdout and "in clear text" in printed.stderr
     seen.append(printed.stderr)
     seen.append(caplog.text)

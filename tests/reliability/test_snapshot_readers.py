@@ -23,6 +23,7 @@ import pytest
 
 import s3commit
 import s3commit.arrow
+from testbed import CHILD_TIMEOUT
 from testbed.fixtures import every_server_fixture
 from tests.conftest import store_options_for
 from tests.reliability.snapshot_writer_child import ROWS, job_data
@@ -72,7 +73,7 @@ def torn(read: dict[int, tuple[int, frozenset[int]]], valid: list[dict[int, int]
 def run_writer(server: Any, dest: str, first: int, last: int, kill_at: int = -1) -> int:
     env = {**os.environ, **server.env(), "PYTHONPATH": str(ROOT)}
     args = [sys.executable, str(CHILD), dest, str(first), str(last), "--kill-at", str(kill_at)]
-    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=600).returncode
+    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=CHILD_TIMEOUT).returncode
 
 
 def read_loop(server: Any, dest: str, bucket: str, jobs: int, kill_at: int, *, min_reads: int) -> Counter[str]:
@@ -164,7 +165,7 @@ def spark_reader_loop(mode: str, server: Any, bucket: str, tmp: Path, *, jobs: i
         assert run_writer(server, dest, 1, kill_at, kill_at) == -9, "the writer was to be SIGKILLed mid-commit"
         assert run_writer(server, dest, kill_at + 1, jobs - 1) == 0
         stop.touch()
-        out, _ = reader.communicate(timeout=600)
+        out, _ = reader.communicate(timeout=CHILD_TIMEOUT)
     finally:
         if reader.poll() is None:
             reader.kill()

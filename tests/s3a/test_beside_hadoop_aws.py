@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3a, pytest.mark.spark]
 
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_beside(*args: str) -> dict[str, Any]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "S3COMMIT_PYTHON": sys.executable}
     done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, env=env,
-                          timeout=900, check=False, cwd=ROOT)
+                          timeout=CHILD_TIMEOUT, check=False, cwd=ROOT)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     assert done.returncode == 0 and lines, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     result = json.loads(lines[-1])

@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from testbed import CHILD_TIMEOUT
+
 pytestmark = [pytest.mark.slow, pytest.mark.s3a, pytest.mark.spark]
 
 
@@ -24,7 +26,7 @@ def test_demo_peers_s3a_shows_s3a_magic_beside(s3a_jars):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run([sys.executable, "-m", "s3commit.demo", "--engine", "spark", "--rows", "4000", "--tasks",
                            "2", "--partitions", "2", "--profile", "none", "--peers", "s3a"],
-                          capture_output=True, text=True, timeout=900, env=env, check=False)
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env, check=False)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
     assert "not shown" not in out

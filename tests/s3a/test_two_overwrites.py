@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.s3a, pytest.mark.spark]
 
@@ -69,7 +70,7 @@ def _overwrite_together(peer: str, server, bucket: str, dest: str, tmp_path: Pat
     go.touch()
     results = []
     for tag, child in children.items():
-        out, err = child.communicate(timeout=600)
+        out, err = child.communicate(timeout=CHILD_TIMEOUT)
         lines = [line for line in out.splitlines() if line.startswith("{")]
         assert child.returncode == 0 and lines, f"{tag}: exit {child.returncode}\n{err[-4000:]}"
         results.append(json.loads(lines[-1]))

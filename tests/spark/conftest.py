@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed import CHILD_TIMEOUT
+
 pyspark = pytest.importorskip("pyspark")
 
 if shutil.which("java") is None:  # pragma: no cover - the README's machines have a JDK
@@ -108,6 +110,6 @@ def wheel(tmp_path_factory) -> Path:
         ".git", ".venv*", ".tox", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".mypy_cache",
         ".ruff_cache", "spark-warehouse", "results"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(source)],
-                           capture_output=True, text=True, env=env, timeout=900, check=False)
+                           capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT, check=False)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-4000:]
     return next(dist.glob("s3commit-*.whl"))

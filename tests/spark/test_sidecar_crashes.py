@@ -17,6 +17,7 @@ import textwrap
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +47,8 @@ PRELUDE = """
 """
 
 
-def run(script: str, server, bucket: str, master: str, *, crash: str | None, tmp_path, timeout: int = 400) -> dict:
+def run(script: str, server, bucket: str, master: str, *, crash: str | None, tmp_path,
+        timeout: int = CHILD_TIMEOUT) -> dict:
     code = textwrap.dedent(PRELUDE) + textwrap.dedent(script)
     env = dict(os.environ)
     if crash:
@@ -135,7 +137,7 @@ def test_a_sidecar_killed_in_the_job_commit_resumes_on_the_next_one(s3_server, s
 @pytest.mark.slow
 def test_an_executors_sidecar_killed_in_local_cluster(s3_server, s3_bucket, s3_client, tmp_path):
     out = run(SCRIPT, s3_server, s3_bucket, "local-cluster[2,1,1024]", crash="before:fs.close_write",
-              tmp_path=tmp_path, timeout=500)
+              tmp_path=tmp_path)
     assert fired(tmp_path) == ["before-fs.close_write"]
     assert out["second"] == "committed" and out["second_ids"] == 400
     check_exact_or_clean(out, s3_client, s3_bucket, "first")

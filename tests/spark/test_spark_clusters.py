@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +28,7 @@ PRELUDE = """
 """
 
 
-def run(script: str, server, bucket: str, master: str, timeout: int = 300) -> dict:
+def run(script: str, server, bucket: str, master: str, timeout: int = CHILD_TIMEOUT) -> dict:
     code = textwrap.dedent(PRELUDE) + textwrap.dedent(script)
     result = subprocess.run([sys.executable, "-c", code, server.endpoint_url, bucket, master],
                             capture_output=True, text=True, timeout=timeout, env=dict(os.environ), check=False)
@@ -73,7 +74,7 @@ def test_two_executor_jvms_each_with_a_sidecar_write_correct_output(s3_server, s
         print(json.dumps({"count": spark.read.parquet(f"s3a://{bucket}/cluster").count(),
                           "executors": executors}))
         spark.stop()
-    """, s3_server, s3_bucket, "local-cluster[2,1,1024]", timeout=400)
+    """, s3_server, s3_bucket, "local-cluster[2,1,1024]")
     assert out["count"] == 4000
     assert out["executors"] == 2
     keys = [k for k in list_keys(s3_client, s3_bucket, "cluster/") if k.endswith(".parquet")]

@@ -15,6 +15,7 @@ import pytest
 
 from s3commit.model.paths import is_scratch_key
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 CHILD = Path(__file__).with_name("spark_overwrite_child.py")
@@ -38,7 +39,7 @@ def test_two_spark_applications_overwriting_one_table_at_once_end_with_one_of_th
             line = app.stdout.readline()
             assert line.startswith('{"ready"'), (line, app.stderr.read() if app.poll() is not None else "")
         go.touch()
-        results = [json.loads(app.communicate(timeout=600)[0].splitlines()[-1]) for app in apps]
+        results = [json.loads(app.communicate(timeout=CHILD_TIMEOUT)[0].splitlines()[-1]) for app in apps]
     finally:
         s3_server.reset_simulator()
     assert all(r["ok"] for r in results), results

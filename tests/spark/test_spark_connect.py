@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytest.importorskip("grpc", reason="Spark Connect's client needs pyspark[connect] (s3commit[connect])")
 pyspark = pytest.importorskip("pyspark")
@@ -91,7 +92,7 @@ def test_a_connect_client_writes_and_overwrites_through_the_magic_committer(conn
     client.write_text(textwrap.dedent(CLIENT))
     env = {k: v for k, v in os.environ.items() if k != "SPARK_HOME"}
     result = subprocess.run([sys.executable, str(client), connect_server, f"s3a://{s3_bucket}/connected"],
-                            capture_output=True, text=True, env=env, timeout=300, check=False)
+                            capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-4000:]
     assert json.loads(lines[0][7:]) == {"first": 100, "ids": list(range(100, 130))}

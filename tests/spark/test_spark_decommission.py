@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import list_keys
+from testbed import CHILD_TIMEOUT
 from testbed.standalone import StandaloneCluster, spark_home, wait_gone
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,7 +166,8 @@ def test_a_decommissioned_executor_hands_its_shuffle_to_s3_and_no_map_task_runs_
     # spark-submit fetches s3a:// resources before it hands the driver its settings (spark.s3commit.python): the
     # driver's sidecar then finds its Python in the environment, as for a packed virtualenv (docs/spark.md).
     out = result_of(subprocess.run(command, capture_output=True, text=True, env=driver_env(
-                                   cluster, S3COMMIT_PYTHON=sys.executable), cwd=tmp_path, timeout=420, check=False))
+                                   cluster, S3COMMIT_PYTHON=sys.executable), cwd=tmp_path, timeout=CHILD_TIMEOUT,
+                                   check=False))
     assert out["lookup"] == "fetched by the executor at start"
     assert_decommissioned_to_s3(out, s3_client, s3_bucket, prefix)
     log = [r for r in s3_server.request_log() if r["key"].startswith(out["app"])]
@@ -192,7 +194,7 @@ def test_a_decommissioned_worker_hands_its_executors_shuffle_to_s3_through_the_p
     app.write_text(app_source())
     command = [sys.executable, str(app), "worker", s3_server.endpoint_url, s3_bucket, prefix, cluster.url]
     out = result_of(subprocess.run(command, capture_output=True, text=True, env=driver_env(cluster),
-                                   cwd=tmp_path, timeout=420, check=False))
+                                   cwd=tmp_path, timeout=CHILD_TIMEOUT, check=False))
     # The application ended without stopping its context: the driver JVM's shutdown hook did, emptying the storage.
     assert wait_gone([out["driver_pid"]], 120)
     assert_decommissioned_to_s3(out, s3_client, s3_bucket, prefix)

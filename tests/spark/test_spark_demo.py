@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = pytest.mark.spark
 
@@ -20,7 +21,7 @@ SMALL = ["--rows", "4000", "--tasks", "2", "--partitions", "2", "--peers", "none
 
 def run_demo(*args: str, env: dict[str, str] | None = None) -> str:
     result = subprocess.run([sys.executable, "-m", "s3commit.demo", "--engine", "spark", *SMALL, *args],
-                            capture_output=True, text=True, timeout=600, env=env, check=False)
+                            capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -71,7 +72,8 @@ def test_demo_on_the_embedded_s3_prints_the_summary_and_says_s3a_is_not_shown_wi
 
     env = {**os.environ, "S3COMMIT_S3A_JARS": str(tmp_path / "no-jars-here")}
     result = subprocess.run([sys.executable, "-m", "s3commit.demo", "--engine", "spark", *SMALL[:-2],
-                             "--profile", "none"], capture_output=True, text=True, timeout=600, env=env, check=False)
+                             "--profile", "none"], capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env,
+                             check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout
     assert "embedded S3 at http://127.0.0.1:" in out

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from testbed import CHILD_TIMEOUT
 from tests.spark import distribution
 
 pytestmark = pytest.mark.spark
@@ -45,8 +46,8 @@ def spark_home(tmp_path_factory) -> Path:
 
 def run(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in env.items() if k not in ("S3COMMIT_JAR", "PYSPARK_PYTHON")}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
-                          check=False)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd,
+                          timeout=CHILD_TIMEOUT, check=False)
 
 
 def probe(env: dict[str, str], cwd: Path) -> dict:
@@ -210,7 +211,7 @@ def test_a_standalone_cluster_started_from_the_distribution_runs_the_printed_arg
                    "--executor-memory", "768m", *shlex.split(printed.stdout), str(app),
                    f"s3a://{s3_bucket}/cluster", str(tmp_path / "local")]
         result = subprocess.run(command, capture_output=True, text=True, env=dict(env, SPARK_LOCAL_IP="127.0.0.1"),
-                                cwd=tmp_path, timeout=420, check=False)
+                                cwd=tmp_path, timeout=CHILD_TIMEOUT, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-6000:]
     assert json.loads(lines[0][7:]) == {"s3a": [2000, 2000], "local": 2000}

@@ -13,6 +13,7 @@ import pytest
 from s3commit import ConfigError
 from s3commit.spark import hadoop_options, jar_path
 from s3commit.testing.assertions import list_keys
+from testbed import CHILD_TIMEOUT
 from testbed.fixtures import every_server_fixture
 
 pytestmark = pytest.mark.spark
@@ -43,7 +44,8 @@ def test_missing_bucket_fails_before_any_task(spark, committer):
     assert "Task" not in str(err.value).split("\n")[0]
 
 
-def run_child(script: str, env: dict[str, str] | None = None, timeout: int = 240) -> subprocess.CompletedProcess:
+def run_child(script: str, env: dict[str, str] | None = None,
+              timeout: int = CHILD_TIMEOUT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **(env or {})}, check=False)
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -87,7 +88,7 @@ def test_a_killed_driver_leaves_nothing_once_the_next_job_commits(s3_sim, tmp_pa
         assert client.list_multipart_uploads(Bucket=bucket).get("Uploads"), "its committed tasks' uploads"
     else:  # the application kills itself once a file of its job is visible (a watcher thread in its driver)
         before = set(list_keys(client, bucket, "t/"))
-        out, err = dying.communicate(timeout=240)
+        out, err = dying.communicate(timeout=CHILD_TIMEOUT)
         assert dying.returncode == -signal.SIGKILL, f"the application ended unkilled: {out[-2000:]}{err[-4000:]}"
         assert any(k.endswith(".parquet") and "/__" not in f"/{k}"
                    for k in set(list_keys(client, bucket, "t/")) - before), "killed before its job commit"

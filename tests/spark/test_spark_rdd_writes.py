@@ -308,7 +308,7 @@ CLUSTER = """
 @pytest.mark.slow  # three JVMs (local-cluster), as the DataFrame variant in test_spark_clusters.py
 def test_rdd_writes_from_two_executor_jvms_each_with_a_sidecar(s3_server, s3_bucket, s3_client):
     # The committer classes load in executor JVMs from spark.jars; staging task files stay on each executor.
-    out = run(CLUSTER, s3_server, s3_bucket, "local-cluster[2,1,1024]", timeout=400)
+    out = run(CLUSTER, s3_server, s3_bucket, "local-cluster[2,1,1024]")
     assert out["executors"] == 2
     for dest in ("cluster-magic-old", "cluster-magic-new", "cluster-directory-old", "cluster-directory-new"):
         keys = data_keys(s3_client, s3_bucket, f"{dest}/")

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.cluster]
@@ -134,7 +135,7 @@ def test_a_standalone_cluster_commits_exactly_once_even_when_an_executor_is_kill
                "--conf", "spark.task.maxFailures=8", "--conf", "spark.stage.maxConsecutiveAttempts=8",
                "--executor-memory", "768m", *shlex.split(printed), str(app), f"s3a://{s3_bucket}/cluster",
                str(tmp_path / "killed-once"), str(rows)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=420,
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=CHILD_TIMEOUT,
                             check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-6000:]
@@ -187,10 +188,10 @@ def packed_virtualenv(wheel: Path, tmp_path: Path) -> Path:
     env_dir, packed = tmp_path / "packed-env", tmp_path / "packed-env.tar.gz"
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=120)
     installed = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-                               capture_output=True, text=True, timeout=600, check=False)
+                               capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
     assert installed.returncode == 0, installed.stderr[-3000:]
     subprocess.run([sys.executable, "-m", "venv_pack", "-p", str(env_dir), "-o", str(packed), "-q"], check=True,
-                   timeout=300)
+                   timeout=CHILD_TIMEOUT)
     return packed
 
 
@@ -219,8 +220,8 @@ def test_a_packed_virtualenv_shipped_with_archives_runs_the_executors_python_and
                "--conf", f"spark.pyspark.python={archived}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
                "--archives", f"{packed}#environment", "--executor-memory", "768m",
                str(app), f"s3a://{s3_bucket}/archived", "3000"]
-    result = subprocess.run(command, capture_output=True, text=True, env=submit_env, cwd=tmp_path, timeout=420,
-                            check=False)
+    result = subprocess.run(command, capture_output=True, text=True, env=submit_env, cwd=tmp_path,
+                            timeout=CHILD_TIMEOUT, check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-6000:]
     out = json.loads(lines[0][7:])

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 from testbed.fixtures import every_server_fixture
 from tests.spark.streaming_helpers import (
     CHILD_DRIVER,
@@ -243,7 +244,7 @@ def test_two_runs_of_one_query_on_one_checkpoint_one_fails_cleanly(streaming, s3
     # 2. Run B, the same query in another driver on the same checkpoint, starts while A runs.
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     second = subprocess.run([sys.executable, "-c", textwrap.dedent(CONCURRENT_RUN), s3_server.endpoint_url,
-                             s3_bucket, "twice", root, "40"], capture_output=True, text=True, timeout=240,
+                             s3_bucket, "twice", root, "40"], capture_output=True, text=True, timeout=CHILD_TIMEOUT,
                             env=dict(os.environ), check=False)
     lines = [line for line in second.stdout.splitlines() if line.startswith("{")]
     assert lines, second.stdout[-2000:] + second.stderr[-4000:]

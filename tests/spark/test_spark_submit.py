@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
+from testbed import CHILD_TIMEOUT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.deploy]
 
@@ -45,7 +46,7 @@ def test_spark_submit_with_the_printed_arguments_commits_through_the_magic_commi
     command = [str(submit), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
                "--conf", f"spark.pyspark.python={sys.executable}", *shlex.split(printed), str(app),
                f"s3a://{s3_bucket}/submitted"]
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=CHILD_TIMEOUT,
                             check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-4000:]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from s3commit.testing.assertions import assert_no_pending_uploads
+from testbed import CHILD_TIMEOUT
 
 pyspark = pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.deploy]
@@ -63,7 +64,7 @@ def test_the_built_wheel_writes_through_spark_on_a_machine_without_javac(wheel, 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     installed = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", str(wheel), f"pyspark=={spark_version}"],
-                               capture_output=True, text=True, timeout=900, check=False)
+                               capture_output=True, text=True, timeout=CHILD_TIMEOUT, check=False)
     assert installed.returncode == 0, installed.stdout[-2000:] + installed.stderr[-4000:]
     app = tmp_path / "elsewhere" / "app.py"
     app.parent.mkdir()
@@ -75,7 +76,8 @@ def test_the_built_wheel_writes_through_spark_on_a_machine_without_javac(wheel, 
     assert shutil.which("javac", path=run_env["PATH"]) is None
     dest = f"from-wheel-{spark_version}"
     result = subprocess.run([str(venv / "bin" / "python"), str(app), s3_server.endpoint_url, f"s3a://{s3_bucket}/{dest}"],
-                            capture_output=True, text=True, env=run_env, cwd=app.parent, timeout=600, check=False)
+                            capture_output=True, text=True, env=run_env, cwd=app.parent, timeout=CHILD_TIMEOUT,
+                            check=False)
     lines = [line for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     assert result.returncode == 0 and lines, result.stdout[-2000:] + result.stderr[-4000:]
     outcome = json.loads(lines[0][7:])
