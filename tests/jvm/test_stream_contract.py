@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -253,8 +254,15 @@ def test_a_sequential_read_fetches_blocks_that_grow_while_it_reads_in_order(orac
     s3_server.reset_stats()
     for op in (("seek", 100), ("read", 200 * KIB)):
         model.check(op, oracle(cmd="op", op=list(op)))
-    again = sorted(int(r["range"].split("-")[1]) - int(r["range"][6:].split("-")[0]) + 1
-                   for r in s3_server.request_log() if r["key"] == "growing/file" and r["range"])
+    # The read returns the first block; the next is fetched ahead on another thread and may reach the server after
+    # the read has returned: its GET is waited for (the log read again until it is there, or 60 s have passed).
+    deadline = time.monotonic() + 60
+    while True:
+        again = sorted(int(r["range"].split("-")[1]) - int(r["range"][6:].split("-")[0]) + 1
+                       for r in s3_server.request_log() if r["key"] == "growing/file" and r["range"])
+        if len(again) >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert again[:2] == [64 * KIB, 128 * KIB] and max(again) <= 256 * KIB, again
     oracle(cmd="op", op=["close"])
 
