@@ -9,6 +9,7 @@ Used by ``tests/`` and ``benchmarks/`` from a checkout; may import anything of `
 CHILD_TIMEOUT = 1_100
 """Seconds a test waits for a child process (a Spark application, the demo, a wheel's build and install) before it
 calls it hung: a guard against a hang, never a measure of speed. Generous, as a host can be slow for hours: the
-longest such child took 300 s in this machine's slowest hour (2026-11-30), when its guard was 400 s, and CI's machine
-has run the whole slow tier 2.8 times as long as this machine does in a quiet hour. The slow and S3A tiers' pytest timeout (``.ci/run``) is above it, the default tier's (600 s) below:
-there the test's own timeout ends a hung child first."""
+longest such child took 300 s in this machine's slowest hour (2026-11-30), when its guard was 400 s, and CI's
+machine has run the whole slow tier 2.8 times as long as this machine does in a quiet hour. The slow and S3A tiers'
+pytest timeout (``.ci/run``) is above it, the default tier's (600 s) below: there the test's own timeout ends a hung
+child first."""
