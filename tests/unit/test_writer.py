@@ -345,7 +345,6 @@ def test_a_pool_gives_back_its_spares_up_to_keep_and_unmaps_the_rest_and_after_c
     assert not pool.take().closed  # a new buffer still, after the close
 
 
-
 def record_buffers(monkeypatch) -> list:
     """The part buffers this test's thread maps (a writer takes its buffers in the thread that writes): a thread an
     earlier test left running in this worker may map buffers of its own meanwhile, and those are not counted."""
