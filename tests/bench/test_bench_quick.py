@@ -129,7 +129,7 @@ def test_quick_engines_section(tmp_path):
     engines = results["engines"]
     assert "skipped" not in engines
     assert engines["validates_checksum"] and not engines["md5_check"]  # the server checks checksums, as S3
-    assert {"one column", "16 partitions", "16 partitions, append", "200 partitions", "200 partitions, append",
+    assert {"one column", "16 partitions", "16 partitions, append", "20 partitions", "20 partitions, append",
             "1 GiB, one file", "1 GiB, one file, append"} == set(engines["shapes"])
     for shape, compared in [*engines["shapes"].items(), ("dask", engines["dask"])]:
         assert compared["bytes"] > 0, shape
