@@ -87,6 +87,8 @@ SNAPSHOT_COMPARED = ["s3commit-magic", "s3commit-magic-snapshot", "s3a-magic"]
 SHAPES = ("demo", "small", "commit-heavy", "commit-10k", *SNAPSHOT_SHAPES.values())
 DEFAULT_SHAPES = ("demo", "small", "commit-heavy")
 """What runs unless ``--peers-shapes`` names shapes: ``commit-10k`` (10,000 files) takes some 40 minutes on moto."""
+QUICK_SHAPES = ("demo", "commit-heavy")
+"""A quick run's (a smoke test of the code): the small files are the demo's code path again, 8 files more."""
 START_TIMEOUT = 300.0
 COMMAND_TIMEOUT = 1800.0
 SECONDS_PER_FILE_BOUND = 0.5
@@ -105,7 +107,8 @@ def peers_sizes(quick: bool, shapes: str | None = None) -> dict[str, Any]:
     file measured on the others, some 22 minutes for 2,000). ``commit-10k`` (50 tasks x 200 days = 10,000 files of
     10 rows) runs only when named, once, magic and directory of s3commit and S3A; so do the snapshot comparison's
     (:data:`SNAPSHOT_SHAPES`: ``snap-100`` and ``snap-1k`` three rounds, ``snap-10k`` once). Quick (a smoke run):
-    smaller shapes, one round, no warm-up, C1 only in the JVMs; v1 on the small files only.
+    the demo and the commit-heavy job only (:data:`QUICK_SHAPES`), smaller, one round, no warm-up, C1 only in the
+    JVMs; v1 on the demo only.
 
     ``shapes`` (``--peers-shapes``): comma-separated names among :data:`SHAPES` and ``datapath``, each optionally
     with its rounds (``commit-heavy:2,commit-10k:1``); ``none`` is the data path alone. Unset: the
@@ -113,7 +116,8 @@ def peers_sizes(quick: bool, shapes: str | None = None) -> dict[str, Any]:
     sizes = _sizes(quick)
     sizes["datapath_runs"] = True
     if shapes is None:
-        sizes["shapes"] = {name: spec for name, spec in sizes["shapes"].items() if name in DEFAULT_SHAPES}
+        default = QUICK_SHAPES if quick else DEFAULT_SHAPES
+        sizes["shapes"] = {name: spec for name, spec in sizes["shapes"].items() if name in default}
         return sizes
     chosen: dict[str, int | None] = {}
     for item in ([] if shapes.strip() == "none" else [s.strip() for s in shapes.split(",") if s.strip()]):
@@ -153,7 +157,7 @@ def _snapshot_shapes(rows_per_file: int) -> dict[str, dict[str, Any]]:
 
 def _sizes(quick: bool) -> dict[str, Any]:
     if quick:
-        return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4, "skip": ["s3a-foc-v1"]},
+        return {"shapes": {"demo": {"rows": 20_000, "tasks": 8, "days": 4},
                            "small": {"rows": 400, "tasks": 10, "days": 4},
                            "commit-heavy": {"rows": 1_200, "tasks": 2, "days": 30, "skip": ["s3a-foc-v1"]},
                            "commit-10k": {"rows": 1_200, "tasks": 4, "days": 30, "skip": list(SCALE_SKIP)},
