@@ -35,14 +35,14 @@ def run_app(server, dest: str, tag: str, committer: str, when: str, markers: Pat
                             env=env, start_new_session=True)
 
 
-def finished(app: subprocess.Popen, timeout: float = 300) -> dict:
+def finished(app: subprocess.Popen, timeout: float = CHILD_TIMEOUT) -> dict:
     out, err = app.communicate(timeout=timeout)
     lines = [line for line in out.splitlines() if line.startswith("{")]
     assert app.returncode == 0 and lines, out[-2000:] + err[-6000:]
     return json.loads(lines[-1])
 
 
-def kill_when(app: subprocess.Popen, ready, timeout: float = 240) -> None:
+def kill_when(app: subprocess.Popen, ready, timeout: float = CHILD_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         if app.poll() is not None:

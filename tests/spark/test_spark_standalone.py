@@ -76,7 +76,7 @@ def start(args: list[str], log: Path, env: dict[str, str], home: Path = HOME) ->
                             stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def wait_for(what: str, check, logs: list[Path], timeout: float = 120) -> None:
+def wait_for(what: str, check, logs: list[Path], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
