@@ -1,13 +1,17 @@
 """Stock Spark reading a snapshot destination in a loop while a writer process overwrites it, one of its drivers
 SIGKILLed mid-commit (issue 55): ``spark.read.parquet(dest)`` in a session from ``s3commit.spark.configure()``
-never reads a torn table. The same reader in a session with no s3commit at all (Hadoop's S3A) is in the S3A tier
-(tests/s3a/test_s3a_snapshot_readers.py). Torn: as tests/reliability/test_snapshot_readers.py says."""
+never reads a torn table, on moto and on SeaweedFS. The same reader in a session with no s3commit at all (Hadoop's
+S3A) is in the S3A tier (tests/s3a/test_s3a_snapshot_readers.py). Torn: as tests/reliability/test_snapshot_readers.py
+says."""
 
 from __future__ import annotations
 
 import pytest
 
+from testbed.fixtures import every_server_fixture
 from tests.reliability.test_snapshot_readers import spark_reader_loop
+
+s3_server = every_server_fixture()  # moto and SeaweedFS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
