@@ -68,9 +68,9 @@ def _one_column(files: int, file_mib: int) -> tuple[Any, int]:
 def _sizes(quick: bool) -> dict[str, Any]:
     scale = 100 if quick else 1
     return {"one_column": (4, 1) if quick else (20, 10), "rows16": 4_000_000 // scale,
-            "rows1g": 13_000_000 // scale, "rows200": 400_000 // (10 if quick else 1), "rounds": 1 if quick else 3,
-            # the small files' shape: 200 partitions (a quick run writes 20: the same code, a tenth of the requests)
-            "partitions_small": 20 if quick else 200}
+            "rows1g": 13_000_000 // scale, "rounds": 1 if quick else 3,
+            # the small files' shape: 400,000 rows in 200 partitions (a quick run: 40,000 in 20, the same code)
+            "rows_small": 400_000 // (10 if quick else 1), "partitions_small": 20 if quick else 200}
 
 
 class _Path:
@@ -188,7 +188,7 @@ def engine_runs(server: Any, bucket: str, *, quick: bool = False) -> dict[str, A
     shapes["16 partitions"] = arrow_pair("16 partitions", table16, ["day"], "overwrite")
     shapes["16 partitions, append"] = arrow_pair("16 partitions", table16, ["day"], "append")
     small = f"{sizes['partitions_small']} partitions"
-    table_small = _table(sizes["rows200"], sizes["partitions_small"], seed=2)
+    table_small = _table(sizes["rows_small"], sizes["partitions_small"], seed=2)
     shapes[small] = arrow_pair(small, table_small, ["day"], "overwrite")
     shapes[f"{small}, append"] = arrow_pair(small, table_small, ["day"], "append")
     del table_small
