@@ -39,7 +39,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 # Every JVM the tests start and do not configure themselves (a Spark application run as a child process, its
 # executors, a standalone cluster's daemons, a packed or distribution Spark) compiles with C1 only, as the suite's
 # own SparkSessions do (tests/spark/conftest.py): each lives a minute or two and runs each path a few times, and
-# C2's compiler threads took CPU from the other workers' cases (the slow tier is bound by the machine's CPU). A
+# C2's compiler threads take CPU the other workers' cases need (the slow tier is bound by the machine's CPU). A
 # user's JAVA_TOOL_OPTIONS is kept; the JVMs print it once on their standard error, which no test reads as an error.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
 # What each test store was seen to honour is kept in this session's own directory (every test server has its own
