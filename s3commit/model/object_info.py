@@ -2,7 +2,8 @@
 
 Pure: no I/O. The store fills these values from S3's answers; callers above it decide with them.
 
-- :class:`ObjectInfo` (HEAD, LIST) and :class:`UploadInfo` (ListMultipartUploads).
+- :class:`ObjectInfo` (HEAD, LIST) and :class:`UploadInfo` (ListMultipartUploads); :class:`KeyPage`, a LIST's page
+  as its keys and ETags only.
 - :func:`multipart_etag`: the ETag S3 gives an object completed from given parts.
 - :func:`is_completed_upload`: whether an object is what a given upload completed to. The store asks it
   when a Complete's answer was lost or the upload is gone (an earlier commit, or an earlier attempt, may
@@ -20,6 +21,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
 
 CLOCK_SKEW = timedelta(minutes=15)
 """How far a client's clock may be from S3's: S3 refuses requests signed further off
@@ -47,6 +49,16 @@ class ObjectInfo:
     @property
     def is_prefix(self) -> bool:
         return self.size < 0
+
+
+class KeyPage(NamedTuple):
+    """One page of a listing as two columns, its keys and their ETags in S3's order, and where the next page starts
+    (``token``: None on the last page). No object per entry: an overwrite lists its 100,000s of old files this way
+    beside its Completes, where an :class:`ObjectInfo` each (and the timestamp each carries) is most of the CPU."""
+
+    keys: list[str]
+    etags: list[str]
+    token: str | None
 
 
 @dataclass(frozen=True)

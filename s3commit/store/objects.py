@@ -16,10 +16,10 @@ from typing import Any, cast
 
 from s3commit.errors import NotFoundError, PreconditionFailedError, StoreError, error_class_for_code
 from s3commit.model.checksums import Sending
-from s3commit.model.object_info import ObjectInfo
+from s3commit.model.object_info import KeyPage, ObjectInfo
 from s3commit.store import many_gets
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
-from s3commit.store.lean_complete import LeanCompletes
+from s3commit.store.lean_complete import LeanCompletes, key_page_from
 from s3commit.store.ranged_gets import RangedGets
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at, read_get_body
@@ -178,6 +178,23 @@ class ObjectRequests(RequestGroup):
                 return
             token = page.get("NextContinuationToken")
 
+    def list_key_pages(self, bucket: str, prefix: str, *, start_after: str | None = None) -> Iterator[KeyPage]:
+        """:meth:`list_objects` (no delimiter) a page at a time, as the page's keys and ETags: no object per entry,
+        for the listings of 100,000s of keys a commit reads beside its Completes. ``Retry.IDEMPOTENT``."""
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+            if token:
+                args["ContinuationToken"] = token
+            elif start_after:
+                args["StartAfter"] = start_after
+            page = self.requests.call("ListObjectsV2", self._key_page_sender(bucket, args), retry=Retry.IDEMPOTENT,
+                                      bucket=bucket, key=prefix)
+            yield page
+            if page.token is None:
+                return
+            token = page.token
+
     def _page_sender(self, bucket: str, args: dict[str, Any]) -> Callable[[], Any]:
         """One attempt at a ListObjectsV2 page: by the lean path where it is usable for ``bucket`` (botocore's where
         the store refuses it, from then on), else by botocore."""
@@ -191,6 +208,20 @@ class ObjectRequests(RequestGroup):
 
         def send() -> Any:
             return lean.attempt(bucket, lambda: lean.list_page(client, bucket, args), by_botocore)
+        return send
+
+    def _key_page_sender(self, bucket: str, args: dict[str, Any]) -> Callable[[], KeyPage]:
+        """:meth:`_page_sender`, the page as its keys and ETags."""
+        client, lean = self.client, self.lean
+
+        def by_botocore() -> KeyPage:
+            return key_page_from(client.list_objects_v2(**args))
+
+        if lean is None or not lean.usable(client, bucket):
+            return by_botocore
+
+        def send() -> KeyPage:
+            return cast(KeyPage, lean.attempt(bucket, lambda: lean.list_keys_page(client, bucket, args), by_botocore))
         return send
 
     def delete_object(self, bucket: str, key: str) -> None:

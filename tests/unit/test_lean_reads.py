@@ -13,7 +13,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from s3commit.errors import NotFoundError
-from s3commit.store.lean_complete import listing_of
+from s3commit.store.lean_complete import key_page_from, key_page_of, listing_of
 from s3commit.testing import MemoryS3, S3Wire
 from s3commit.testing.memory_wire import _Raw
 from tests.unit.test_lean_complete import Recorder
@@ -68,6 +68,24 @@ def test_lean_and_botocore_list_alike_odd_keys_prefixes_and_pages():
     assert info.last_modified.tzinfo is not None
 
 
+def test_pages_of_keys_and_etags_are_what_list_objects_lists():
+    keys = ODD + [f"t/many/{n:05d}" for n in range(2_345)]
+    wire, lean, plain = stores(keys)
+    recorder = Recorder(wire)
+    for prefix in ("t/", "t/ü~é/", "t/100%/", "none/"):
+        listed = list(plain.objects.list_objects(BUCKET, prefix))
+        for store in (lean, plain):
+            pages = list(store.objects.list_key_pages(BUCKET, prefix))
+            assert [k for p in pages for k in p.keys] == [i.key for i in listed]
+            assert [e for p in pages for e in p.etags] == [i.etag for i in listed]
+            assert all(p.token for p in pages[:-1]) and pages[-1].token is None
+    for store in (lean, plain):  # from a key on, as list_objects' start_after
+        after = [k for p in store.objects.list_key_pages(BUCKET, "t/", start_after="t/many/01000") for k in p.keys]
+        assert after == [i.key for i in plain.objects.list_objects(BUCKET, "t/", start_after="t/many/01000")]
+        assert after[0] == "t/many/01001"
+    assert lean_sent(recorder)  # (the lean store's pages by the lean path)
+
+
 def test_the_listing_is_signed_as_botocore_signs_it(monkeypatch):
     wire, lean, _ = stores(["t/a b"])
     recorder = Recorder(wire)
@@ -114,12 +132,16 @@ def test_a_page_is_read_as_botocores_handlers_leave_it():
     assert entry["Key"] == "a b+cü" and entry["Size"] == 7 and entry["ETag"] == '"e"'
     assert entry["LastModified"] == datetime.datetime(2026, 11, 29, 8, 56, 1, tzinfo=datetime.timezone.utc)
     assert page["CommonPrefixes"] == [{"Prefix": "p q/"}]
+    assert key_page_of(200, {}, body) == (["a b+cü"], ['"e"'], "a+b/c=")
     plain = listing_of(200, {}, body.replace(b"<EncodingType>url</EncodingType>", b""))
     assert plain["Contents"][0]["Key"] == "a+b%2Bc%C3%BC"  # not encoded: not decoded (botocore's rule)
     with pytest.raises(ClientError) as raised:
         listing_of(200, {}, b"<Error><Code>InternalError</Code><Message>m</Message></Error>")
     assert raised.value.response["Error"]["Code"] == "InternalError"
     assert raised.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    with pytest.raises(ClientError) as raised:
+        key_page_of(503, {}, b"<Error><Code>SlowDown</Code><Message>m</Message></Error>")
+    assert raised.value.response["Error"]["Code"] == "SlowDown"
     with pytest.raises(ClientError) as raised:
         listing_of(200, {}, b"<Other/>")
     assert raised.value.response["Error"]["Code"] == "MalformedAnswer"
@@ -241,5 +263,6 @@ def test_a_page_read_by_patterns_is_what_elementtree_reads(layout, encoded, entr
                                 entries=entries).encode()
     assert listing_of(200, {}, body) == _listing_read(200, {}, body)
     assert len(listing_of(200, {}, body)["Contents"]) == len(KEYS)
+    assert key_page_of(200, {}, body) == key_page_from(_listing_read(200, {}, body))
     by_patterns = _listing_as_s3_writes_it(body)
     assert (by_patterns is not None) == (entry in (0, 1))  # the entries as S3 writes them; else ElementTree's
