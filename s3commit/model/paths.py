@@ -31,7 +31,8 @@ LEASE_NAME = "__s3commit_lease"
 WRITING_NAME = "__s3commit_writing"
 """An RDD write's claim on a new destination (:func:`s3commit.commit.ownership.claim_output`), while it runs."""
 SCRATCH_PREFIXES = (MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, PROBE_PATH_PREFIX, LEASE_NAME, WRITING_NAME)
-"""Key elements that are never user data: no overwrite deletes them, no conflict check counts them."""
+"""Key elements that are never user data: no overwrite deletes them, no conflict check counts them. Each begins
+``__`` (:func:`is_scratch_key` relies on it)."""
 JOB_ID_PREFIX = "job-"
 BASE = "__base"
 """Under the magic element, everything after ``__base`` is kept in the final key."""
@@ -63,7 +64,8 @@ def split_elements(path: str) -> list[str]:
 def is_scratch_key(key: str) -> bool:
     """A key inside any job's scratch directory (ours or a concurrent job's), a probe's, or a commit lease: never
     user data."""
-    return any(e.startswith(SCRATCH_PREFIXES) for e in split_elements(key))
+    # Each scratch element begins "__": most keys are ruled out by one search (an overwrite asks it of every old key).
+    return "__" in key and any(e.startswith(SCRATCH_PREFIXES) for e in split_elements(key))
 
 
 def is_magic_path(elements: list[str]) -> bool:

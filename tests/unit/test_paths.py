@@ -4,6 +4,7 @@ import pytest
 
 from s3commit.errors import ConfigError
 from s3commit.model.paths import (
+    SCRATCH_PREFIXES,
     JobLayout,
     TaskAttemptId,
     absolute_relative,
@@ -12,6 +13,7 @@ from s3commit.model.paths import (
     final_destination,
     is_magic_file_key,
     is_magic_path,
+    is_scratch_key,
     job_id_of_magic_key,
     magic_key_to_final,
     partition_of,
@@ -166,3 +168,12 @@ def test_a_job_id_is_carried_only_as_a_whole_component_of_the_file_name(key, job
     from s3commit.model.paths import carries_job_id
 
     assert carries_job_id(key, job_id) is carries
+
+
+@pytest.mark.parametrize(("key", "scratch"), [
+    ("t/__magic_job-1/x", True), ("__staging_job-1/p.pendingset", True), ("t/__s3commit_lease", True),
+    ("t/__s3commit_probe-9/a", True), ("t/__s3commit_writing", True), ("t/__base/x", False),
+    ("t/a__magic_job-1", False), ("t/part-0.parquet", False), ("t/p=__HIVE_DEFAULT_PARTITION__/x", False)])
+def test_scratch_keys_are_those_with_an_element_that_is_never_user_data(key, scratch):
+    assert is_scratch_key(key) is scratch
+    assert all(prefix.startswith("__") for prefix in SCRATCH_PREFIXES)  # (is_scratch_key searches "__" first)
