@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 from s3commit.commit.prefixes import DELETES_IN_FLIGHT, batched, delete_singly, summed
 from s3commit.errors import ConfigError
-from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import partition_of
 from s3commit.model.uri import S3Uri
 from s3commit.store.objects import DELETE_BATCH
@@ -180,18 +179,18 @@ class OldObjects:
 
     def _hold(self, listed: _Range) -> None:
         """List the range ahead while the budget lasts (shared: the old objects may all fall in one range, as when
-        the new files' names sort after the old ones')."""
+        the new files' names sort after the old ones'; a page at a time, so a range may hold a page past it)."""
         try:
             listing = self._doomed(listed)
-            while self._budget > 0 and not self._stopped:  # (read unlocked: a few past it at most)
-                info = next(listing, None)
-                if info is None:
+            while self._budget > 0 and not self._stopped:  # (read unlocked: a few pages past it at most)
+                page = next(listing, None)
+                if page is None:
                     listed.done = True
                     return
-                listed.keys.append(info.key)  # (held once taken from the listing)
-                listed.etags.append(info.etag)
+                listed.keys += page[0]  # (held once taken from the listing)
+                listed.etags += page[1]
                 with self._lock:
-                    self._budget -= 1
+                    self._budget -= len(page[0])
         except Exception as err:  # listed again as it is deleted
             log.debug("an overwrite's listing ahead of s3://%s/%s failed (listed again after the Completes): %s",
                       self.dest.bucket, listed.prefix, err)
@@ -199,14 +198,18 @@ class OldObjects:
             listed.etags.clear()
             listed.listing = None
 
-    def _doomed(self, listed: _Range) -> Iterator[ObjectInfo]:
-        """The range's objects to delete, from where its listing stopped (a new listing where it has none)."""
+    def _doomed(self, listed: _Range) -> Iterator[tuple[list[str], list[str]]]:
+        """The range's objects to delete, a page at a time (keys, ETags), from where its listing stopped (a new
+        listing where it has none)."""
         if listed.listing is None:
-            keep, skip = self.keep, self.skip
-            listed.listing = (info for info in _listed_range(self.store, self.dest.bucket, listed.prefix,
-                                                             listed.after, listed.before)
-                              if info.key not in keep and not skip(info.key))
+            listed.listing = self._doomed_pages(listed)
         return listed.listing
+
+    def _doomed_pages(self, listed: _Range) -> Iterator[tuple[list[str], list[str]]]:
+        keep, skip = self.keep, self.skip
+        for keys, etags in _listed_range(self.store, self.dest.bucket, listed.prefix, listed.after, listed.before):
+            wanted = [n for n, key in enumerate(keys) if key not in keep and not skip(key)]
+            yield (keys, etags) if len(wanted) == len(keys) else ([keys[n] for n in wanted], [etags[n] for n in wanted])
 
     def delete(self, *, threads: int) -> tuple[int, int]:
         """Delete them (call once every file of the job is complete): what was listed ahead first, in batches of
@@ -223,8 +226,8 @@ class OldObjects:
             if self.conditional == "single":  # one DELETE a key, on the pool: what was listed ahead, then the rest
                 deleted, kept = delete_singly(self.store, self.dest.bucket, itertools.chain(
                     (item for listed in self.ranges for item in listed.held()),
-                    ((info.key, info.etag) for listed in self.ranges if not listed.done
-                     for info in self._doomed(listed))), pool)
+                    (item for listed in self.ranges if not listed.done
+                     for keys, etags in self._doomed(listed) for item in zip(keys, etags, strict=True))), pool)
             else:
                 deleted, kept = self._delete_batches(pool)
         for key in kept[:10]:
@@ -246,11 +249,11 @@ class OldObjects:
         # What was listed ahead, the first failure raised (batches already sent finish); then each range's rest,
         # listed from where it stopped and deleted as it goes, RANGES at once.
         held = batched((item for listed in self.ranges for item in listed.held()), DELETE_BATCH)
-        first = summed(future.result() for _, future in map_ordered(pool, held, delete, window=DELETES_IN_FLIGHT))
+        first = summed(future.result() for _, future in map_ordered(pool, held, delete, window=DELETES_AT_MOST))
 
         def rest(listed: _Range) -> tuple[int, list[str]]:
-            return summed(delete(batch) for batch in batched(((info.key, info.etag) for info in self._doomed(listed)),
-                                                              DELETE_BATCH))
+            return summed(delete(batch) for batch in batched(
+                (item for keys, etags in self._doomed(listed) for item in zip(keys, etags, strict=True)), DELETE_BATCH))
 
         left = [listed for listed in self.ranges if not listed.done]
         then = summed(future.result() for _, future in map_ordered(pool, left, rest, window=RANGES))
@@ -270,44 +273,68 @@ class _Range:
         self.keys: list[str] = []
         self.etags: list[str] = []
         self.done = False
-        self.listing: Iterator[ObjectInfo] | None = None
+        self.listing: Iterator[tuple[list[str], list[str]]] | None = None
 
     def held(self) -> Iterator[tuple[str, str]]:
         """What was listed ahead, ``(key, etag)``."""
         return zip(self.keys, self.etags, strict=True)
 
 
+DELETES_AT_MOST = 32
+"""DeleteObjects an overwrite sends at once at most, grown to from
+:data:`~s3commit.commit.prefixes.DELETES_IN_FLIGHT` while the store throttles none (:class:`DeleteGate`): 100 of
+them, for 100,000 old files, in 4 round trips rather than 13."""
+
+
 class DeleteGate:
-    """How many of an overwrite's DeleteObjects go at once: :data:`~s3commit.commit.prefixes.DELETES_IN_FLIGHT`,
-    and one at a time from the first throttling answer the store gives (to anything) after the gate was made, or
-    from the start where the prefix's adaptive limit is below its ceiling (throttled lately).
+    """How many of an overwrite's DeleteObjects go at once: :data:`~s3commit.commit.prefixes.DELETES_IN_FLIGHT` at
+    first, one more for each that succeeds while the store has given no throttling answer (to anything) since the gate
+    was made (so twice as many each round trip, as a TCP slow start, up to :data:`DELETES_AT_MOST`), and one at a time
+    from the first throttling answer on, or from the start where the prefix's adaptive limit is below its ceiling
+    (throttled lately).
 
     A DeleteObjects of 1,000 keys is 1,000 of S3's 3,500 writes a second per prefix, while the adaptive limit
     counts requests: several sent at once to a throttling prefix are each retried, and they wear out their
-    attempts against each other before the limit comes down to one (measured: 16 at once failed an overwrite of
-    100,000 files at 3,500 writes a second, where one at a time ends at 1.04x its floor)."""
+    attempts against each other before the limit comes down to one (measured: 16 at once from the start failed an
+    overwrite of 100,000 files at 3,500 writes a second, where one at a time ends at 1.04x its floor). So more go
+    at once only after as many have been answered without a throttle: a prefix that took 8,000 deletes in a round
+    trip is not one S3 holds at 3,500 a second."""
 
     def __init__(self, store: S3Store, bucket: str, prefix: str) -> None:
         self._counters = store.counters
         self._throttles = self._throttled()
         state = store.requests.limit(bucket, prefix).state()
         self._most = 1 if state.limit < state.ceiling else DELETES_IN_FLIGHT
+        self._growing = self._most > 1
         self._running = 0
         self._changed = threading.Condition()
+
+    @property
+    def most(self) -> int:
+        """How many may go at once now."""
+        return self._most
 
     def _throttled(self) -> int:
         return sum(self._counters.snapshot()["throttles"].values())
 
+    def _check(self) -> None:
+        """One at a time from now on if the store has throttled anything since the gate was made."""
+        if self._most > 1 and self._throttled() > self._throttles:
+            self._most, self._growing = 1, False
+
     def __enter__(self) -> None:
         with self._changed:
-            if self._most > 1 and self._throttled() > self._throttles:
-                self._most = 1
+            self._check()
             self._changed.wait_for(lambda: self._running < self._most)
             self._running += 1
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         with self._changed:
             self._running -= 1
+            if self._growing:
+                self._check()
+                if kind is None and self._growing:
+                    self._most = min(self._most + 1, DELETES_AT_MOST)
             self._changed.notify_all()
 
 
@@ -323,10 +350,14 @@ def _ranges(prefix: str, in_order: Sequence[str], most: int) -> list[tuple[str |
 
 
 def _listed_range(store: S3Store, bucket: str, prefix: str, after: str | None,
-                  before: str | None) -> Iterator[ObjectInfo]:
-    """The objects under ``prefix`` after ``after`` and before ``before`` (a store that ignores ``start-after``
-    lists from the prefix's start: what comes first is passed over)."""
-    listing = store.objects.list_objects(bucket, prefix, start_after=after)
-    if after is not None:
-        listing = itertools.dropwhile(lambda info: info.key <= after, listing)
-    return listing if before is None else itertools.takewhile(lambda info: info.key < before, listing)
+                  before: str | None) -> Iterator[tuple[list[str], list[str]]]:
+    """The objects under ``prefix`` after ``after`` and before ``before``, a page at a time (keys, ETags; a store
+    that ignores ``start-after`` lists from the prefix's start: what comes first is passed over). A page is in S3's
+    order, a code point's (so Python's) order: cut where the range ends by bisection, not key by key."""
+    for page in store.objects.list_key_pages(bucket, prefix, start_after=after):
+        keys, etags = page.keys, page.etags
+        first = 0 if after is None else bisect.bisect_right(keys, after)
+        end = len(keys) if before is None else bisect.bisect_left(keys, before, first)
+        yield (keys, etags) if first == 0 and end == len(keys) else (keys[first:end], etags[first:end])
+        if end < len(keys):
+            return

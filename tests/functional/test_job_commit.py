@@ -131,11 +131,12 @@ class ListedDuringCompletes(S3Store):
         super().__init__(options)
         listed, completes, seen = threading.Event(), [], {}
         list_objects, complete = self.objects.list_objects, self.uploads.complete_multipart_upload
+        list_key_pages = self.objects.list_key_pages
 
         def listing(bucket, prefix, **kwargs):
             if prefix == "out/":
                 listed.set()
-            return list_objects(bucket, prefix, **kwargs)
+            return list_key_pages(bucket, prefix, **kwargs)
 
         def completing(bucket, key, upload_id, etags, **kwargs):
             completes.append(key)
@@ -145,7 +146,7 @@ class ListedDuringCompletes(S3Store):
                 seen["old_there"] = set(old_keys) <= there
             return complete(bucket, key, upload_id, etags, **kwargs)
 
-        self.objects.list_objects = listing
+        self.objects.list_key_pages = listing
         self.uploads.complete_multipart_upload = completing
         self.seen = seen
 

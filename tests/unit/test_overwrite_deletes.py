@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from s3commit.commit import overwrite
-from s3commit.commit.overwrite import RANGES, OldObjects, OverwritePlan, _ranges
-from s3commit.commit.prefixes import delete_listed
+from s3commit.commit.overwrite import DELETES_AT_MOST, RANGES, DeleteGate, OldObjects, OverwritePlan, _ranges
+from s3commit.commit.prefixes import DELETES_IN_FLIGHT, delete_listed
 from s3commit.errors import StoreError
 from s3commit.model.uri import S3Uri
 from s3commit.testing import MemoryS3, S3Wire
@@ -121,6 +121,7 @@ def test_ranges_split_at_kept_keys_of_the_prefix_only():
 
 def test_what_is_listed_ahead_is_deleted_only_when_asked_and_past_the_budget_listed_then(monkeypatch):
     monkeypatch.setattr(overwrite, "AHEAD", 1_600)  # most of the old files are listed after
+    monkeypatch.setattr(overwrite, "RANGES", 2)  # (ranges of three pages: held a page at a time)
     s3, store, kept = table(2_500, 3_000)
     old = old_objects(store, kept, ahead=True)
     old._started.result()
@@ -128,7 +129,7 @@ def test_what_is_listed_ahead_is_deleted_only_when_asked_and_past_the_budget_lis
         future.result()
     counts = store.counters.snapshot()["requests"]
     assert counts.get("DeleteObjects", 0) == 0 and len(remaining(s3)) == 2_500 + 3_000 + 2  # nothing deleted yet
-    assert 1_600 <= sum(len(listed.keys) for listed in old.ranges) < 1_600 + RANGES
+    assert 1_600 <= sum(len(listed.keys) for listed in old.ranges) < 1_600 + 2 * 1_000  # (a page a range past it)
     assert not all(listed.done for listed in old.ranges)
     assert old.delete(threads=8) == (2_500, 0)
     assert sorted(c["Key"] for c in remaining(s3)) == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
@@ -166,3 +167,28 @@ def test_several_prefixes_share_the_ranges_and_their_deletes_are_batched_togethe
     assert old.delete(threads=8) == (2_100, 0)
     assert store.counters.snapshot()["requests"]["DeleteObjects"] == 3  # 1,000 a batch across partitions
     assert sorted(c["Key"] for c in remaining(s3)) == sorted([*kept, "t/_SUCCESS", "t/__magic_job-1/x.pendingset"])
+
+
+def test_the_delete_gate_grows_while_nothing_is_throttled_and_goes_to_one_at_the_first_throttle():
+    _, store, _ = table(0, 0)
+    gate = DeleteGate(store, BUCKET, "t/")
+    assert gate.most == DELETES_IN_FLIGHT
+    with gate:
+        assert gate.most == DELETES_IN_FLIGHT  # (grown by an answer, not by a request sent)
+    assert gate.most == DELETES_IN_FLIGHT + 1
+    with pytest.raises(StoreError), gate:
+        raise StoreError("failed")
+    assert gate.most == DELETES_IN_FLIGHT + 1  # a failure grows nothing
+    for _ in range(2 * DELETES_AT_MOST):
+        with gate:
+            pass
+    assert gate.most == DELETES_AT_MOST
+    store.counters.add("throttles", "CompleteMultipartUpload")  # a throttle answered to anything, after the gate
+    with gate:
+        assert gate.most == 1
+    assert gate.most == 1
+    later = DeleteGate(store, BUCKET, "t/")  # (what came before a gate is not its business)
+    assert later.most == DELETES_IN_FLIGHT
+    with later:
+        store.counters.add("throttles", "DeleteObjects")  # answered while one is in flight: no growth from it
+    assert later.most == 1
