@@ -431,12 +431,64 @@ func element(inner, name string) (string, bool) {
 	return value, true
 }
 
-func (s *Server) deleteObjects(bucket string, body []byte) (answer, error) {
-	var document struct {
-		Objects []DeleteEntry `xml:"Object"`
-		Quiet   string        `xml:"Quiet"`
+// deleteDocument is a DeleteObjects request's document.
+type deleteDocument struct {
+	Objects []DeleteEntry `xml:"Object"`
+	Quiet   string        `xml:"Quiet"`
+}
+
+// deleteEntries reads a DeleteObjects document (<Object><Key/><ETag/>?</Object>..., <Quiet/>) by scanning where it is
+// written so (as SDKs write it: no comment, CDATA or attribute inside an entry), else by encoding/xml: a document of
+// 1,000 keys costs encoding/xml ~2.3 ms of the store's one core, 32 of them in flight 75 ms more on each answer.
+func deleteEntries(body []byte) (deleteDocument, bool) {
+	text := string(body)
+	if !strings.Contains(text, "<!") && strings.Count(text, "<Object>") == strings.Count(text, "<Object") {
+		if document, ok := scannedDeletes(text); ok {
+			return document, true
+		}
 	}
+	var document deleteDocument
 	if err := xml.Unmarshal(body, &document); err != nil {
+		return document, false
+	}
+	return document, true
+}
+
+func scannedDeletes(text string) (deleteDocument, bool) {
+	var document deleteDocument
+	if !strings.Contains(text, "<Delete") {
+		return document, false
+	}
+	document.Objects = make([]DeleteEntry, 0, strings.Count(text, "<Object>"))
+	rest := text
+	for {
+		start := strings.Index(rest, "<Object>")
+		if start < 0 {
+			break
+		}
+		end := strings.Index(rest[start:], "</Object>")
+		if end < 0 {
+			return document, false
+		}
+		inner := rest[start+len("<Object>") : start+end]
+		rest = rest[start+end+len("</Object>"):]
+		key, found := element(inner, "Key")
+		if !found || strings.Count(inner, "<") != strings.Count(inner, ">") {
+			return document, false
+		}
+		entry := DeleteEntry{Key: key}
+		if etag, found := element(inner, "ETag"); found {
+			entry.ETag = &etag
+		}
+		document.Objects = append(document.Objects, entry)
+	}
+	document.Quiet, _ = element(text, "Quiet")
+	return document, true
+}
+
+func (s *Server) deleteObjects(bucket string, body []byte) (answer, error) {
+	document, ok := deleteEntries(body)
+	if !ok {
 		return answer{}, errMalformedXML
 	}
 	refused, err := s.store.DeleteObjects(bucket, document.Objects)
