@@ -152,6 +152,35 @@ def test_a_delete_document_is_read_however_it_is_written(go_store, client, bucke
     assert [o["Key"] for o in client.list_objects_v2(Bucket=bucket)["Contents"]] == ["kept"]
 
 
+def test_listings_between_writes_deletes_and_rewrites_are_exact(client, bucket):
+    """Keys written, deleted and written again between listings, a few at a time among many (the store sorts the new
+    ones into a short run of their own and merges it into the rest only now and then): every listing, page and
+    start-after as the keys there are."""
+    there: set[str] = set()
+
+    def listed(**kwargs):
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, PaginationConfig={"PageSize": 7},
+                                                                 **kwargs)
+        return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+    def write(keys):
+        for key in keys:
+            client.put_object(Bucket=bucket, Key=key, Body=b"v")
+        there.update(keys)
+
+    write([f"k/{n:03d}" for n in range(0, 200, 2)])
+    for step in range(12):
+        write([f"k/{n:03d}" for n in range(1 + step * 16, 17 + step * 16, 4)])  # among the others
+        gone = sorted(there)[step * 5:step * 5 + 3]
+        client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": k} for k in gone]})
+        there.difference_update(gone)
+        if step % 3 == 0:
+            write(gone[:1])  # written again after its delete
+        assert listed(Prefix="k/") == sorted(there)
+        after = sorted(there)[len(there) // 2]
+        assert listed(Prefix="k/", StartAfter=after) == [k for k in sorted(there) if k > after]
+
+
 def test_multipart_uploads_are_listed_in_pages(client, bucket):
     made = sorted((f"u/{n}", client.create_multipart_upload(Bucket=bucket, Key=f"u/{n}")["UploadId"])
                   for n in range(5))
