@@ -160,13 +160,7 @@ class ObjectRequests(RequestGroup):
         ``Retry.IDEMPOTENT``."""
         token: str | None = None
         while True:
-            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-            if delimiter:
-                args["Delimiter"] = delimiter
-            if token:
-                args["ContinuationToken"] = token
-            elif start_after:
-                args["StartAfter"] = start_after
+            args = _list_args(bucket, prefix, delimiter, token, start_after)
             page = self.requests.call("ListObjectsV2", self._page_sender(bucket, args),
                                       retry=Retry.IDEMPOTENT, bucket=bucket, key=prefix)
             for common in page.get("CommonPrefixes", []) or []:
@@ -183,11 +177,7 @@ class ObjectRequests(RequestGroup):
         for the listings of 100,000s of keys a commit reads beside its Completes. ``Retry.IDEMPOTENT``."""
         token: str | None = None
         while True:
-            args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
-            if token:
-                args["ContinuationToken"] = token
-            elif start_after:
-                args["StartAfter"] = start_after
+            args = _list_args(bucket, prefix, None, token, start_after)
             page = self.requests.call("ListObjectsV2", self._key_page_sender(bucket, args), retry=Retry.IDEMPOTENT,
                                       bucket=bucket, key=prefix)
             yield page
@@ -317,3 +307,17 @@ class ObjectRequests(RequestGroup):
         with contextlib.suppress(StoreError):
             self.requests.call("DeleteObject", lambda: self.client.delete_object(Bucket=bucket, Key=key),
                                retry=Retry.IDEMPOTENT, bucket=bucket, key=key)
+
+
+def _list_args(bucket: str, prefix: str, delimiter: str | None, token: str | None,
+               start_after: str | None) -> dict[str, Any]:
+    """A ListObjectsV2 page's arguments as botocore names them: after ``token`` where the listing has one, else after
+    ``start_after``."""
+    args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    if delimiter:
+        args["Delimiter"] = delimiter
+    if token:
+        args["ContinuationToken"] = token
+    elif start_after:
+        args["StartAfter"] = start_after
+    return args
