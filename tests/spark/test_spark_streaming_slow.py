@@ -56,11 +56,17 @@ def after_log_entry(s3_client, bucket: str, name: str) -> bool:
 
 
 def during_tasks(s3_client, bucket: str, name: str) -> bool:
-    """A batch (2 or later) is planned (offsets written), not in the sink's log, and its tasks are uploading."""
+    """A batch (2 or later) is planned (offsets written), not in the sink's log, and its tasks are uploading, while
+    every file of the batch before it is visible (the sink may still be completing that batch's files as the next
+    one is planned: its pending uploads are not this batch's tasks; a batch's files carry ``-b<batch>-``)."""
     keys = list_keys(s3_client, bucket, f"{name}/checkpoint/offsets/")
     planned = max((int(k.rsplit("/", 1)[1]) for k in keys if k.rsplit("/", 1)[1].isdigit()), default=-1)
-    return (planned >= 2 and not exists(s3_client, bucket, f"{name}/sink/_spark_metadata/{planned}")
-            and bool(list_pending_uploads(s3_client, bucket, f"{name}/sink/")))
+    if planned < 2 or exists(s3_client, bucket, f"{name}/sink/_spark_metadata/{planned}"):
+        return False
+    if not any(f"-b{planned}-" in u.key for u in list_pending_uploads(s3_client, bucket, f"{name}/sink/")):
+        return False
+    before = log_entry(s3_client, bucket, f"{name}/sink/_spark_metadata/{planned - 1}") or []
+    return all(exists(s3_client, bucket, f) for f in before)
 
 
 @pytest.mark.parametrize(("moment", "slow_operation"), [
