@@ -113,6 +113,7 @@ from s3commit.model.paths import SCRATCH_PREFIXES, JobLayout, carries_job_id, is
 from s3commit.model.snapshot_log import SETTINGS_NAME, Snapshot, SnapshotFile, SnapshotSettings, entry_uris, file_uri
 from s3commit.model.uri import S3Uri
 from s3commit.store.concurrency import ConcurrencyLimit, LimitWatch
+from s3commit.store.lean_http import LeanLoop
 from s3commit.store.s3store import S3Store
 from s3commit.store.uploads import CompleteCall
 from s3commit.transfer.parallel import (
@@ -276,6 +277,9 @@ class CommitEngine:
         self._limit: ConcurrencyLimit | None = None  # the store's limit of the destination's prefix, once watched
         # A snapshot commit's snapshot, the one before it, and the destination's settings, once published.
         self._published: tuple[Snapshot, Snapshot | None, SnapshotSettings] | None = None
+        #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections, opened
+        #: while the pendingsets load (None where the lean path does not serve the destination, or outside run).
+        self._lean: LeanLoop | None = None
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -351,7 +355,8 @@ class CommitEngine:
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
         read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in known], pool=pool,
-                                ahead=2 * self.options.pool_size, then=to_keep)
+                                ahead=2 * self.options.pool_size, then=to_keep, loop=self._lean)
+        warm = self._warm_for_completes()
         loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), read)
         for key, future in loads:
             try:
@@ -365,6 +370,7 @@ class CommitEngine:
                            (accepted_attempts or {}).get(key, set()))
             self.stats.files += len(pendingset.commits)
             self.stats.bytes += pendingset.total_length
+            warm(self.stats.files)
             if key in known:
                 self._cache[key] = pendingset  # held already: never read again
                 self._from_messages.add(key)
@@ -379,6 +385,17 @@ class CommitEngine:
                     packing.clear()
         self.stats.pendingsets = len(keys)
         self._written = seen
+
+    def _warm_for_completes(self) -> Callable[[int], None]:
+        """``warm(files)``: as the pendingsets load, have as many connections open as the first wave of Completes
+        will use (the files so far, up to the Completes in flight and the limit of the destination's prefix), so
+        that wave does not wait for each to be opened (and on TLS, handshaken) as it goes."""
+        lean = self._lean
+        if lean is None or self.options.rate_limit or self.options.validate_output:
+            return lambda files: None  # (those Completes are sent from threads, through botocore: complete_all)
+        limit = self.store.requests.limit(self.dest.bucket, f"{self.dest.key}/")
+        most = min(self.completes_in_flight(), limit.limit)
+        return lambda files: lean.warm(min(files, most))
 
     # --- JOURNALLED: what is about to be completed, recorded before anything changes --------------------------
 
@@ -517,7 +534,7 @@ class CommitEngine:
                 yield commit, complete_call(commit, if_none_match=if_none_match)
 
         cap = most if most != self.store.options.concurrency_max else None
-        failed = self.store.uploads.complete_many(calls(), done=self._completed, most=cap)
+        failed = self.store.uploads.complete_many(calls(), done=self._completed, most=cap, loop=self._lean)
         return [Failure(commit, self._completion_error(commit, err)) for commit, err in failed]
 
     def _still_pending(self, keys: Sequence[str]) -> Iterator[PendingUpload]:
@@ -1043,10 +1060,14 @@ class CommitEngine:
         # journal is written.
         quiet = quiet_collector() if len(keys) >= QUIET_FROM_PENDINGSETS else contextlib.nullcontext()
         with quiet, ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
+            self._lean = self.store.objects.lean_loop(self.dest.bucket)
             try:
                 return self._run(keys, plan, accepted_attempts, side, beside, known, log_ahead)
             finally:
                 self.end_limit_watch()
+                lean, self._lean = self._lean, None
+                if lean is not None:
+                    lean.close()
 
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
              side: ThreadPoolExecutor, beside: Callable[[], None] | None,

@@ -22,15 +22,17 @@ from s3commit.model.manifests import PendingSet, PendingUpload
 from s3commit.model.markers import UploadMarker
 from s3commit.model.object_info import UploadRef
 from s3commit.model.paths import PENDING_SUFFIX, PENDINGSET_SUFFIX, UPLOAD_MARKER_SUFFIX
+from s3commit.store.lean_http import LeanLoop
 from s3commit.store.s3store import S3Store
 from s3commit.transfer.parallel import map_ordered
 
 log = logging.getLogger(__name__)
 R = TypeVar("R")
 MANY_GETS_FROM = 200
-"""Pendingsets from which a job commit reads them from one event loop (:func:`read_pendingsets`): its connections are
-new (a TLS handshake each, against botocore's pool, warm from the job's other requests), which a few hundred GETs
-at ~0.5 ms less CPU each pay for; a small job reads through botocore."""
+"""Pendingsets from which they are read from one event loop of their own (:func:`read_pendingsets`, without the
+caller's loop): its connections are new (a TLS handshake each, against botocore's pool, warm from the job's other
+requests), which a few hundred GETs at ~0.5 ms less CPU each pay for; fewer are read through botocore. On a job
+commit's loop they always are: its Completes use those connections next."""
 
 
 def load_pending_upload(store: S3Store, bucket: str, key: str) -> PendingUpload:
@@ -53,13 +55,15 @@ def read_pendingset(store: S3Store, bucket: str, key: str) -> tuple[PendingSet, 
 
 
 def read_pendingsets(store: S3Store, bucket: str, keys: Sequence[str], *, pool: Executor, ahead: int,
-                     then: Callable[[PendingSet, bytes], R]) -> Iterator[tuple[str, Future[R]]]:
+                     then: Callable[[PendingSet, bytes], R],
+                     loop: LeanLoop | None = None) -> Iterator[tuple[str, Future[R]]]:
     """``then(pendingset, body)`` of each of ``keys`` read and parsed, on ``pool``, ``(key, future)`` in the order
     of the keys, at most ``ahead`` read beyond the one handed out last. Where the store can
     (:meth:`~s3commit.store.objects.ObjectRequests.can_get_many`), the GETs go from one event loop (a fifth of
     botocore's CPU each: a job commit reads every pendingset before its first Complete) and ``pool`` parses what they
-    bring (from :data:`MANY_GETS_FROM` pendingsets); else ``pool`` reads and parses each."""
-    if len(keys) < MANY_GETS_FROM or not store.objects.can_get_many(bucket):
+    bring: from ``loop`` (the job commit's, whose connections its Completes use next), or from :data:`MANY_GETS_FROM`
+    pendingsets on connections of their own; else ``pool`` reads and parses each."""
+    if not keys or (loop is None and len(keys) < MANY_GETS_FROM) or not store.objects.can_get_many(bucket):
         yield from map_ordered(pool, keys, lambda key: then(*read_pendingset(store, bucket, key)), window=ahead)
         return
 
@@ -68,7 +72,7 @@ def read_pendingsets(store: S3Store, bucket: str, keys: Sequence[str], *, pool: 
         data = body.result()
         return then(PendingSet.from_json(data, source=f"s3://{bucket}/{key}"), data)
 
-    for (key, _), parsed in map_ordered(pool, store.objects.get_many(bucket, keys, ahead=ahead), parse,
+    for (key, _), parsed in map_ordered(pool, store.objects.get_many(bucket, keys, ahead=ahead, loop=loop), parse,
                                         window=ahead):
         yield key, parsed
 

@@ -24,14 +24,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import ssl
+import threading
+from collections.abc import Coroutine
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
+
+log = logging.getLogger(__name__)
+
+Ran = TypeVar("Ran")
 
 _timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 MAX_HEAD = 64 * 1024
 """The largest answer head (status line and headers) read."""
+CLOSE_SECONDS = 30.0
+"""Longest wait, when a :class:`LeanLoop` closes, for what still runs on it to be cancelled."""
 
 
 class Unanswered(Exception):
@@ -121,9 +131,48 @@ class Connections:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._idle: dict[Origin, list[_Connection]] = {}
+        self._alive: dict[Origin, int] = {}  # open, in use or idle, or being opened
+        self._warming: set[asyncio.Task[None]] = set()
         self._ssl: ssl.SSLContext | None = None
         #: Connections opened (a reused one is not counted again).
         self.opened = 0
+
+    def alive(self, origin: Origin) -> int:
+        """The connections to ``origin`` open (idle or in use) or being opened."""
+        return self._alive.get(origin, 0)
+
+    def warm(self, origin: Origin, total: int) -> None:
+        """Open connections to ``origin`` (kept idle) until ``total`` are open or being opened: the requests
+        that follow find them ready instead of each opening its own (a TCP, and with TLS a handshake's, round trip
+        and CPU, at once for the first wave of a job's Completes). A connection that cannot be opened is left to
+        the request that needs it (which says why). Call on the loop's thread."""
+        for _ in range(total - self.alive(origin)):
+            self._alive[origin] = self.alive(origin) + 1  # (counted now: the next call sees it)
+            task = asyncio.ensure_future(self._open_idle(origin))
+            self._warming.add(task)
+            task.add_done_callback(self._warming.discard)
+
+    async def _open_idle(self, origin: Origin) -> None:
+        try:
+            connection = await self._connect(origin)
+        except Unanswered as err:
+            log.debug("a connection opened ahead of its requests failed: %s", err)
+            return
+        self._idle.setdefault(origin, []).append(connection)
+
+    def _reusable(self, origin: Origin) -> _Connection | None:
+        """An idle connection to ``origin`` that its server has not closed meanwhile, or None."""
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if not connection.reader.at_eof() and not connection.writer.is_closing():
+                return connection
+            self._discard(origin, connection)
+        return None
+
+    def _discard(self, origin: Origin, connection: _Connection) -> None:
+        connection.close()
+        self._alive[origin] -= 1
 
     async def send(self, origin: Origin, host: str, method: str, path_query: str, headers: list[tuple[str, str]],
                    body: bytes) -> Answer:
@@ -131,12 +180,11 @@ class Connections:
         ``Host`` header (as signed). Raises :class:`Unanswered`."""
         head = "".join((f"{method} {path_query} HTTP/1.1\r\nHost: {host}\r\n",
                         "".join(f"{name}: {value}\r\n" for name, value in headers), "\r\n")).encode("latin-1")
-        idle = self._idle.get(origin)
-        connection = idle.pop() if idle else await self._open(origin)
+        connection = self._reusable(origin) or await self._open(origin)
         try:
             connection.writer.write(head + body if body else head)
         except Exception as err:
-            connection.close()
+            self._discard(origin, connection)
             raise Unanswered(f"{origin.host}:{origin.port}: the request could not be written: {err!r}",
                              sent=False) from err
         try:
@@ -149,17 +197,22 @@ class Connections:
             else:
                 answer, keep = await asyncio.wait_for(_read_answer(connection.reader, method), timeout)
         except BaseException as err:
-            connection.close()
+            self._discard(origin, connection)
             if isinstance(err, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
                 raise
             raise Unanswered(f"{origin.host}:{origin.port}: no whole answer: {err!r}", sent=True) from err
         if keep:
             self._idle.setdefault(origin, []).append(connection)
         else:
-            connection.close()
+            self._discard(origin, connection)
         return answer
 
     async def _open(self, origin: Origin) -> _Connection:
+        self._alive[origin] = self.alive(origin) + 1
+        return await self._connect(origin)
+
+    async def _connect(self, origin: Origin) -> _Connection:
+        """A new connection to ``origin``, counted in :meth:`alive` already (no longer if it fails)."""
         context = None
         if origin.scheme == "https":
             context = self._ssl = self._ssl or self.settings.ssl_context()
@@ -167,17 +220,97 @@ class Connections:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_connection(origin.host, origin.port, ssl=context, limit=MAX_HEAD),
                 self.settings.connect_timeout)
-        except Exception as err:
+        except BaseException as err:
+            self._alive[origin] -= 1
+            if not isinstance(err, Exception):
+                raise
             raise Unanswered(f"could not connect to {origin.host}:{origin.port}: {err!r}", sent=False) from err
         self.opened += 1
         return _Connection(reader, writer)
 
     def close(self) -> None:
-        """Close every idle connection."""
-        for idle in self._idle.values():
+        """Close every idle connection (and stop opening more)."""
+        for task in list(self._warming):
+            task.cancel()
+        for origin, idle in self._idle.items():
             for connection in idle:
-                connection.close()
+                self._discard(origin, connection)
         self._idle.clear()
+
+
+class LeanLoop:
+    """An event loop on a thread of its own and the keep-alive connections it keeps: where a run of requests on
+    connections of s3commit's own is sent from, one after another (a job commit's pendingset GETs, then its Completes)
+    on the same connections, and where they are opened ahead of the requests that will need them (:meth:`warm`).
+    ``settings``: how its connections are made (None: by the first caller of :meth:`connections_for`); ``origin``:
+    where :meth:`warm` opens them. Close it (or use it as a context manager): its thread and connections end then."""
+
+    def __init__(self, settings: Settings | None = None, *, origin: Origin | None = None,
+                 name: str = "s3commit-lean") -> None:
+        self.connections = Connections(settings) if settings is not None else None
+        self.origin = origin
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
+        self._thread.start()
+        self._closed = False
+        self._warmed = 0
+
+    def connections_for(self, settings: Settings) -> Connections:
+        """The loop's connections (made with ``settings`` if it has none yet). Call on the loop's thread."""
+        if self.connections is None:
+            self.connections = Connections(settings)
+        return self.connections
+
+    def submit(self, coroutine: Coroutine[Any, Any, Ran]) -> Future[Ran]:
+        """Run ``coroutine`` on the loop; cancelling the future cancels it."""
+        if self._closed:
+            coroutine.close()
+            raise RuntimeError("this LeanLoop is closed")
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+
+    def run(self, coroutine: Coroutine[Any, Any, Ran]) -> Ran:
+        """Run ``coroutine`` on the loop and wait for its outcome (from any thread but the loop's)."""
+        if threading.current_thread() is self._thread:
+            coroutine.close()
+            raise RuntimeError("LeanLoop.run was called from its own loop's thread")
+        return self.submit(coroutine).result()
+
+    def warm(self, total: int) -> None:
+        """Have ``total`` connections to :attr:`origin` open, or being opened, ahead of the requests that will use
+        them (:meth:`Connections.warm`); asks only when ``total`` is more than asked before. From any thread."""
+        if self._closed or self.origin is None or self.connections is None or total <= self._warmed:
+            return
+        self._warmed = total
+        self.loop.call_soon_threadsafe(self.connections.warm, self.origin, total)
+
+    def close(self) -> None:
+        """Cancel what still runs on the loop, close its connections, end its thread (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+
+        async def end() -> None:
+            mine = asyncio.current_task()
+            tasks = [task for task in asyncio.all_tasks() if task is not mine]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if self.connections is not None:
+                self.connections.close()
+
+        try:
+            asyncio.run_coroutine_threadsafe(end(), self.loop).result(CLOSE_SECONDS)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(CLOSE_SECONDS)
+            if not self._thread.is_alive():
+                self.loop.close()
+
+    def __enter__(self) -> LeanLoop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 async def _read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer, bool]:

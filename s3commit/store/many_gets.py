@@ -5,15 +5,15 @@ A job commit reads every pendingset before its first Complete (1,000 GETs for 10
 GET costs ~0.6 ms of the interpreter's time (its HTTP session, urllib3, http.client's header parser), most of the
 load's on a 2-core machine; the Completes' own connections (:mod:`s3commit.store.lean_http`) answer one in ~0.1 ms.
 Here the first attempt of each GET is built and signed by :class:`~s3commit.store.lean_complete.LeanCompletes` and sent
-from a loop on a thread of its own, in a slot of its prefix's concurrency limit (taken without blocking the loop), as
-the store counts a request; an attempt that fails goes on in the store's one retry loop on a settler thread
+from a loop on a thread of its own (:class:`~s3commit.store.lean_http.LeanLoop`: the caller's, whose connections its
+Completes then use, or one of its own), in a slot of its prefix's concurrency limit (taken without blocking the
+loop), as the store counts a request; an attempt that fails goes on in the store's one retry loop on a settler thread
 (``ObjectRequests.get_object``, its budget counting the first attempt), so every GET ends as it would alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -22,28 +22,26 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from s3commit.errors import EndpointUnreachableError, StoreError, ThrottledError, TransientError, translate_client_error
 from s3commit.store.concurrency import SLOT_POLL_SECONDS
 from s3commit.store.lean_complete import LeanCompletes, object_of
-from s3commit.store.lean_http import Connections, Origin, Unanswered
+from s3commit.store.lean_http import LeanLoop, Origin, Unanswered
 from s3commit.store.requests import Requests
 from s3commit.store.retry import Attempts, Retry
 
 GET = "GetObject"
 GET_SETTLERS = 4
 """Threads that carry on a GET whose first attempt failed (retried under the store's policy)."""
-CLOSE_SECONDS = 30.0
-"""Longest wait, at the end, for the loop to cancel what is still in flight."""
 
 
 def get_many(requests: Requests, lean: LeanCompletes, get_object: Callable[..., bytes], bucket: str,
-             keys: Iterable[str], *, ahead: int) -> Iterator[tuple[str, Future[bytes]]]:
+             keys: Iterable[str], *, ahead: int, loop: LeanLoop | None = None) -> Iterator[tuple[str, Future[bytes]]]:
     """``(key, future of its bytes)`` in the order of ``keys``, at most ``ahead`` GETs sent beyond the one the
     caller was handed last (``lean.own_connections`` must serve ``bucket``). ``get_object(bucket, key,
     attempts=)``: the store's GET, which carries on an attempt that failed here (and sends every GET of a bucket whose
-    store refused this path).
+    store refused this path). ``loop``: where they are sent from, on its connections (else a loop of their own).
     Once the last is handed out, the generator ends when every GET has; a caller that stops early (closes it)
     cancels what is still in flight."""
     if ahead < 1:
         raise ValueError(f"ahead must be >= 1, got {ahead}")
-    gets = _Gets(requests, lean, get_object, bucket)
+    gets = _Gets(requests, lean, get_object, bucket, loop)
     sent: deque[tuple[str, Future[bytes]]] = deque()
     unanswered: set[Future[bytes]] = set()
     ended = False
@@ -65,10 +63,10 @@ def get_many(requests: Requests, lean: LeanCompletes, get_object: Callable[..., 
 
 
 class _Gets:
-    """The loop, its thread, its connections and its settlers, for one :func:`get_many`."""
+    """The loop (the caller's, or one of its own), its connections and the settlers, for one :func:`get_many`."""
 
     def __init__(self, requests: Requests, lean: LeanCompletes, get_object: Callable[..., bytes],
-                 bucket: str) -> None:
+                 bucket: str, loop: LeanLoop | None = None) -> None:
         own = lean.own_connections(requests.client, bucket)
         if own is None:
             raise ValueError(f"the GETs of bucket {bucket} cannot be sent on connections of s3commit's own "
@@ -76,14 +74,16 @@ class _Gets:
         target, settings = own
         self.requests, self.lean, self.get_object, self.bucket = requests, lean, get_object, bucket
         self.origin, self.host = Origin.of(target.base), target.host
-        self.connections = Connections(settings)  # used from the loop's thread only
+        self.own_loop = loop is None
+        self.loop = LeanLoop(settings, name="s3commit-gets") if loop is None else loop
         self.settlers = ThreadPoolExecutor(GET_SETTLERS, thread_name_prefix="s3commit-get-settle")
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="s3commit-gets", daemon=True)
-        self.thread.start()
+        self.sent: set[Future[bytes]] = set()
 
     def submit(self, key: str) -> Future[bytes]:
-        return asyncio.run_coroutine_threadsafe(self._get(key), self.loop)
+        future = self.loop.submit(self._get(key))
+        self.sent.add(future)
+        future.add_done_callback(self.sent.discard)
+        return future
 
     async def _get(self, key: str) -> bytes:
         requests, lean, bucket = self.requests, self.lean, self.bucket
@@ -96,7 +96,9 @@ class _Gets:
         refused = False
         try:
             prepared = lean.prepare_get(requests.client, bucket, key)
-            answer = await self.connections.send(self.origin, self.host, "GET", prepared.path_query,
+            connections = self.loop.connections
+            assert connections is not None
+            answer = await connections.send(self.origin, self.host, "GET", prepared.path_query,
                                                  prepared.headers, b"")
             return object_of(answer.status, answer.headers, answer.body)
         except Unanswered as err:
@@ -129,21 +131,12 @@ class _Gets:
         return self.get_object(self.bucket, key, attempts=attempts)
 
     def close(self) -> None:
-        """Cancel the GETs still in flight (a caller that stopped early), close the connections, end the loop."""
-
-        async def end() -> None:
-            mine = asyncio.current_task()
-            tasks = [task for task in asyncio.all_tasks() if task is not mine]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.connections.close()
-
+        """Cancel the GETs still in flight (a caller that stopped early); end the loop if it is this one's own."""
         try:
-            asyncio.run_coroutine_threadsafe(end(), self.loop).result(CLOSE_SECONDS)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(CLOSE_SECONDS)
-            if not self.thread.is_alive():
+            if self.own_loop:
                 self.loop.close()
+            else:  # the caller's loop: its owner waits for what is cancelled here when it closes it
+                for future in list(self.sent):
+                    future.cancel()
+        finally:
             self.settlers.shutdown(wait=True, cancel_futures=True)

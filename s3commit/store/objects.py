@@ -20,6 +20,7 @@ from s3commit.model.object_info import KeyPage, ObjectInfo
 from s3commit.store import many_gets
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
 from s3commit.store.lean_complete import LeanCompletes, key_page_from
+from s3commit.store.lean_http import LeanLoop, Origin
 from s3commit.store.ranged_gets import RangedGets
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at, read_get_body
@@ -108,14 +109,26 @@ class ObjectRequests(RequestGroup):
             return False  # a subclass that sees each GET (a fault injected, an audit) is called for each one
         return self.lean is not None and self.lean.own_connections(self.client, bucket) is not None
 
-    def get_many(self, bucket: str, keys: Iterable[str], *, ahead: int) -> Iterator[tuple[str, Future[bytes]]]:
+    def get_many(self, bucket: str, keys: Iterable[str], *, ahead: int,
+                 loop: LeanLoop | None = None) -> Iterator[tuple[str, Future[bytes]]]:
         """Whole objects, ``(key, future of its bytes)`` in the order of ``keys``, at most ``ahead`` GETs sent
         beyond the one handed out last, their first attempts from one event loop on connections of s3commit's own
         (a fifth of botocore's CPU a GET), a failed one retried as :meth:`get_object` retries (call
-        :meth:`can_get_many` first). A caller that stops early cancels what is in flight."""
+        :meth:`can_get_many` first). ``loop``: the caller's (:meth:`lean_loop`), whose connections they use and
+        leave open; else one of their own. A caller that stops early cancels what is in flight."""
         if self.lean is None:
             raise ValueError("get_many needs s3commit.store.lean-requests (see can_get_many)")
-        return many_gets.get_many(self.requests, self.lean, self.get_object, bucket, keys, ahead=ahead)
+        return many_gets.get_many(self.requests, self.lean, self.get_object, bucket, keys, ahead=ahead, loop=loop)
+
+    def lean_loop(self, bucket: str) -> LeanLoop | None:
+        """A loop whose connections to ``bucket``'s store a run of lean requests shares (:meth:`get_many`, then
+        :meth:`UploadRequests.complete_many <s3commit.store.uploads.UploadRequests.complete_many>`), opened ahead
+        of them by its ``warm``; None where the lean path does not serve ``bucket``. The caller closes it."""
+        own = self.lean.own_connections(self.client, bucket) if self.lean is not None else None
+        if own is None:
+            return None
+        target, settings = own
+        return LeanLoop(settings, origin=Origin.of(target.base))
 
     def stream_object(self, bucket: str, key: str, *, start: int, end: int,
                       chunk_size: int = 1024 * 1024) -> Iterator[bytes]:

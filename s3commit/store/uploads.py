@@ -38,7 +38,7 @@ from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
 from s3commit.store.concurrency import SLOT_POLL_SECONDS, ConcurrencyLimit
 from s3commit.store.lean_complete import answer_of
-from s3commit.store.lean_http import Connections, Origin, Unanswered, settings_of
+from s3commit.store.lean_http import Connections, LeanLoop, Origin, Unanswered, settings_of
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at
@@ -206,8 +206,8 @@ class UploadRequests(RequestGroup):
         return self.lean is not None and self.lean.own_connections(self.client, bucket) is not None
 
     def complete_many(self, calls: Iterable[tuple[Tag, CompleteCall]], *, done: Callable[[Tag, str], None],
-                      most: int | None = None, stop_on_failure: bool = True,
-                      settlers: int = SETTLERS) -> list[tuple[Tag, BaseException]]:
+                      most: int | None = None, stop_on_failure: bool = True, settlers: int = SETTLERS,
+                      loop: LeanLoop | None = None) -> list[tuple[Tag, BaseException]]:
         """Complete every upload of ``calls`` (``(tag, call)`` pairs, read as they are sent), as many in flight as
         the adaptive limit of each call's prefix allows (:mod:`s3commit.store.concurrency`, shared with every other
         request of the process), from one event loop (:mod:`s3commit.store.lean_http`; see
@@ -222,16 +222,16 @@ class UploadRequests(RequestGroup):
         every call is the outcome it has one at a time. A definite refusal (403, 400, a 412 after a clean attempt)
         is not sent again. Returns the failures, ``(tag, error)``, in the order they happened; with
         ``stop_on_failure`` the first stops calls not yet sent (those in flight end). An exception raised by
-        ``calls`` itself is raised once those in flight end."""
+        ``calls`` itself is raised once those in flight end.
+
+        ``loop``: the loop they are sent from, on its connections (:meth:`ObjectRequests.lean_loop
+        <s3commit.store.objects.ObjectRequests.lean_loop>`: opened ahead, left open for what follows); else a
+        loop of their own, on connections opened as the first Completes go."""
         work = _Many(self, calls, done, stop_on_failure, most)
-        with ThreadPoolExecutor(settlers, thread_name_prefix="s3commit-settle") as settle:
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                asyncio.run(work.run(settle))
-            else:  # this thread runs a loop already (a caller's asyncio): another thread runs ours
-                with ThreadPoolExecutor(1, thread_name_prefix="s3commit-complete-loop") as own:
-                    own.submit(asyncio.run, work.run(settle)).result()
+        with ThreadPoolExecutor(settlers, thread_name_prefix="s3commit-settle") as settle, \
+                contextlib.ExitStack() as stack:
+            on = loop if loop is not None else stack.enter_context(LeanLoop(name="s3commit-complete-loop"))
+            on.run(work.run(settle, on))
         if work.raised is not None:
             raise work.raised
         return work.failures
@@ -326,13 +326,13 @@ class _Many:
         self.raised: BaseException | None = None
         self.stopped = False
 
-    async def run(self, settle: ThreadPoolExecutor) -> None:
+    async def run(self, settle: ThreadPoolExecutor, on: LeanLoop) -> None:
         uploads = self.uploads
         lean, client = uploads.lean, uploads.client
         assert lean is not None
         requests, counters = uploads.requests, uploads.counters
         loop = asyncio.get_running_loop()
-        connections: Connections | None = None
+        connections: Connections | None = on.connections
         origins: dict[str, tuple[Origin, str]] = {}
         in_flight: set[asyncio.Future[None]] = set()
         freed = asyncio.Event()
@@ -425,7 +425,7 @@ class _Many:
                         raise ValueError(f"the Completes of bucket {call.bucket} cannot be sent on connections of "
                                          "s3commit's own (UploadRequests.can_complete_many)")
                     origins[call.bucket] = (Origin.of(target.base), target.host)
-                    connections = connections or Connections(settings)
+                    connections = connections or on.connections_for(settings)
                 limit = requests.limit(call.bucket, call.key)
                 while (self.most is not None and len(in_flight) >= self.most) \
                         or (generation := limit.try_acquire()) is None:  # a slot freed here, or (polled) elsewhere
@@ -445,8 +445,6 @@ class _Many:
             ticks.cancel()
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
-        if connections is not None:
-            connections.close()
 
     def _read(self, loop: asyncio.AbstractEventLoop, ahead: asyncio.Queue[tuple[Any, CompleteCall] | None],
               room: threading.Semaphore) -> None:

@@ -1,18 +1,20 @@
 """s3commit.store.lean_http: HTTP/1.1 on connections of s3commit's own, against a loopback server that answers what
 each test scripts (Content-Length, chunked with trailers, an interim 100, Connection: close, a cut answer, nothing
-listening), and when the client's own session must send instead (a proxy)."""
+listening), and when the client's own session must send instead (a proxy); connections opened ahead of their
+requests, one its server closed while idle left out, and the loop they live on (LeanLoop)."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 
 import pytest
 
 from s3commit.config.connection import Proxy
 from s3commit.config.options import StoreOptions
 from s3commit.store.client import build_s3_client
-from s3commit.store.lean_http import Connections, Origin, Settings, Unanswered, settings_of
+from s3commit.store.lean_http import Connections, LeanLoop, Origin, Settings, Unanswered, settings_of
 
 
 async def _serve(answers: list[bytes], seen: list[bytes], connections: list[int]):
@@ -124,3 +126,95 @@ def test_origins_and_the_clients_settings():
                                            secret_key="b", path_style=True, proxy=Proxy("127.0.0.1", 3128)))
     assert settings_of(proxied, "http://127.0.0.1:9000/b") is None  # the client's session goes through the proxy
     assert Settings(verify=False).ssl_context().check_hostname is False
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+async def _until(condition, seconds: float = 5.0) -> None:
+    """Wait (on the loop) for ``condition()`` to hold: an event of the sockets, not a time."""
+    async with asyncio.timeout(seconds):
+        while not condition():
+            await asyncio.sleep(0.001)
+
+
+def test_connections_opened_ahead_are_the_ones_the_requests_use():
+    seen: list[bytes] = []
+    opened: list[int] = []
+    with LeanLoop(Settings(read_timeout=5)) as lean:
+        server, origin = lean.run(_serve([OK] * 6, seen, opened))
+        lean.origin = origin
+        connections = lean.connections
+        assert connections is not None
+        lean.warm(3)
+        lean.warm(2)  # (fewer than asked before: nothing more)
+        lean.run(_until(lambda: len(connections._idle.get(origin, [])) == 3))
+
+        async def three() -> list[int]:
+            answers = await asyncio.gather(*(connections.send(origin, "h", "GET", f"/k{n}", [], b"")
+                                             for n in range(3)))
+            return [answer.status for answer in answers]
+
+        assert lean.run(three()) == [200] * 3
+        assert len(opened) == connections.opened == connections.alive(origin) == 3
+        lean.warm(4)  # one more, for three requests' worth already open
+        lean.run(_until(lambda: connections.alive(origin) == 4 and len(connections._idle[origin]) == 4))
+        assert len(seen) == 3 and connections.opened == 4
+        server.close()
+
+
+def test_an_idle_connection_its_server_closed_is_not_reused():
+    closes: list[int] = []
+
+    async def serve():
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            closes.append(1)
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(OK)  # keep-alive as far as the client knows, then closed (an idle timeout)
+            await writer.drain()
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return server, Origin("http", "127.0.0.1", server.sockets[0].getsockname()[1])
+
+    async def main() -> list[int]:
+        server, origin = await serve()
+        connections = Connections(Settings(read_timeout=5))
+        first = await connections.send(origin, "h", "GET", "/a", [], b"")
+        idle = connections._idle[origin][0]
+        await _until(idle.reader.at_eof)  # the server's FIN, seen by the loop while the connection was idle
+        second = await connections.send(origin, "h", "GET", "/b", [], b"")
+        alive = connections.alive(origin)
+        connections.close()
+        server.close()
+        return [first.status, second.status, alive]
+
+    assert asyncio.run(main()) == [200, 200, 1]
+    assert len(closes) == 2  # a new connection for the second request, not a write to the closed one
+
+
+def test_a_lean_loop_runs_coroutines_on_its_thread_and_ends_what_is_left_when_closed():
+    lean = LeanLoop(name="s3commit-lean-test")
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    async def where() -> str:
+        return threading.current_thread().name
+
+    assert lean.run(where()) == "s3commit-lean-test"
+    left = lean.submit(forever())
+    assert started.wait(5)
+
+    async def inside() -> None:
+        with pytest.raises(RuntimeError, match="its own loop's thread"):
+            lean.run(where())
+
+    lean.run(inside())
+    lean.close()
+    assert left.cancelled() and not lean._thread.is_alive() and lean.loop.is_closed()
+    with pytest.raises(RuntimeError, match="closed"):
+        lean.submit(where())
+    lean.close()  # (again: nothing)

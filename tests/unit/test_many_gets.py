@@ -1,17 +1,18 @@
 """Many whole-object GETs from one event loop (``ObjectRequests.get_many``, :mod:`s3commit.store.many_gets`) over a
 wire store on a loopback socket: the bytes in the keys' order, one request each, a failed first attempt carried on by
 the store's retry loop within one budget, a missing object's error as ``get_object``'s, a caller that stops early
-leaving nothing running, and a large job commit that reads its pendingsets this way (a small one through
-botocore)."""
+leaving nothing running, and a job commit that reads its pendingsets this way on the connections its Completes then
+use (without its loop, a few through botocore)."""
 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from s3commit.commit.engine import CommitEngine
-from s3commit.commit.manifest_store import MANY_GETS_FROM
+from s3commit.commit.manifest_store import MANY_GETS_FROM, read_pendingsets
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import NotFoundError
@@ -19,6 +20,8 @@ from s3commit.model.manifests import PendingSet
 from s3commit.model.paths import JobLayout
 from s3commit.model.uri import S3Uri
 from s3commit.store import many_gets
+from s3commit.store.lean_http import Connections, Origin
+from s3commit.store.uploads import _Many
 from s3commit.testing.memory import s3_error
 from tests.unit.test_complete_many import BUCKET, RefusesLean, job_uploads, listening
 
@@ -128,29 +131,65 @@ def test_without_lean_requests_get_many_is_not_offered():
     wire.close()
 
 
-@pytest.mark.parametrize("tasks", [3, MANY_GETS_FROM])
-def test_a_large_jobs_pendingsets_are_read_from_the_loop_and_a_small_ones_by_botocore(tasks, monkeypatch):
+@pytest.mark.parametrize(("tasks", "files_each"), [(3, 1), (40, 1), (3, 12)])
+def test_a_job_commit_reads_its_pendingsets_from_its_loop_whose_connections_its_completes_use(tasks, files_each,
+                                                                                            monkeypatch):
     s3, wire, store = listening()
     from_loop: list[str] = []
     submit = many_gets._Gets.submit
+    connects: list[Origin] = []
+    connect = Connections._connect
+    run_many = _Many.run
+    at_first_complete: list[int] = []
 
     def counted(self, key):
         from_loop.append(key)
         return submit(self, key)
 
+    async def counted_connect(self, origin):
+        connects.append(origin)
+        return await connect(self, origin)
+
+    async def first_complete(self, settle, on):
+        at_first_complete.extend(on.connections.alive(origin) for origin in set(connects))
+        return await run_many(self, settle, on)
+
     monkeypatch.setattr(many_gets._Gets, "submit", counted)
+    monkeypatch.setattr(Connections, "_connect", counted_connect)
+    monkeypatch.setattr(_Many, "run", first_complete)
     job_id = "0f0e0d0c-0000-4000-8000-0000000000aa"
     dest = S3Uri(BUCKET, "table")
     layout = JobLayout(dest.key, job_id)
     keys = []
-    for task, commit in enumerate(job_uploads(store, job_id, tasks)):  # a pendingset of one file a task
+    commits = job_uploads(store, job_id, tasks * files_each)
+    for task in range(tasks):
         keys.append(layout.pendingset_key(f"task_{task:04d}"))
-        store.objects.put_object(BUCKET, keys[-1], PendingSet(commits=(commit,)).with_job(job_id, "a").to_json())
+        mine = tuple(commits[task * files_each:(task + 1) * files_each])
+        store.objects.put_object(BUCKET, keys[-1], PendingSet(commits=mine).with_job(job_id, "a").to_json())
     engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
                           options=CommitterOptions(journal=True))
     engine.run(keys, OverwritePlan())
-    assert engine.stats.completed == tasks and s3.uploads(BUCKET) == []
-    assert len(from_loop) == (tasks if tasks >= MANY_GETS_FROM else 0)
+    assert engine.stats.completed == tasks * files_each and s3.uploads(BUCKET) == []
+    assert len(from_loop) == tasks
     assert store.counters.snapshot()["requests"]["GetObject"] == tasks  # each pendingset read once
-    assert gets_running() == []
+    # The GETs' connections, and those opened ahead while the pendingsets loaded: as many as the Completes keep in
+    # flight (a file each here) are open or opening when the first is sent.
+    assert at_first_complete == [tasks * files_each]
+    assert gets_running() == [] and not [t for t in threading.enumerate() if t.name == "s3commit-lean"]
+    wire.close()
+
+
+def test_without_a_job_commits_loop_a_few_pendingsets_are_read_by_botocore(monkeypatch):
+    _, wire, store = listening()
+    from_loop: list[str] = []
+    submit = many_gets._Gets.submit
+    monkeypatch.setattr(many_gets._Gets, "submit", lambda self, key: from_loop.append(key) or submit(self, key))
+    keys = []
+    for task in range(3):
+        keys.append(f"table/ps-{task}.pendingset")
+        store.objects.put_object(BUCKET, keys[-1], PendingSet(commits=()).with_job("j", "a").to_json())
+    with ThreadPoolExecutor(4) as pool:
+        read = [future.result() for _, future in read_pendingsets(store, BUCKET, keys, pool=pool, ahead=4,
+                                                                   then=lambda ps, body: ps.job_id)]
+    assert read == ["j"] * 3 and from_loop == [] and MANY_GETS_FROM > 3
     wire.close()
