@@ -48,6 +48,7 @@ import uuid
 from typing import Any
 
 from s3commit.commit.engine import CommitEngine
+from s3commit.commit.lease import lease_for
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.process_state import ProcessState
 from s3commit.committers import create_committer
@@ -314,7 +315,8 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
     ``committer="directory"``: the directory committer's own job, set up (not timed) and committed as a user's is,
     from its tasks' commit messages: conflict mode ``fail`` (its setup's check that the destination is empty, each
     Complete made with ``If-None-Match``), ``replace`` for an overwrite (the old files deleted after the Completes).
-    Else the engine's commit of the magic committer's pendingsets (what ``commit_job`` runs after its checks)."""
+    Else the engine's commit of the magic committer's pendingsets (what ``commit_job`` runs after its checks), under the
+    destination's commit lease as ``commit_job`` takes it."""
     throttle = ThrottleSpec(writes_per_second=rate) if rate else None
     with GoStore(profile=PROFILE, throttle=throttle, cpu_profile=os.environ.get("S3COMMIT_GOSTORE_CPUPROFILE")) as go:
         go.create_bucket(BUCKET)
@@ -335,8 +337,9 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         else:
             layout = JobLayout(dest.key, job_id)
             keys = prepare_go(go, dest, layout, job_id, files, old=old)
-            engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic",
-                                  options=CommitterOptions(journal=True))
+            options = CommitterOptions(journal=True)
+            engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options,
+                                  lease=lease_for(store, dest, job_id, options))  # (as commit_job takes it)
             commit = functools.partial(engine.run, keys, OverwritePlan(delete_paths=("",)) if overwrite
                                        else OverwritePlan())
         warm_up(store)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import heapq
 import itertools
 import logging
 import re
@@ -280,6 +281,9 @@ class CommitEngine:
         #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections, opened
         #: while the pendingsets load (None where the lean path does not serve the destination, or outside run).
         self._lean: LeanLoop | None = None
+        #: ``_SUCCESS`` goes beside the job directory's deletion (:meth:`write_journal` decides it for a new commit;
+        #: a resumed one does as its journal says).
+        self._success_beside_cleanup = journal is not None and journal.success_beside_cleanup
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -410,16 +414,24 @@ class CommitEngine:
             record = BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
                                   dest_key=self.dest.key, pendingsets=tuple(keys))
         else:
+            # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
+            # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what
+            # a recovery that finds the pendingsets gone writes in it.
+            beside = self.point is CommitPoint.SUCCESS and self.options.success_marker and self.lease.held
             record = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
                                    dest_key=self.dest.key, pendingsets=tuple(keys),
                                    delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
                                    delete_outside=plan.delete_outside,
-                                   success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs)
+                                   success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
+                                   success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
+                                   first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
+                                   if beside else ())
         try:
             # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
             # (Retry.VERIFIED): a 412 here is another commit's journal.
             self.store.objects.put_object(self.dest.bucket, self.journal_key, record.to_json(),
                                           if_none_match=True, content_type="application/json")
+            self._success_beside_cleanup = isinstance(record, CommitJournal) and record.success_beside_cleanup
         except PreconditionFailedError as err:
             if self.point is CommitPoint.SINK_LOG:
                 raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.dest.bucket}/"
@@ -1026,9 +1038,10 @@ class CommitEngine:
         ``_SUCCESS`` is). ``side``: the job's own commit, whose lease is released on it beside the journal's DELETE,
         once everything else of the job directory is gone (a journal left then names no pendingset that is still
         there: whoever finds it, ``s3commit recover`` or the job committed again, only finishes the clean-up).
-        ``marked``: a snapshot commit's ``_SUCCESS`` and manifests, written beside the deletion: the lease is
-        released and the journal deleted once they are done; if they failed, neither (the error is raised, and the
-        journal is how a recovery writes them)."""
+        ``marked``: a snapshot commit's ``_SUCCESS`` and manifests, or a job's ``_SUCCESS`` under the lease (its
+        journal's ``success_beside_cleanup``), written beside the deletion: the lease is released and the journal
+        deleted once they are done; if they failed, neither (the error is raised, and the journal is how a recovery
+        writes them)."""
         bucket = self.dest.bucket
         wait([records])
         delete_prefix(self.store, bucket, f"{self.layout.job_dir}/", keep={self.journal_key},
@@ -1162,6 +1175,11 @@ class CommitEngine:
                 # that finds the pendingsets gone writes the _SUCCESS the job's snapshot calls for (resume).
                 marked: Future[None] | None = after.submit(self._mark_snapshot, success)
                 after.submit(self._vacuum_quietly)
+            elif self._success_beside_cleanup:
+                # Under the lease, as its journal says: every upload is complete and the overwrite done, so the
+                # job directory goes beside the _SUCCESS PUT (COMMITTED), the journal once both are done. A
+                # recovery that finds pendingsets deleted and _SUCCESS not naming the job writes it (resume).
+                marked = after.submit(self.mark, success)
             else:
                 self.mark(success)  # COMMITTED
                 marked = None
@@ -1169,6 +1187,13 @@ class CommitEngine:
             try:
                 self._finish_cleanup(records, swept, listing, side, marked)  # CLEANED
             except S3CommitError as err:
+                wait([marked] if marked is not None else [])
+                unmarked = marked.exception() if self.point is CommitPoint.SUCCESS and marked is not None else None
+                if unmarked is not None:  # the journal stays: `s3commit recover` writes _SUCCESS from it
+                    raise S3CommitError(
+                        f"job {self.job_id}: its files are committed to {self.dest} (every upload complete, its job "
+                        f"directory deleted), but its _SUCCESS could not be written: {unmarked}. Write it with "
+                        f"`s3commit recover {self.dest} --job {self.job_id}`") from unmarked
                 # The output is committed (and _SUCCESS written, or a snapshot published): the job succeeded. What is
                 # left (the job directory, the journal, uploads of failed attempts; a snapshot commit's _SUCCESS) is
                 # for `s3commit recover`, which finishes the clean-up.
@@ -1308,11 +1333,15 @@ class CommitEngine:
         keys = list(self._journalled.pendingsets)
         missing = self._missing_pendingsets()
         if missing:
-            # Pendingsets are deleted only by clean-up, which starts after the commit point: the commit is done. A
-            # snapshot commit deletes them beside its _SUCCESS PUT: where its snapshot names it and _SUCCESS does
-            # not, that PUT is done here.
-            if self.committed_success() is None and (published := self.published_snapshot()) is not None:
-                self._mark_published(published)
+            # Pendingsets are deleted only by clean-up, which starts once every upload is complete and the overwrite
+            # done: the commit is done. A snapshot commit deletes them beside its _SUCCESS PUT, and so does a job's
+            # commit under the lease (its journal says so): where _SUCCESS does not name the job, that PUT is done
+            # here (under the lease, no other commit passed this journal: one taking the lease over settles it).
+            if self.committed_success() is None:
+                if (published := self.published_snapshot()) is not None:
+                    self._mark_published(published)
+                elif self._journalled.success_beside_cleanup and self._journalled.success_marker:
+                    self.mark(self._journalled_success())
             return self._cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(keys)} "
                                     "pendingsets already deleted)")
         if self.committed_success() is not None:
@@ -1338,6 +1367,13 @@ class CommitEngine:
             f"now, {stats.files - still_pending} were already complete" + (", _SUCCESS written" if success_written
                                                                            else ""),
             completed=still_pending, already_completed=stats.files - still_pending, success_written=success_written)
+
+    def _journalled_success(self) -> SuccessData:
+        """The ``_SUCCESS`` of a commit whose pendingsets are gone, from what its journal recorded of them."""
+        journal = self._journalled
+        self.stats.files, self.stats.bytes = journal.files, journal.total_bytes
+        self.stats.pendingsets = len(journal.pendingsets)
+        return replace(self.success_data(), filenames=tuple(f"/{key}" for key in journal.first_files))
 
     def _mark_published(self, published: int) -> None:
         """What follows the commit point of a job whose snapshot ``published`` was found: ``_SUCCESS``, the symlink

@@ -143,6 +143,7 @@ _PENDING_FIELDS: tuple[tuple[str, str, type, Any], ...] = (
     ("length", "length", int, 0), ("uri", "uri", str, ""), ("created", "created", int, 0), ("saved", "saved", int, 0),
     ("job_id", "jobId", str, ""), ("task_id", "taskId", str, ""), ("text", "text", str, ""))
 """A ``.pending`` entry's scalar fields: attribute, JSON name, type, default (the part ETags follow ``uploadId``)."""
+_PENDING_KINDS = tuple(kind for _, _, kind, _ in _PENDING_FIELDS)
 
 
 def _etags(value: Any, source: str | None) -> tuple[str, ...]:
@@ -150,10 +151,11 @@ def _etags(value: Any, source: str | None) -> tuple[str, ...]:
     ``etag``; any checksum in them is Hadoop's, and s3commit records its own in ``extraData``)."""
     _check(value is not None, "No etag list", source)
     _check(isinstance(value, list), "etags is not a list", source)
-    etags: tuple[Any, ...] = tuple(entry.get("etag") if type(entry) is dict else entry for entry in value)
-    for number, etag in enumerate(etags, start=1):
-        if not (isinstance(etag, str) and etag):
-            raise ManifestError(f"Empty etag for part {number}", source=source)
+    etags: tuple[Any, ...] = tuple([entry.get("etag") if type(entry) is dict else entry for entry in value])
+    if not all(type(etag) is str and etag for etag in etags):
+        for number, etag in enumerate(etags, start=1):
+            if not (isinstance(etag, str) and etag):
+                raise ManifestError(f"Empty etag for part {number}", source=source)
     return etags  # every one a string, checked above
 
 
@@ -223,13 +225,14 @@ class PendingUpload:
         """This entry, recorded as completed by its task commit."""
         return replace(self, extra_data={**self.extra_data, COMPLETED_KEY: COMPLETED_AT_TASK_COMMIT})
 
-    def validate(self, source: str | None = None) -> PendingUpload:
+    def validate(self, source: str | None = None, *, etags_checked: bool = False) -> PendingUpload:
         # Per entry (a commit may read 100,000 twice): one test where all is well, each check in turn otherwise,
-        # and each message formatted only when its check fails.
+        # and each message formatted only when its check fails. ``etags_checked``: each part ETag is a string that
+        # is not empty (as read: ``_etags``).
         src = source or self.filename
         key = self.destination_key
         if not (self.bucket and key and key[0] != "/" and self.upload_id and self.length >= 0 and self.uri
-                and self.etags and all(type(etag) is str and etag for etag in self.etags)):
+                and self.etags and (etags_checked or all(type(etag) is str and etag for etag in self.etags))):
             _check(bool(self.bucket), "Empty bucket", src)
             _check(bool(key), "Empty destination", src)
             _check(not key.startswith("/"), "destinationKey must not start with '/'", src)
@@ -286,7 +289,7 @@ class PendingUpload:
             "bucket": get("bucket"), "destination_key": get("destinationKey"), "upload_id": get("uploadId"),
             "length": get("length"), "uri": get("uri"), "created": get("created"), "saved": get("saved"),
             "job_id": get("jobId"), "task_id": get("taskId"), "text": get("text")}
-        if not all(type(values[attribute]) is kind for attribute, _, kind, _ in _PENDING_FIELDS):
+        if tuple(map(type, values.values())) != _PENDING_KINDS:
             for attribute, name, kind, default in _PENDING_FIELDS:
                 values[attribute] = _field(obj, name, kind, default, source)
                 if attribute == "upload_id":
@@ -305,7 +308,7 @@ class PendingUpload:
         values["filename"] = source
         upload = object.__new__(cls)
         upload.__dict__.update(values)
-        return upload.validate(source)
+        return upload.validate(source, etags_checked=True)
 
     def to_json(self, *, etag_form: EtagForm = EtagForm.OBJECTS) -> bytes:
         """The ``.pending`` file's bytes, its part ETags in ``etag_form``."""
@@ -372,12 +375,12 @@ class PendingSet:
         if commits is None:
             commits = []
         _check(isinstance(commits, list), "commits is not a list", source)
-        parsed = []
-        for i, c in enumerate(commits):
-            _check(isinstance(c, dict), f"commit {i} is not a JSON object", source)
-            parsed.append(PendingUpload.from_dict(c, source=source))
+        if not all(type(c) is dict for c in commits):
+            for i, c in enumerate(commits):
+                _check(isinstance(c, dict), f"commit {i} is not a JSON object", source)
+        entry = PendingUpload.from_dict
         return cls(
-            commits=tuple(parsed),
+            commits=tuple([entry(c, source=source) for c in commits]),
             job_id=_field(obj, "jobId", str, "", source),
             extra_data=_str_map(obj.get("extraData"), "extraData", source),
             iostatistics=_field(obj, "iostatistics", dict, empty_iostatistics(), source),
@@ -496,6 +499,16 @@ class CommitJournal:
     """Directories outside the destination (same bucket) the job's tasks declared writing to."""
     delete_outside: tuple[str, ...] = ()
     """Directories outside the destination (same bucket) whose old objects the overwrite deletes."""
+    success_beside_cleanup: bool = False
+    """``_SUCCESS`` is written beside the job directory's deletion (a commit under the lease): a recovery that finds
+    pendingsets deleted and ``_SUCCESS`` not naming the job writes it, from :attr:`files`, :attr:`total_bytes` and
+    :attr:`first_files`. Without it the pendingsets are deleted only after ``_SUCCESS`` was written."""
+    files: int = 0
+    """The files the pendingsets name (as validated before the journal was written)."""
+    total_bytes: int = 0
+    """Their bytes."""
+    first_files: tuple[str, ...] = ()
+    """The first keys they name, in order (at most ``SUCCESS_FILENAME_LIMIT``): ``_SUCCESS``'s ``filenames``."""
 
     def validate(self, source: str | None = None) -> CommitJournal:
         _check(bool(self.job_id), "Empty jobId", source)
@@ -503,6 +516,8 @@ class CommitJournal:
         for key in self.pendingsets:
             _check(isinstance(key, str) and key.endswith(".pendingset"),
                    f"journal entry {key!r} is not a .pendingset key", source)
+        _check(len(self.first_files) <= SUCCESS_FILENAME_LIMIT,
+               f"firstFiles lists {len(self.first_files)} keys; at most {SUCCESS_FILENAME_LIMIT}", source)
         return self
 
     def to_json(self) -> bytes:
@@ -513,6 +528,8 @@ class CommitJournal:
             "deletePaths": list(self.delete_paths), "replacePartitions": self.replace_partitions,
             "successMarker": self.success_marker, "created": self.created,
             "absoluteDirs": list(self.absolute_dirs), "deleteOutside": list(self.delete_outside),
+            **({"successBesideCleanup": True, "files": self.files, "bytes": self.total_bytes,
+                "firstFiles": list(self.first_files)} if self.success_beside_cleanup else {}),
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -523,9 +540,10 @@ class CommitJournal:
         delete_paths = obj.get("deletePaths") or []
         absolute_dirs = obj.get("absoluteDirs") or []
         delete_outside = obj.get("deleteOutside") or []
-        _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside))
-               and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside)),
-               "pendingsets, deletePaths, absoluteDirs and deleteOutside must be lists of strings", source)
+        first_files = obj.get("firstFiles") or []
+        _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside, first_files))
+               and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside, *first_files)),
+               "pendingsets, deletePaths, absoluteDirs, deleteOutside and firstFiles must be lists of strings", source)
         return cls(
             job_id=_field(obj, "jobId", str, "", source),
             committer=_field(obj, "committer", str, "", source),
@@ -538,4 +556,8 @@ class CommitJournal:
             created=_field(obj, "created", int, 0, source),
             absolute_dirs=tuple(absolute_dirs),
             delete_outside=tuple(delete_outside),
+            success_beside_cleanup=_field(obj, "successBesideCleanup", bool, False, source),
+            files=_field(obj, "files", int, 0, source),
+            total_bytes=_field(obj, "bytes", int, 0, source),
+            first_files=tuple(first_files),
         ).validate(source)

@@ -10,8 +10,10 @@ means the point was never reached (a test failure).
 
 Crash points: ``after-create`` (magic: an upload created, not yet recorded), ``mid-write``,
 ``after-pending``, ``mid-task-commit``, ``after-task-commit``, ``after-k-completes`` (``after-k-completes:<k>``),
-``before-success``, ``mid-overwrite``, ``mid-cleanup`` (job directory being deleted) and
-``mid-cleanup-sweep`` (the orphan sweep after ``_SUCCESS``: the sweep runs beside the ``_SUCCESS`` PUT, so its
+``before-success``, ``mid-overwrite``, ``mid-cleanup`` (job directory being deleted, ``_SUCCESS`` written: under
+the lease the deletion goes beside the ``_SUCCESS`` PUT, so it waits for that PUT before the process is killed),
+``cleanup-before-success`` (under the lease: the job directory deleted, the ``_SUCCESS`` PUT beside it not sent yet)
+and ``mid-cleanup-sweep`` (the orphan sweep after ``_SUCCESS``: the sweep runs beside the ``_SUCCESS`` PUT, so its
 listing waits for that PUT before the process is killed).
 """
 
@@ -52,6 +54,8 @@ class StorePoint:
     """Only count calls after a ``put_object`` of a key with this suffix has happened (a later phase)."""
     waits: bool = False
     """A matching call made after the first Complete waits for that ``put_object`` (up to a minute)."""
+    holds: str | None = None
+    """A ``put_object`` of a key with this suffix waits (up to a minute) while the process is killed at the point."""
 
 
 # The store-level points, by committer family (the staging committers upload only at task commit and write
@@ -68,7 +72,9 @@ STAGING_POINTS = {
 COMMON_POINTS = {
     "before-success": StorePoint("put_object", "before", 1, key_suffix="_SUCCESS"),
     "mid-overwrite": StorePoint("delete_objects", "before", 1, key_contains="old-"),
-    "mid-cleanup": StorePoint("delete_objects", "before", 1, key_contains="_job-", armed_by="_SUCCESS"),
+    "mid-cleanup": StorePoint("delete_objects", "before", 1, key_contains="_job-", armed_by="_SUCCESS", waits=True),
+    "cleanup-before-success": StorePoint("delete_objects", "after", 1, key_contains="_job-",
+                                         armed_by="_commit-journal.json", holds="_SUCCESS"),
     "mid-cleanup-sweep": StorePoint("list_multipart_uploads", "before", 1, armed_by="_SUCCESS", waits=True),
 }
 LIFECYCLE_POINTS = {"mid-write-local", "after-task-commit"}
@@ -175,13 +181,21 @@ class CrashingObjects(ObjectRequests):
                 self.crash.recorded_one()
             return answer
 
+        point = self.crash.point
+        if point is not None and point.holds and key.endswith(point.holds):
+            threading.Event().wait(60)  # the process is killed meanwhile, at the point
         result = self.crash.around("put_object", key, put)
         self.crash.put(key)
         return result
 
     def delete_objects(self, bucket, keys):  # type: ignore[no-untyped-def]
         keys = list(keys)
-        return self.crash.around("delete_objects", " ".join(keys), lambda: super(CrashingObjects, self)
+        joined = " ".join(keys)
+        point = self.crash.point
+        if point is not None and point.waits and point.method == "delete_objects" and self.crash.completing \
+                and (point.key_contains is None or point.key_contains in joined):
+            self.crash.arming.wait(60)  # (the deletion beside the PUT that arms the point: killed once it is done)
+        return self.crash.around("delete_objects", joined, lambda: super(CrashingObjects, self)
                                  .delete_objects(bucket, keys))
 
 

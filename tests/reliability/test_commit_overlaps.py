@@ -1,12 +1,15 @@
 """What a job commit sends beside its path (issue 56, outcome 5: the demo's commit near its floor), and what still
 waits for what.
 
-Three requests no longer add their round trips to the commit's: the lease is taken while the pendingsets load, the job
-directory's LIST goes beside the ``_SUCCESS`` PUT, and the lease is released beside the journal's DELETE. The order
+Four requests no longer add their round trips to the commit's: the lease is taken while the pendingsets load, the job
+directory's LIST goes beside the ``_SUCCESS`` PUT, under the lease so does its deletion, and the lease is released
+beside the journal's DELETE. The order
 that makes a commit safe is unchanged, and each test stages it by holding requests at the simulator
 (``S3TestServer.hold``), never by latency: nothing is journalled or completed before every pendingset is read and the
-lease held, nothing of the job directory is deleted before ``_SUCCESS`` is written, and the lease is not released
-before everything of the job directory but its journal is gone (a journal left then is finished as a clean-up).
+lease held, nothing of the job directory is deleted before every upload is complete (and, without the lease, before
+``_SUCCESS`` is written: under it the deletion goes beside that PUT, the journal recording what it says), the
+journal is deleted only once ``_SUCCESS`` is written, and the lease is not released before everything of the job
+directory but its journal is gone (a journal left then is finished as a clean-up).
 """
 
 from __future__ import annotations
@@ -165,10 +168,8 @@ def test_a_load_that_fails_while_the_lease_is_taken_fails_the_commit_and_release
     assert [k for k in list_keys(s3_client, s3_bucket, "t/") if not k.startswith("t/__")] == []
 
 
-def test_the_job_directory_is_listed_beside_the_commit_and_deleted_only_after_the_success_put(s3_sim, s3_bucket,
-                                                                                              s3_client):
-    committer = job(s3_sim, s3_bucket)
-    message = write(committer, ["p=1/f.txt"])
+def _commit_holding_success(s3_sim, committer, message):
+    """The commit started, its _SUCCESS PUT held at the simulator once sent; its job directory listed by then."""
     s3_sim.hold("PutObject", ending="_SUCCESS")
     s3_sim.reset_stats()
     thread, outcome = committing(lambda: committer.commit_job([message]))
@@ -183,7 +184,37 @@ def test_the_job_directory_is_listed_beside_the_commit_and_deleted_only_after_th
                    for r in s3_sim.request_log())
 
     until(listed_after_the_journal, "the job directory was listed before _SUCCESS was written", thread)
-    # Nothing of the job directory is deleted before _SUCCESS is written.
+    return thread, outcome, answered
+
+
+def test_under_the_lease_the_job_directory_goes_beside_the_success_put_and_the_journal_after_it(s3_sim, s3_bucket,
+                                                                                                s3_client):
+    committer = job(s3_sim, s3_bucket)
+    message = write(committer, ["p=1/f.txt"])
+    thread, outcome, answered = _commit_holding_success(s3_sim, committer, message)
+    # Every upload is complete: the job directory is deleted while _SUCCESS is written, all but the journal, which
+    # says what _SUCCESS says (a recovery that finds the pendingsets gone writes it), and the lease is still held.
+    until(lambda: not exists(s3_client, s3_bucket, message.pendingset_key), "the pendingset was deleted", thread)
+    assert exists(s3_client, s3_bucket, committer.layout.journal_key)
+    assert not exists(s3_client, s3_bucket, "t/_SUCCESS")
+    assert lease_holder(s3_client, s3_bucket) == committer.job_id
+    s3_sim.release()
+    thread.join(60)
+    assert not thread.is_alive() and outcome and not isinstance(outcome[0], BaseException), outcome
+    # The journal's DELETE waits for _SUCCESS; no LIST after it: the listing sent beside the commit is the one used.
+    log = s3_sim.request_log()
+    journal_deleted = [r for r in log if r["operation"] == "DeleteObject" and r["key"].endswith("_commit-journal.json")]
+    assert journal_deleted and journal_deleted[0]["at"] > answered("_SUCCESS")
+    assert [r["operation"] for r in log if r["at"] > answered("_SUCCESS")].count("ListObjectsV2") == 0
+    assert lease_holder(s3_client, s3_bucket) is None
+
+
+def test_without_the_lease_the_job_directory_is_deleted_only_after_the_success_put(s3_sim, s3_bucket, s3_client):
+    committer = job(s3_sim, s3_bucket, lease="off")
+    message = write(committer, ["p=1/f.txt"])
+    thread, outcome, answered = _commit_holding_success(s3_sim, committer, message)
+    # Nothing of the job directory is deleted before _SUCCESS is written (its pendingsets say the commit point was
+    # not passed).
     assert not any(r["operation"] in ("DeleteObjects", "DeleteObject") for r in s3_sim.request_log())
     assert exists(s3_client, s3_bucket, committer.layout.journal_key)
     assert exists(s3_client, s3_bucket, message.pendingset_key)
@@ -193,8 +224,6 @@ def test_the_job_directory_is_listed_beside_the_commit_and_deleted_only_after_th
     # No LIST after _SUCCESS: the listing sent beside the commit is the one its deletion used.
     after = [r["operation"] for r in s3_sim.request_log() if r["at"] > answered("_SUCCESS")]
     assert after.count("ListObjectsV2") == 0 and after.count("DeleteObjects") == 1, after
-    assert exists(s3_client, s3_bucket, "t/_SUCCESS")
-    assert [k for k in list_keys(s3_client, s3_bucket, "t/") if "__magic_job-" in k] == []
 
 
 def test_the_lease_is_released_beside_the_journals_delete_once_the_rest_of_the_job_directory_is_gone(

@@ -39,9 +39,10 @@ pytestmark = pytest.mark.integration
 
 CHILD = Path(__file__).with_name("crash_child.py")
 ROOT = Path(__file__).resolve().parents[2]
-JOURNALLED = {"after-k-completes:4", "before-success", "mid-overwrite", "mid-cleanup", "mid-cleanup-sweep"}
+JOURNALLED = {"after-k-completes:4", "before-success", "mid-overwrite", "mid-cleanup", "cleanup-before-success",
+              "mid-cleanup-sweep"}
 """Points reached after the job commit wrote its journal."""
-ROLL_BACK_REFUSED = {"mid-overwrite", "mid-cleanup", "mid-cleanup-sweep"}
+ROLL_BACK_REFUSED = {"mid-overwrite", "mid-cleanup", "cleanup-before-success", "mid-cleanup-sweep"}
 """Points where rolling back would lose data (old data deleted, or the job already published)."""
 OLD_KEYS = ["out/year=2020/old-0.txt", "out/year=2021/old-1.txt"]
 

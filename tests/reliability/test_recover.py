@@ -6,6 +6,8 @@ a roll-back S3 refuses part of, recovery through a faulty network, and the repor
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from s3commit import JobCommitError, create_committer
@@ -13,12 +15,12 @@ from s3commit.commit.engine import CommitEngine, OverwritePlan
 from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
-from s3commit.errors import AccessDeniedError
+from s3commit.errors import AccessDeniedError, S3CommitError
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.s3store import S3Store
 from s3commit.store.uploads import UploadRequests
 from s3commit.testing import FaultSpec
-from s3commit.testing.assertions import list_pending_uploads
+from s3commit.testing.assertions import list_keys, list_pending_uploads
 from tests.reliability.helpers import (
     JobSpec,
     assert_all_or_nothing,
@@ -235,4 +237,70 @@ def test_a_failed_job_commit_whose_roll_back_is_refused_in_part_keeps_its_journa
     report = recover(store, committer.dest, committer.job_id, abort=True)
     assert report.action is RecoveryAction.ROLLED_BACK
     assert assert_all_or_nothing(raw, s3_bucket, {}) == "nothing"
+    assert_clean(raw, s3_bucket)
+
+
+class DenyingSuccess(ObjectRequests):
+    """Denies the ``_SUCCESS`` PUT while ``deny_success`` (as S3 might answer any one request)."""
+
+    deny_success = False
+
+    def put_object(self, bucket, key, *args, **kwargs):
+        if self.deny_success and key.endswith("/_SUCCESS"):
+            raise denied("PutObject", bucket, key)
+        return super().put_object(bucket, key, *args, **kwargs)
+
+
+class DenyingSuccessStore(S3Store):
+    objects_class = DenyingSuccess
+    objects: DenyingSuccess
+
+
+def journal_of(store, committer) -> dict:
+    return json.loads(store.objects.get_object(committer.dest.bucket, committer.layout.journal_key))
+
+
+def test_a_leased_commit_whose_success_put_fails_beside_the_clean_up_is_marked_by_recover(s3_sim, s3_bucket):
+    store = DenyingSuccessStore(store_options(s3_sim))
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=3, files=2)
+    messages = run_tasks(committer, spec)
+    store.objects.deny_success = True
+    # When: under the lease, _SUCCESS goes beside the job directory's deletion, and its PUT is refused.
+    with pytest.raises(S3CommitError, match=r"files are committed .* _SUCCESS could not be written.*AccessDenied"):
+        committer.commit_job(messages)
+    # Then: every file is there, the pendingsets are gone with the rest of the job directory, _SUCCESS is not: the
+    # journal stays and says what _SUCCESS is to say.
+    expected = expected_objects(committer, spec)
+    assert assert_all_or_nothing(raw, s3_bucket, expected) == "all"
+    assert "Contents" not in raw.list_objects_v2(Bucket=s3_bucket, Prefix="out/_SUCCESS")
+    journal = journal_of(store, committer)
+    assert journal["successBesideCleanup"] is True and (journal["files"], journal["bytes"]) == (
+        6, sum(len(body) for body in expected.values()))
+    assert journal["firstFiles"] == sorted(expected)
+    assert not [k for k in list_keys(raw, s3_bucket, "out/") if k.endswith(".pendingset")]
+    # recover writes _SUCCESS from the journal and finishes the clean-up.
+    store.objects.deny_success = False
+    report = recover(store, committer.dest, committer.job_id)
+    assert report.action is RecoveryAction.CLEANED_UP
+    success = success_json(raw, s3_bucket)
+    assert success["jobId"] == committer.job_id and success["diagnostics"]["s3commit.recovered"] == "true"
+    assert success["metrics"]["committer_files"] == 6 and success["metrics"]["committer_pendingsets"] == 3
+    assert success["filenames"] == [f"/{key}" for key in sorted(expected)]
+    assert assert_all_or_nothing(raw, s3_bucket, expected) == "all"
+    assert_clean(raw, s3_bucket)
+
+
+def test_without_the_lease_a_failed_success_put_rolls_the_commit_back(s3_sim, s3_bucket):
+    store = DenyingSuccessStore(store_options(s3_sim))
+    raw = s3_sim.client(raw=True)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2, lease="off")
+    messages = run_tasks(committer, JobSpec(tasks=2, files=2))
+    store.objects.deny_success = True
+    with pytest.raises(AccessDeniedError):
+        committer.commit_job(messages)
+    # _SUCCESS comes before the job directory's deletion: its pendingsets were there, so the job's abort after
+    # the failure rolled it back (nothing was deleted by an overwrite), as a failure before its commit point is.
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, JobSpec(tasks=2, files=2))) == "nothing"
     assert_clean(raw, s3_bucket)

@@ -154,10 +154,29 @@ def test_journal_round_trip_and_rejects_non_pendingset_entries():
     older = json.loads(journal.to_json())
     del older["deleteOutside"]
     assert CommitJournal.from_json(json.dumps(older)).delete_outside == ()
-    with pytest.raises(ManifestError, match="deleteOutside must be lists of strings"):
+    with pytest.raises(ManifestError, match="deleteOutside and firstFiles must be lists of strings"):
         CommitJournal.from_json(json.dumps({**older, "deleteOutside": "custom/p=2"}))
     with pytest.raises(ManifestError, match=r"not a \.pendingset"):
         CommitJournal(job_id="j", committer="m", bucket="b", dest_key="", pendingsets=("x",)).to_json()
+
+
+def test_a_journal_whose_success_goes_beside_the_clean_up_carries_what_success_says():
+    journal = CommitJournal(job_id="j", committer="magic", bucket="bkt", dest_key="out",
+                            pendingsets=("out/__magic_job-j/job-j/00/t.pendingset",), created=1,
+                            success_beside_cleanup=True, files=3, total_bytes=30,
+                            first_files=("out/a", "out/b", "out/c"))
+    written = json.loads(journal.to_json())
+    assert (written["successBesideCleanup"], written["files"], written["bytes"], written["firstFiles"]) == (
+        True, 3, 30, ["out/a", "out/b", "out/c"])
+    assert CommitJournal.from_json(journal.to_json()) == journal
+    # Without it (no lease, or a journal of an earlier version) none of it is written, and it reads as not beside.
+    plain = replace(journal, success_beside_cleanup=False, files=0, total_bytes=0, first_files=())
+    assert not {"successBesideCleanup", "files", "bytes", "firstFiles"} & set(json.loads(plain.to_json()))
+    assert CommitJournal.from_json(plain.to_json()) == plain
+    with pytest.raises(ManifestError, match="firstFiles lists 101 keys; at most 100"):
+        replace(journal, first_files=tuple(f"out/{i}" for i in range(101))).to_json()
+    with pytest.raises(ManifestError, match="files"):
+        CommitJournal.from_json(json.dumps({**written, "files": "3"}))
 
 
 def test_java_date_matches_java_util_date_to_string_in_utc():
