@@ -371,6 +371,9 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         "requests": counted["total_requests"] - counted_before["total_requests"],
         "slowdowns_answered": after["slowdowns_answered"] - before["slowdowns_answered"],
         "failures": sum(counted["failures"].values()) - sum(counted_before["failures"].values()),
+        # (by operation: the lease's first read of a destination that never had one is a GET answered 404)
+        "failed": {op: n - counted_before["failures"].get(op, 0) for op, n in counted["failures"].items()
+                   if n > counted_before["failures"].get(op, 0)},
         "retries": sum(counted["retries"].values()) - sum(counted_before["retries"].values()),
         "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),

@@ -284,6 +284,7 @@ class CommitEngine:
         #: ``_SUCCESS`` goes beside the job directory's deletion (:meth:`write_journal` decides it for a new commit;
         #: a resumed one does as its journal says).
         self._success_beside_cleanup = journal is not None and journal.success_beside_cleanup
+        self._done_at_task_commit = 0  # entries validated that their task commit completed (no Complete to send)
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -323,6 +324,8 @@ class CommitEngine:
                     self._keys_there.append(commit)
                 if CREATE_WINDOW_KEY in commit.extra_data:
                     self._create_windows.add_pending(commit)
+                if commit.completed_at_task_commit:
+                    self._done_at_task_commit += 1
 
     def in_scope(self, key: str) -> bool:
         """True if this job may write ``key``: under the destination, or a file directly in one of the
@@ -374,7 +377,7 @@ class CommitEngine:
                            (accepted_attempts or {}).get(key, set()))
             self.stats.files += len(pendingset.commits)
             self.stats.bytes += pendingset.total_length
-            warm(self.stats.files)
+            warm(self.stats.files - self._done_at_task_commit)
             if key in known:
                 self._cache[key] = pendingset  # held already: never read again
                 self._from_messages.add(key)

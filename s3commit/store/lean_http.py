@@ -114,15 +114,155 @@ class Origin:
         return cls(split.scheme, split.hostname, split.port or (443 if split.scheme == "https" else 80))
 
 
-class _Connection:
-    __slots__ = ("reader", "writer")
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: its transport, and the answer to its request in flight, parsed as its bytes arrive
+    (no reader task, no wait per line: one callback per segment received)."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.ended = False  # the server closed it (or it was lost): never used again
+        self._buffer = bytearray()
+        self._answer: asyncio.Future[tuple[Answer, bool]] | None = None
+        self._method = ""
+        self._head: tuple[int, dict[str, str], bool] | None = None  # status, headers, keep-alive
+        self._length = -1  # the body's (Content-Length), or -1: chunked (_chunks) or to the end (_to_end)
+        self._chunks: list[bytes] | None = None
+        self._to_end = False
+        self._at = 0  # where the next chunk's size line starts
+
+    # --- asyncio's callbacks -----------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if self._answer is None:  # bytes while idle: not an answer to anything of ours
+            self.ended = True
+            return
+        self._read()
+
+    def eof_received(self) -> bool:
+        self.ended = True
+        if self._answer is not None:
+            self._read(end=True)
+        return False  # (the transport closes itself)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        if self._answer is not None:
+            self._read(end=True, lost=exc)
+
+    # --- one request -------------------------------------------------------------------------------------------
+
+    def request(self, method: str, data: bytes) -> asyncio.Future[tuple[Answer, bool]]:
+        """Write ``data`` (a whole request) and return the future of its answer and whether the connection may carry
+        another request. Raises what the transport raises if it cannot be written."""
+        assert self.transport is not None and self._answer is None
+        self._answer = answer = asyncio.get_running_loop().create_future()
+        self._method, self._head, self._length, self._chunks, self._to_end, self._at = method, None, -1, None, False, 0
+        self.transport.write(data)
+        return answer
+
+    def _read(self, *, end: bool = False, lost: Exception | None = None) -> None:
+        """Parse what has arrived; settle the answer once it is whole (or cannot be any more)."""
+        try:
+            done = self._parse(end)
+        except Exception as err:  # a malformed answer
+            self._fail(err)
+            return
+        if done is not None:
+            answer, self._answer = self._answer, None
+            if answer is not None and not answer.done():
+                answer.set_result(done)
+        elif end:
+            self._fail(lost or ConnectionError("the connection ended before the whole answer"))
+
+    def _fail(self, err: BaseException) -> None:
+        answer, self._answer = self._answer, None
+        self.ended = True
+        if answer is not None and not answer.done():
+            answer.set_exception(err)
+
+    def _parse(self, end: bool) -> tuple[Answer, bool] | None:
+        buffer = self._buffer
+        while self._head is None:
+            at = buffer.find(b"\r\n\r\n")
+            if at < 0:
+                if len(buffer) > MAX_HEAD:
+                    raise ValueError(f"an answer's head longer than {MAX_HEAD} bytes")
+                return None
+            lines = buffer[:at].decode("latin-1").split("\r\n")
+            del buffer[:at + 4]
+            version, _, rest = lines[0].partition(" ")
+            status = int(rest[:3])
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                if line:
+                    name, _, value = line.partition(":")
+                    name, value = name.strip().lower(), value.strip()
+                    headers[name] = f"{headers[name]},{value}" if name in headers else value
+            if 100 <= status < 200:  # an interim answer (100 Continue, 102 Processing) is followed by the real one
+                continue
+            keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
+            self._head = (status, headers, keep)
+            if self._method == "HEAD" or status in (204, 304):
+                self._length = 0
+            elif "chunked" in headers.get("transfer-encoding", "").lower():
+                self._chunks = []
+            elif (length := headers.get("content-length")) is not None:
+                self._length = int(length)
+            else:
+                self._to_end = True
+        status, headers, keep = self._head
+        if self._to_end:
+            if not end:
+                return None
+            body = bytes(buffer)
+            buffer.clear()
+            return Answer(status, headers, body), False
+        if self._chunks is not None:
+            body_or_none = self._chunked()
+            if body_or_none is None:
+                return None
+            body = body_or_none
+        else:
+            if len(buffer) < self._length:
+                return None
+            body = bytes(buffer[:self._length])
+            del buffer[:self._length]
+        if buffer:  # more than the answer: a connection in a state nothing of ours expects
+            buffer.clear()
+            keep = False
+        return Answer(status, headers, body), keep
+
+    def _chunked(self) -> bytes | None:
+        """The chunked body, once whole (its trailers read past), else None; ``_at`` keeps where it got to."""
+        buffer, chunks = self._buffer, self._chunks
+        assert chunks is not None
+        while True:
+            line_end = buffer.find(b"\r\n", self._at)
+            if line_end < 0:
+                return None
+            size = int(bytes(buffer[self._at:line_end]).split(b";", 1)[0].strip(), 16)
+            if size == 0:
+                trailers_end = buffer.find(b"\r\n\r\n", line_end)  # trailers, then the blank line
+                if trailers_end < 0:
+                    return None
+                del buffer[:trailers_end + 4]
+                self._at = 0
+                return b"".join(chunks)
+            start = line_end + 2
+            if len(buffer) < start + size + 2:
+                return None
+            chunks.append(bytes(buffer[start:start + size]))
+            self._at = start + size + 2
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
+        self.ended = True
+        if self.transport is not None:
+            with contextlib.suppress(Exception):
+                self.transport.close()
 
 
 class Connections:
@@ -165,7 +305,8 @@ class Connections:
         idle = self._idle.get(origin)
         while idle:
             connection = idle.pop()
-            if not connection.reader.at_eof() and not connection.writer.is_closing():
+            transport = connection.transport
+            if not connection.ended and transport is not None and not transport.is_closing():
                 return connection
             self._discard(origin, connection)
         return None
@@ -182,7 +323,7 @@ class Connections:
                         "".join(f"{name}: {value}\r\n" for name, value in headers), "\r\n")).encode("latin-1")
         connection = self._reusable(origin) or await self._open(origin)
         try:
-            connection.writer.write(head + body if body else head)
+            answering = connection.request(method, head + body if body else head)
         except Exception as err:
             self._discard(origin, connection)
             raise Unanswered(f"{origin.host}:{origin.port}: the request could not be written: {err!r}",
@@ -190,18 +331,18 @@ class Connections:
         try:
             timeout = self.settings.read_timeout
             if timeout is None:
-                answer, keep = await _read_answer(connection.reader, method)
+                answer, keep = await answering
             elif _timeout is not None:  # (a timer, where wait_for makes a task and a timer of each answer)
                 async with _timeout(timeout):
-                    answer, keep = await _read_answer(connection.reader, method)
+                    answer, keep = await answering
             else:
-                answer, keep = await asyncio.wait_for(_read_answer(connection.reader, method), timeout)
+                answer, keep = await asyncio.wait_for(answering, timeout)
         except BaseException as err:
             self._discard(origin, connection)
             if isinstance(err, (asyncio.CancelledError, KeyboardInterrupt, SystemExit)):
                 raise
             raise Unanswered(f"{origin.host}:{origin.port}: no whole answer: {err!r}", sent=True) from err
-        if keep:
+        if keep and not connection.ended:
             self._idle.setdefault(origin, []).append(connection)
         else:
             self._discard(origin, connection)
@@ -217,8 +358,8 @@ class Connections:
         if origin.scheme == "https":
             context = self._ssl = self._ssl or self.settings.ssl_context()
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(origin.host, origin.port, ssl=context, limit=MAX_HEAD),
+            _, connection = await asyncio.wait_for(
+                asyncio.get_running_loop().create_connection(_Connection, origin.host, origin.port, ssl=context),
                 self.settings.connect_timeout)
         except BaseException as err:
             self._alive[origin] -= 1
@@ -226,7 +367,7 @@ class Connections:
                 raise
             raise Unanswered(f"could not connect to {origin.host}:{origin.port}: {err!r}", sent=False) from err
         self.opened += 1
-        return _Connection(reader, writer)
+        return connection
 
     def close(self) -> None:
         """Close every idle connection (and stop opening more)."""
@@ -311,41 +452,3 @@ class LeanLoop:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-async def _read_answer(reader: asyncio.StreamReader, method: str) -> tuple[Answer, bool]:
-    """One answer off ``reader``, and whether the connection may carry another request."""
-    while True:
-        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-        lines = head.split("\r\n")
-        version, _, rest = lines[0].partition(" ")
-        status = int(rest[:3])
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            if line:
-                name, _, value = line.partition(":")
-                name, value = name.strip().lower(), value.strip()
-                headers[name] = f"{headers[name]},{value}" if name in headers else value
-        if not 100 <= status < 200:  # an interim answer (100 Continue, 102 Processing) is followed by the real one
-            break
-    keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "").lower()
-    if method == "HEAD" or status in (204, 304):
-        return Answer(status, headers, b""), keep
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        return Answer(status, headers, await _chunked_body(reader)), keep
-    length = headers.get("content-length")
-    if length is not None:
-        return Answer(status, headers, await reader.readexactly(int(length))), keep
-    return Answer(status, headers, await reader.read()), False  # to the connection's end
-
-
-async def _chunked_body(reader: asyncio.StreamReader) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers, then the blank line
-                pass
-            return b"".join(chunks)
-        chunks.append(await reader.readexactly(size))
-        await reader.readexactly(2)

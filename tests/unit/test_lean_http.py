@@ -182,7 +182,7 @@ def test_an_idle_connection_its_server_closed_is_not_reused():
         connections = Connections(Settings(read_timeout=5))
         first = await connections.send(origin, "h", "GET", "/a", [], b"")
         idle = connections._idle[origin][0]
-        await _until(idle.reader.at_eof)  # the server's FIN, seen by the loop while the connection was idle
+        await _until(lambda: idle.ended)  # the server's FIN, seen by the loop while the connection was idle
         second = await connections.send(origin, "h", "GET", "/b", [], b"")
         alive = connections.alive(origin)
         connections.close()
