@@ -1178,10 +1178,11 @@ class CommitEngine:
                 # that finds the pendingsets gone writes the _SUCCESS the job's snapshot calls for (resume).
                 marked: Future[None] | None = after.submit(self._mark_snapshot, success)
                 after.submit(self._vacuum_quietly)
-            elif self._success_beside_cleanup:
+            elif self._success_beside_cleanup and self.lease.held:
                 # Under the lease, as its journal says: every upload is complete and the overwrite done, so the
                 # job directory goes beside the _SUCCESS PUT (COMMITTED), the journal once both are done. A
-                # recovery that finds pendingsets deleted and _SUCCESS not naming the job writes it (resume).
+                # recovery that finds pendingsets deleted and _SUCCESS not naming the job writes it (resume). (A
+                # commit resumed without holding the lease itself writes _SUCCESS first.)
                 marked = after.submit(self.mark, success)
             else:
                 self.mark(success)  # COMMITTED
