@@ -50,7 +50,7 @@ from typing import Any
 from s3commit.commit.engine import CommitEngine
 from s3commit.commit.lease import lease_for
 from s3commit.commit.overwrite import OverwritePlan
-from s3commit.commit.process_state import ProcessState
+from s3commit.commit.process_state import ProcessState, SeenObjects
 from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, RetryPolicy, StoreOptions
 from s3commit.model.manifests import PendingSet, PendingUpload
@@ -316,7 +316,7 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
     from its tasks' commit messages: conflict mode ``fail`` (its setup's check that the destination is empty, each
     Complete made with ``If-None-Match``), ``replace`` for an overwrite (the old files deleted after the Completes).
     Else the engine's commit of the magic committer's pendingsets (what ``commit_job`` runs after its checks), under the
-    destination's commit lease as ``commit_job`` takes it."""
+    destination's commit lease as ``commit_job`` takes it (read free at the setup, taken with one PUT)."""
     throttle = ThrottleSpec(writes_per_second=rate) if rate else None
     with GoStore(profile=PROFILE, throttle=throttle, cpu_profile=os.environ.get("S3COMMIT_GOSTORE_CPUPROFILE")) as go:
         go.create_bucket(BUCKET)
@@ -338,10 +338,15 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
             layout = JobLayout(dest.key, job_id)
             keys = prepare_go(go, dest, layout, job_id, files, old=old)
             options = CommitterOptions(journal=True)
+            # The lease as commit_job takes it: read at the job's setup (untimed here), which remembers it free, then
+            # taken at the commit with one conditional PUT.
+            seen = SeenObjects()
+            lease = lease_for(store, dest, job_id, options, seen=seen)
+            lease.remember()
             engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options,
-                                  lease=lease_for(store, dest, job_id, options))  # (as commit_job takes it)
+                                  lease=lease, seen=seen)
             commit = functools.partial(engine.run, keys, OverwritePlan(delete_paths=("",)) if overwrite
-                                       else OverwritePlan())
+                                       else OverwritePlan(), expected_files=files)  # (as the messages count them)
         warm_up(store)
         proper = CommitProper(store, JobLayout(dest.key, job_id).success_key)
         before, counted_before = go.stats(), store.counters.snapshot()

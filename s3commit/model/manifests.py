@@ -509,6 +509,10 @@ class CommitJournal:
     """Their bytes."""
     first_files: tuple[str, ...] = ()
     """The first keys they name, in order (at most ``SUCCESS_FILENAME_LIMIT``): ``_SUCCESS``'s ``filenames``."""
+    accepted_attempts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The task attempts the caller accepted for each pendingset (none named: any): a commit resumed from this journal
+    validates its pendingsets as the job's own commit does (the journal is written while they load, before every one
+    has passed)."""
 
     def validate(self, source: str | None = None) -> CommitJournal:
         _check(bool(self.job_id), "Empty jobId", source)
@@ -518,6 +522,11 @@ class CommitJournal:
                    f"journal entry {key!r} is not a .pendingset key", source)
         _check(len(self.first_files) <= SUCCESS_FILENAME_LIMIT,
                f"firstFiles lists {len(self.first_files)} keys; at most {SUCCESS_FILENAME_LIMIT}", source)
+        named = set(self.pendingsets)
+        for key, attempts in self.accepted_attempts.items():
+            _check(key in named, f"acceptedAttempts names {key!r}, not one of the journal's pendingsets", source)
+            _check(isinstance(attempts, tuple) and all(isinstance(a, str) and a for a in attempts),
+                   f"acceptedAttempts of {key!r} must be a list of task attempt ids", source)
         return self
 
     def to_json(self) -> bytes:
@@ -530,6 +539,8 @@ class CommitJournal:
             "absoluteDirs": list(self.absolute_dirs), "deleteOutside": list(self.delete_outside),
             **({"successBesideCleanup": True, "files": self.files, "bytes": self.total_bytes,
                 "firstFiles": list(self.first_files)} if self.success_beside_cleanup else {}),
+            **({"acceptedAttempts": {key: list(attempts) for key, attempts in self.accepted_attempts.items()}}
+               if self.accepted_attempts else {}),
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -544,6 +555,9 @@ class CommitJournal:
         _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside, first_files))
                and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside, *first_files)),
                "pendingsets, deletePaths, absoluteDirs, deleteOutside and firstFiles must be lists of strings", source)
+        accepted = obj.get("acceptedAttempts") or {}
+        _check(isinstance(accepted, dict) and all(isinstance(v, list) for v in accepted.values()),
+               "acceptedAttempts must map pendingsets to lists of task attempt ids", source)
         return cls(
             job_id=_field(obj, "jobId", str, "", source),
             committer=_field(obj, "committer", str, "", source),
@@ -560,4 +574,5 @@ class CommitJournal:
             files=_field(obj, "files", int, 0, source),
             total_bytes=_field(obj, "bytes", int, 0, source),
             first_files=tuple(first_files),
+            accepted_attempts={key: tuple(attempts) for key, attempts in accepted.items()},
         ).validate(source)

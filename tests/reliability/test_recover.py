@@ -35,11 +35,12 @@ from tests.reliability.helpers import (
 pytestmark = pytest.mark.integration
 
 
-def interrupted_commit(store, committer, messages, *, completed: int):
-    """What a job commit leaves when it dies after writing its journal and completing ``completed`` uploads."""
+def interrupted_commit(store, committer, messages, *, completed: int, accepted=None):
+    """What a job commit leaves when it dies after writing its journal (naming the ``accepted`` attempts of each
+    pendingset) and completing ``completed`` uploads."""
     keys = [m.pendingset_key for m in messages]
     CommitEngine(store, dest=committer.dest, layout=committer.layout, job_id=committer.job_id,
-              committer=committer.name, options=committer.options).write_journal(keys, OverwritePlan())
+                 committer=committer.name, options=committer.options).write_journal(keys, OverwritePlan(), accepted)
     uploads = [c for key in keys for c in load_pendingset(store, committer.dest.bucket, key).commits]
     for commit in uploads[:completed]:
         commit_upload(store, commit)
@@ -61,6 +62,32 @@ def test_forward_recovery_reports_what_it_completed_and_what_was_already_complet
     assert_clean(raw, s3_bucket)
     again = recover(store, committer.dest, committer.job_id)
     assert again.action is RecoveryAction.NOTHING and not again.changed
+
+
+def test_a_commit_that_died_while_its_pendingsets_loaded_is_finished_only_from_the_attempts_its_caller_accepted(
+        s3_sim, s3_bucket):
+    # The journal is written while the pendingsets load: a commit that died then had not seen them all pass. One
+    # of them is another attempt's than the one the caller accepted (two attempts of a task committed).
+    store = make_store(s3_sim)
+    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=3, files=2)
+    messages = run_tasks(committer, spec)
+    accepted = {m.pendingset_key: {m.task_attempt_id} for m in messages}
+    accepted[messages[1].pendingset_key] = {"attempt_000000000000_0000_m_000001_7"}
+    interrupted_commit(store, committer, messages, completed=0, accepted=accepted)
+    journal = json.loads(s3_sim.client(raw=True).get_object(Bucket=s3_bucket,
+                                                            Key=committer.layout.journal_key)["Body"].read())
+    assert journal["acceptedAttempts"][messages[1].pendingset_key] == ["attempt_000000000000_0000_m_000001_7"]
+    # A recovery validates as the commit would have: it refuses to publish what the caller never accepted...
+    with pytest.raises(S3CommitError, match="two attempts of one task committed"):
+        recover(store, committer.dest, committer.job_id)
+    raw = s3_sim.client(raw=True)
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "nothing"
+    # ...and rolls it back when asked, leaving nothing behind.
+    report = recover(store, committer.dest, committer.job_id, abort=True)
+    assert report.action is RecoveryAction.ROLLED_BACK
+    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "nothing"
+    assert_clean(raw, s3_bucket)
 
 
 def test_forward_recovery_of_a_commit_whose_roll_back_was_interrupted_rolls_it_back(s3_sim, s3_bucket):

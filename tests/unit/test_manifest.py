@@ -305,3 +305,20 @@ def test_a_length_past_64_bits_in_a_pendingset_is_refused_as_not_a_number_of_its
     text = json.dumps({**upload, "length": 10**30}).encode()
     with pytest.raises(ManifestError, match="length"):
         PendingUpload.from_json(text, source="s3://b/k.pending")
+
+
+def test_a_journal_carries_the_task_attempts_accepted_for_each_pendingset():
+    keys = ("out/__magic_job-j/job-j/00/t0.pendingset", "out/__magic_job-j/job-j/00/t1.pendingset")
+    journal = CommitJournal(job_id="j", committer="magic", bucket="bkt", dest_key="out", pendingsets=keys, created=1,
+                            accepted_attempts={keys[0]: ("attempt_1_0000_m_000000_0",)})
+    written = json.loads(journal.to_json())
+    assert written["acceptedAttempts"] == {keys[0]: ["attempt_1_0000_m_000000_0"]}
+    assert CommitJournal.from_json(journal.to_json()) == journal
+    # None accepted by name (a journal of an earlier version, or a caller that accepts any): none written, any read.
+    plain = replace(journal, accepted_attempts={})
+    assert "acceptedAttempts" not in json.loads(plain.to_json())
+    assert CommitJournal.from_json(plain.to_json()).accepted_attempts == {}
+    with pytest.raises(ManifestError, match="not one of the journal's pendingsets"):
+        CommitJournal.from_json(json.dumps({**written, "acceptedAttempts": {"out/other.pendingset": ["a"]}}))
+    with pytest.raises(ManifestError, match="acceptedAttempts must map pendingsets to lists"):
+        CommitJournal.from_json(json.dumps({**written, "acceptedAttempts": {keys[0]: "a"}}))
