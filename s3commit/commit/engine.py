@@ -15,10 +15,12 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    no key written twice. Nothing is completed or deleted before every pendingset has passed. Loaded pendingsets are
    kept up to a budget of uploads; past it they are dropped and re-read, so memory does not grow with the job.
 2. **Lease**: the destination's commit lease (:mod:`s3commit.commit.lease`) for a job, taken while the pendingsets load
-   (it changes nothing of the destination; the journal waits for both); a streaming batch is serialized by its sink's
-   log instead.
-3. **Journal** (``If-None-Match: *``): what is about to be completed; from here an interrupted commit is finished or
-   rolled back, never guessed at.
+   (it changes nothing of the destination); a streaming batch is serialized by its sink's log instead.
+3. **Journal** (``If-None-Match: *``): what is about to be completed (the pendingsets, the task attempts accepted for
+   each, the overwrite plan); from here an interrupted commit is finished or rolled back, never guessed at. A job's is
+   written as soon as it holds the lease, while its pendingsets still load: a recovery validates them as the commit
+   does (a load that fails takes the journal back), and the first Complete waits for all three. Under the lease it
+   is written once more beside the Completes, with what ``_SUCCESS`` will say (see 7).
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
    concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). An upload its
    task commit completed already (a snapshot destination, :func:`s3commit.commit.task_commit.complete_at_task_commit`)
@@ -35,8 +37,8 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
    (so a batch is finished forward once the log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted
-   (its first LIST sent once the journal is written, beside the commit; nothing deleted before ``_SUCCESS`` is
-   written), the journal
+   (its first LIST sent once the pendingsets have loaded, beside the commit; nothing deleted before ``_SUCCESS`` is
+   written, or, under the lease and once the journal holds what ``_SUCCESS`` says, beside its PUT), the journal
    last (so a clean-up cut short is finished from the same records), the lease released beside the journal's DELETE
    (a journal left then names pendingsets already deleted: it is finished as a clean-up).
 

@@ -15,7 +15,6 @@ directory but its journal is gone (a journal left then is finished as a clean-up
 from __future__ import annotations
 
 import json
-
 import threading
 import time
 from collections.abc import Callable
