@@ -23,6 +23,7 @@ import base64
 import binascii
 import functools
 import hashlib
+import re
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -144,6 +145,19 @@ def record(algorithm: str | None, part_checksums: Sequence[str]) -> dict[str, st
     return {ALGORITHM_KEY: algorithm, PARTS_KEY: " ".join(part_checksums)}
 
 
+def _base64_of(size: int) -> str:
+    """A pattern of the base64 (padded, as ``b64encode`` writes it) of ``size`` bytes."""
+    symbols = (size * 8 + 5) // 6
+    return f"[A-Za-z0-9+/]{{{symbols}}}" + "=" * (-symbols % 4)
+
+
+_PARTS_FORMS = {algorithm: re.compile(f"{one}(?: {one})*") for algorithm, one in (
+    (algorithm, _base64_of(32 if algorithm == "SHA256" else 8 if algorithm == "CRC64NVME" else 4))
+    for algorithm in ALGORITHMS)}
+"""Per algorithm, the parts' checksums as :func:`record` writes them: what :func:`recorded` takes with one match,
+before it checks each (and names the first that is wrong)."""
+
+
 def recorded(extra_data: Mapping[str, str], part_count: int,
              source: str | None = None) -> tuple[str | None, tuple[str, ...]]:
     """The algorithm and part checksums an upload's ``extraData`` records: ``(None, ())`` when it records
@@ -154,7 +168,13 @@ def recorded(extra_data: Mapping[str, str], part_count: int,
             that is not the base64 of a checksum of that algorithm, naming the manifest.
     """
     name = extra_data.get(ALGORITHM_KEY, "")
-    values = tuple(extra_data.get(PARTS_KEY, "").split())
+    parts = extra_data.get(PARTS_KEY, "")
+    form = _PARTS_FORMS.get(name)
+    if form is not None and form.fullmatch(parts):  # (as written: each the base64 of its size, one space apart)
+        values = tuple(parts.split(" "))
+        if len(values) == part_count:
+            return name, values
+    values = tuple(parts.split())
     where = f" in {source}" if source else ""
     if not name and not values:
         return None, ()

@@ -278,6 +278,7 @@ class PendingUpload:
 
     @classmethod
     def from_dict(cls, obj: Mapping[str, Any], *, source: str | None = None) -> PendingUpload:
+        """The entry ``obj`` (as read from JSON, for this entry alone: its ``extraData`` is held, not copied)."""
         version = obj.get("version")
         _check(version == PENDING_VERSION,
                f"Wrong version: {version} (a .pending file must have version {PENDING_VERSION})", source)
@@ -296,8 +297,12 @@ class PendingUpload:
                     _etags(get("etags"), source)
         values["etags"] = _etags(get("etags"), source)
         extra = get("extraData")
-        values["extra_data"] = _NO_EXTRA_DATA if extra is None or (type(extra) is dict and not extra) \
-            else _str_map(extra, "extraData", source)
+        if extra is None or (type(extra) is dict and not extra):
+            values["extra_data"] = _NO_EXTRA_DATA
+        elif type(extra) is dict and all(type(value) is str for value in extra.values()):
+            values["extra_data"] = extra  # (a JSON object's keys are strings; this one was read for this entry alone)
+        else:
+            values["extra_data"] = _str_map(extra, "extraData", source)  # raises, naming what is wrong
         statistics = get("iostatistics")
         if statistics is not None and type(statistics) is not dict:
             _field(obj, "iostatistics", dict, None, source)  # raises, naming the field
