@@ -64,10 +64,9 @@ def test_forward_recovery_reports_what_it_completed_and_what_was_already_complet
     assert again.action is RecoveryAction.NOTHING and not again.changed
 
 
-def test_a_commit_that_died_while_its_pendingsets_loaded_is_finished_only_from_the_attempts_its_caller_accepted(
-        s3_sim, s3_bucket):
-    # The journal is written while the pendingsets load: a commit that died then had not seen them all pass. One
-    # of them is another attempt's than the one the caller accepted (two attempts of a task committed).
+def test_an_interrupted_commit_is_finished_only_from_the_task_attempts_its_caller_accepted(s3_sim, s3_bucket):
+    # The journal names the attempt the caller accepted for each pendingset; one pendingset is now another
+    # attempt's (two attempts of a task committed, the second after the commit read it).
     store = make_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     spec = JobSpec(tasks=3, files=2)
@@ -306,6 +305,8 @@ def test_a_leased_commit_whose_success_put_fails_beside_the_clean_up_is_marked_b
     assert journal["successBesideCleanup"] is True and (journal["files"], journal["bytes"]) == (
         6, sum(len(body) for body in expected.values()))
     assert journal["firstFiles"] == sorted(expected)
+    # (and the task attempt the caller accepted for each pendingset: a recovery validates them as the commit did)
+    assert journal["acceptedAttempts"] == {m.pendingset_key: [m.task_attempt_id] for m in messages}
     assert not [k for k in list_keys(raw, s3_bucket, "out/") if k.endswith(".pendingset")]
     # recover writes _SUCCESS from the journal and finishes the clean-up.
     store.objects.deny_success = False
