@@ -98,8 +98,7 @@ def lease_runs(endpoint: str, bucket: str, staging: str, fresh: Callable[[], Non
 
 def lease_markdown(lease: dict[str, Any]) -> list[str]:
     lines = ["## The commit lease", "", "| job | files | lease on (median s) | off (median s) | ratio (run by run) | "
-             "requests the lease adds to the commit (its setup reads it once; under it the journal's summary is "
-             "written) |", "|---|---|---|---|---|---|"]
+             "requests the lease adds to the commit (its setup reads it once) |", "|---|---|---|---|---|---|"]
     for name, r in lease["overhead"].items():
         lines.append(f"| {name} | {r['files']} | {statistics.median(r['on_seconds']):.3f} | "
                      f"{statistics.median(r['off_seconds']):.3f} | {r['ratio']:.3f} | {r['lease_requests']} |")

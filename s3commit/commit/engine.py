@@ -16,14 +16,10 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    kept up to a budget of uploads; past it they are dropped and re-read, so memory does not grow with the job.
 2. **Lease**: the destination's commit lease (:mod:`s3commit.commit.lease`) for a job, taken while the pendingsets load
    (it changes nothing of the destination); a streaming batch is serialized by its sink's log instead.
-3. **Journal** (``If-None-Match: *``): what is about to be completed (the pendingsets, each as read, and the task
-   attempts accepted for each; the overwrite plan); from here an interrupted commit is finished or rolled back, never
-   guessed at. A job's is written once it holds the lease and has read every pendingset (none is missing), while they
-   are still validated; the first Complete waits for all three. A load that fails takes the journal back; where the
-   process died first, a recovery that refuses pendingsets unchanged since they were read (their digests) knows the
-   commit refused them too, before any Complete, and rolls it back as a job whose commit never began; one changed
-   since is refused. Under the lease the journal is written once more beside the Completes, with what ``_SUCCESS``
-   will say (see 7).
+3. **Journal** (``If-None-Match: *``): what is about to be completed (the pendingsets, the task attempts accepted for
+   each, so that a recovery validates them as the commit did; the overwrite plan); from here an interrupted commit is
+   finished or rolled back, never guessed at. Written only once every pendingset has passed: a recovery that finds
+   one missing knows the clean-up (after the commit point) deleted it, and never meets one the commit refused.
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
    concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). An upload its
    task commit completed already (a snapshot destination, :func:`s3commit.commit.task_commit.complete_at_task_commit`)
@@ -40,8 +36,8 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    for a streaming batch, its entry in the sink's log, which the JVM writes between the journal and the Completes
    (so a batch is finished forward once the log has it, never rolled back).
 7. **Clean up**: this job's orphan uploads aborted (:mod:`s3commit.commit.job_uploads`), the job directory deleted
-   (its first LIST sent once the pendingsets have loaded, beside the commit; nothing deleted before ``_SUCCESS`` is
-   written, or, under the lease and once the journal holds what ``_SUCCESS`` says, beside its PUT), the journal
+   (its first LIST sent once the journal is written, beside the commit; nothing deleted before ``_SUCCESS`` is
+   written, or, under the lease, where the journal holds what ``_SUCCESS`` says, beside its PUT), the journal
    last (so a clean-up cut short is finished from the same records), the lease released beside the journal's DELETE
    (a journal left then names pendingsets already deleted: it is finished as a clean-up).
 
@@ -113,14 +109,7 @@ from s3commit.errors import (
     SinkRecoveryError,
 )
 from s3commit.model.batch_journal import BatchJournal
-from s3commit.model.manifests import (
-    SUCCESS_FILENAME_LIMIT,
-    CommitJournal,
-    PendingSet,
-    PendingUpload,
-    SuccessData,
-    body_digest,
-)
+from s3commit.model.manifests import SUCCESS_FILENAME_LIMIT, CommitJournal, PendingSet, PendingUpload, SuccessData
 from s3commit.model.object_info import CREATE_WINDOW_KEY, ObjectInfo
 from s3commit.model.paths import SCRATCH_PREFIXES, JobLayout, carries_job_id, is_scratch_key
 from s3commit.model.snapshot_log import SETTINGS_NAME, Snapshot, SnapshotFile, SnapshotSettings, entry_uris, file_uri
@@ -293,16 +282,11 @@ class CommitEngine:
         #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections, opened
         #: while the pendingsets load (None where the lean path does not serve the destination, or outside run).
         self._lean: LeanLoop | None = None
-        #: ``_SUCCESS`` goes beside the job directory's deletion (for a new commit once :meth:`write_summary` wrote its
-        #: journal's summary; a resumed one does as its journal says).
+        #: ``_SUCCESS`` goes beside the job directory's deletion (:meth:`write_journal` decides it for a new commit;
+        #: a resumed one does as its journal says).
         self._success_beside_cleanup = journal is not None and journal.success_beside_cleanup
-        self._journal: CommitJournal | None = None
-        """The journal this commit wrote (:meth:`write_journal`), and its ETag."""
-        self._journal_etag: str | None = None
         self._done_at_task_commit = 0  # entries validated that their task commit completed (no Complete to send)
         self._expected_files = 0  # the files the task commit messages count (run's caller), 0 where not known
-        self._digests: dict[str, str] = {}  # each pendingset read, as read (body_digest): the journal records them
-        self._all_read = threading.Event()  # every pendingset to read has been (or the load ended)
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -379,22 +363,8 @@ class CommitEngine:
 
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
-        unread = [k for k in keys if k not in known]
-        left = [len(unread)]
-        counting = threading.Lock()
-
-        def as_read(key: str, body: bytes) -> None:  # on the readers: recorded for the journal, before the parse
-            digest = body_digest(body)
-            with counting:
-                self._digests[key] = digest
-                left[0] -= 1
-                if left[0] == 0:
-                    self._all_read.set()
-
-        if not unread:
-            self._all_read.set()
-        read = read_pendingsets(self.store, self.dest.bucket, unread, pool=pool, ahead=2 * self.options.pool_size,
-                                then=to_keep, loop=self._lean, on_read=as_read)
+        read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in known], pool=pool,
+                                ahead=2 * self.options.pool_size, then=to_keep, loop=self._lean)
         warm = self._warm_for_completes()
         expected = self._expected_files - sum(len(p.commits) for p in known.values())  # (carried: completed ones)
 
@@ -454,30 +424,36 @@ class CommitEngine:
         return self.layout.batch_journal_key if self.point is CommitPoint.SINK_LOG else self.layout.journal_key
 
     def write_journal(self, keys: Sequence[str], plan: OverwritePlan,
-                      accepted_attempts: Mapping[str, set[str]] | None = None) -> str:
+                      accepted_attempts: Mapping[str, set[str]] | None = None) -> None:
         """JOURNALLED (``If-None-Match: *``): what this commit is about to complete, its overwrite plan and the task
-        attempts accepted for each pendingset; returns the journal's ETag. A job's is written as soon as it holds the
-        lease, while its pendingsets still load (:meth:`_load_and_lease`); a streaming batch's once they have."""
+        attempts accepted for each pendingset (a recovery validates them as the commit did), once every pendingset
+        has loaded and passed."""
         record: CommitJournal | BatchJournal
         if self.point is CommitPoint.SINK_LOG:
             record = BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
                                   dest_key=self.dest.key, pendingsets=tuple(keys))
         else:
+            # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
+            # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what
+            # a recovery that finds the pendingsets gone writes in it.
+            beside = self.point is CommitPoint.SUCCESS and self.options.success_marker and self.lease.held
             record = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
                                    dest_key=self.dest.key, pendingsets=tuple(keys),
                                    delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
                                    delete_outside=plan.delete_outside,
                                    success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
+                                   success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
+                                   first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
+                                   if beside else (),
                                    accepted_attempts={key: tuple(sorted(attempts))
                                                       for key, attempts in (accepted_attempts or {}).items()
-                                                      if attempts},
-                                   pendingset_digests={key: self._digests[key] for key in keys if key in self._digests})
-            self._journal = record
+                                                      if attempts})
         try:
             # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
             # (Retry.VERIFIED): a 412 here is another commit's journal.
-            return self.store.objects.put_object(self.dest.bucket, self.journal_key, record.to_json(),
-                                                 if_none_match=True, content_type="application/json")
+            self.store.objects.put_object(self.dest.bucket, self.journal_key, record.to_json(),
+                                          if_none_match=True, content_type="application/json")
+            self._success_beside_cleanup = isinstance(record, CommitJournal) and record.success_beside_cleanup
         except PreconditionFailedError as err:
             if self.point is CommitPoint.SINK_LOG:
                 raise S3CommitError(f"batch job {self.job_id} already has a journal at s3://{self.dest.bucket}/"
@@ -487,32 +463,6 @@ class CommitEngine:
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"
             ) from err
-
-    def _success_beside_cleanup_allowed(self) -> bool:
-        """Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
-        over settles it first), a job's ``_SUCCESS`` may go beside its job directory's deletion, once its journal
-        says what a recovery that finds the pendingsets gone writes in it (:meth:`write_summary`)."""
-        return (self.point is CommitPoint.SUCCESS and self.options.success_marker and self.options.journal
-                and self.lease.held)
-
-    def write_summary(self, etag: str) -> None:
-        """The journal again, beside the Completes (``If-Match`` on the ETag it was written with), with what the load
-        found: the files, their bytes and the first of their keys, from which a recovery that finds the pendingsets
-        deleted writes ``_SUCCESS``. Written, ``_SUCCESS`` goes beside the job directory's deletion; else (a store
-        that refused it, a lost answer whose retry met the journal changed) it is written first, as without the
-        lease. Never raises."""
-        assert self._journal is not None
-        record = replace(self._journal, success_beside_cleanup=True, files=self.stats.files,
-                         total_bytes=self.stats.bytes,
-                         first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written)))
-        try:
-            self.store.conditional.put_if_match(self.dest.bucket, self.journal_key, record.to_json(), etag,
-                                                content_type="application/json")
-        except S3CommitError as err:
-            log.info("job %s: its journal's summary was not written (%s); _SUCCESS is written before its job "
-                     "directory is deleted", self.job_id, err)
-            return
-        self._success_beside_cleanup = True
 
     # --- COMPLETED: every upload completed (or, on a failure before the commit point, ROLLED BACK) -------------
 
@@ -1175,9 +1125,7 @@ class CommitEngine:
             # CommitLease.taken_as_remembered); otherwise one listing under the lease, beside the journal, confirms it.
             remembered = self.lease.remembered()
             early = log_ahead if log_ahead is not None else pool.submit(self._read_log, pool)
-            self._load_and_lease(pool, side, keys, plan, accepted_attempts, known)  # LOADED, LEASED, JOURNALLED
-            summary = side.submit(self.write_summary, self._journal_etag) \
-                if self._journal_etag is not None and self._success_beside_cleanup_allowed() else None
+            self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             trusted = remembered is not None and self.lease.taken_as_remembered == remembered
@@ -1187,6 +1135,8 @@ class CommitEngine:
             # And its next entry, made while the journal is written and the uploads are completed (published only
             # once they all are).
             prepared = pool.submit(self._prepare_early, keys, plan, log_state, added)
+            if self.options.journal:
+                self.write_journal(keys, plan, accepted_attempts)  # JOURNALLED
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
             # there from here on; nothing is deleted before _SUCCESS is written.
             listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
@@ -1216,8 +1166,6 @@ class CommitEngine:
                 if old is not None:
                     old.stop()
                 left = self.roll_back(pool, keys)
-                if summary is not None:
-                    wait([summary])  # (its If-Match fails once the journal is taken back; it is not left racing it)
                 message = f"job {self.job_id} commit to {self.dest} failed"
                 if left:
                     # Keep the journal: it is how `s3commit recover --abort` finds what is still to undo.
@@ -1248,8 +1196,6 @@ class CommitEngine:
         success = self.success_data()
         self.lease.check()
         swept = side.submit(self._sweep, records)
-        if summary is not None:
-            summary.result()  # (never raises) once written, _SUCCESS goes beside the job directory's deletion
         with ThreadPoolExecutor(2, thread_name_prefix=f"s3commit-after-{self.job_id[:8]}") as after:
             if self.point is CommitPoint.SNAPSHOT:
                 # Past its commit point (the entry) a snapshot commit writes _SUCCESS and its symlink manifests (under
@@ -1288,46 +1234,28 @@ class CommitEngine:
         return success
 
     def _load_and_lease(self, pool: ThreadPoolExecutor, side: ThreadPoolExecutor, keys: Sequence[str],
-                        plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
+                        accepted_attempts: dict[str, set[str]] | None,
                         known: Mapping[str, PendingSet] | None = None) -> None:
-        """LOADED, LEASED and JOURNALLED at once: the pendingsets load and are validated on ``side`` while this thread
-        takes the lease (its waits on the job's clock) and then, once every pendingset has been read, writes the
-        journal, so that its round trip runs beside their validation. Nothing of the destination changes before all
-        three are done: the first Complete comes after. A load that fails takes the journal back (a DELETE; were it
-        left, a recovery would find the pendingsets as the journal records them and roll the commit back, as
-        :meth:`resume` does) and is raised once the lease is settled (the caller releases a lease taken); it comes
-        before the lease's or the journal's own error."""
+        """LOADED and LEASED at once: the pendingsets load and are validated on ``side`` while this thread takes the
+        lease (its waits on the job's clock). The lease changes nothing of the destination, and nothing of this job
+        does before both are done (the journal and the first Complete come after). A load that failed is raised
+        once the lease is settled (the caller releases a lease taken); it comes before the lease's own error."""
         started = time.monotonic()
 
         def load() -> None:
-            try:
-                self.load_and_validate(pool, keys, accepted_attempts, known)
-            finally:
-                self._all_read.set()
+            self.load_and_validate(pool, keys, accepted_attempts, known)
             self.stats.timings_ms["load"] = _ms(started)
 
         loaded = side.submit(load)
         try:
             self.lease.acquire()
-            self.stats.timings_ms["lease"] = _ms(started)
-            # Once every pendingset has been read (none missing: a recovery reads one missing as deleted by the
-            # clean-up), whether or not all have passed yet: the journal records each as read, so a recovery that
-            # refuses one tells one this commit refused too (nothing completed) from one changed since.
-            self._all_read.wait()
-            if self.options.journal and not (loaded.done() and loaded.exception() is not None):
-                self._journal_etag = self.write_journal(keys, plan, accepted_attempts)
-                self.stats.timings_ms["journal"] = _ms(started)
         except BaseException:
             wait([loaded])
             loaded.result()  # the load's error first, as when it ran before the lease
             raise
-        try:
-            loaded.result()
-        except BaseException:
-            if self._journal_etag is not None:
-                revert_upload_quietly(self.store, self.dest.bucket, self.journal_key)
-                self._journal_etag = None
-            raise
+        finally:
+            self.stats.timings_ms["lease"] = _ms(started)
+        loaded.result()
 
     # --- from a journal: resume, roll back ----------------------------------------------------------------------
 
@@ -1461,14 +1389,6 @@ class CommitEngine:
         except JobCommitError as err:
             self._clean_up_after_roll_back(err)
             raise
-        except ManifestError as err:
-            if not self._refused_as_read(keys):
-                raise  # changed since its commit read them, or never recorded: nothing is guessed at
-            aborted = self._roll_back_refused()
-            raise JobCommitError(
-                f"job {self.job_id}: its commit to {self.dest} refused its pendingsets as it read them (they are "
-                f"unchanged since), before any Complete; rolled back as a job whose commit never began",
-                failures=[(err.source or "?", err)], aborted=aborted) from err
         stats = self.stats
         still_pending = sum(1 for c in self.validated_uploads(keys) if c.upload_id in pending_before)
         success_written = self._journalled.success_marker
@@ -1478,36 +1398,6 @@ class CommitEngine:
             f"now, {stats.files - still_pending} were already complete" + (", _SUCCESS written" if success_written
                                                                            else ""),
             completed=still_pending, already_completed=stats.files - still_pending, success_written=success_written)
-
-    def _refused_as_read(self, keys: Sequence[str]) -> bool:
-        """Whether every pendingset of this journalled commit is as its commit read it (the journal's digests). The
-        journal is written while they are validated, before the first Complete: a pendingset refused now, unchanged,
-        was refused then, and nothing was completed."""
-        digests = self._journalled.pendingset_digests
-        if not keys or any(key not in digests for key in keys):
-            return False
-        bucket = self.dest.bucket
-
-        def unchanged(key: str) -> bool:
-            try:
-                return body_digest(self.store.objects.get_object(bucket, key)) == digests[key]
-            except NotFoundError:
-                return False
-
-        with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix="s3commit-recheck") as pool:
-            return all(pool.map(unchanged, keys))
-
-    def _roll_back_refused(self) -> int:
-        """Roll back a journalled commit that refused its pendingsets as it read them (:meth:`_refused_as_read`) as
-        a job whose commit never began (what ``recover --abort`` does without a journal): its uploads aborted, the
-        files its task commits completed deleted, its job directory (the journal with it) deleted. Returns the
-        uploads aborted."""
-        records = self.uploads.read_records()
-        aborted = self.uploads.abort(records) + self.uploads.delete_completed(records)
-        self.stats.aborted += aborted
-        for layout in self.uploads.layouts:
-            delete_prefix(self.store, self.dest.bucket, f"{layout.job_dir}/")
-        return aborted
 
     def _journalled_success(self) -> SuccessData:
         """The ``_SUCCESS`` of a commit whose pendingsets are gone, from what its journal recorded of them."""
@@ -1566,16 +1456,7 @@ class CommitEngine:
         snapshot_dest = SnapshotLog(self.store, self.dest).state().enabled
         with ThreadPoolExecutor(self.options.pool_size,
                                 thread_name_prefix=f"s3commit-recover-{self.job_id[:8]}") as pool:
-            try:
-                self.load_and_validate(pool, keys)
-            except ManifestError as err:
-                if not self._refused_as_read(keys):
-                    raise
-                aborted = self._roll_back_refused()
-                return self._report(
-                    RecoveryAction.ROLLED_BACK,
-                    f"rolled back the commit of job {self.job_id}: it had refused its pendingsets as it read them "
-                    f"(unchanged since: {err}), before any Complete; aborted {aborted} uploads", aborted=aborted)
+            self.load_and_validate(pool, keys)
             pending = self._pending_upload_ids()
             completed = gone = waiting = 0
             for commit in self.validated_uploads(keys):

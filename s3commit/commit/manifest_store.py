@@ -55,32 +55,26 @@ def read_pendingset(store: S3Store, bucket: str, key: str) -> tuple[PendingSet, 
 
 
 def read_pendingsets(store: S3Store, bucket: str, keys: Sequence[str], *, pool: Executor, ahead: int,
-                     then: Callable[[PendingSet, bytes], R], loop: LeanLoop | None = None,
-                     on_read: Callable[[str, bytes], None] | None = None) -> Iterator[tuple[str, Future[R]]]:
+                     then: Callable[[PendingSet, bytes], R],
+                     loop: LeanLoop | None = None) -> Iterator[tuple[str, Future[R]]]:
     """``then(pendingset, body)`` of each of ``keys`` read and parsed, on ``pool``, ``(key, future)`` in the order
     of the keys, at most ``ahead`` read beyond the one handed out last. Where the store can
     (:meth:`~s3commit.store.objects.ObjectRequests.can_get_many`), the GETs go from one event loop (a fifth of
     botocore's CPU each: a job commit reads every pendingset before its first Complete) and ``pool`` parses what they
     bring: from ``loop`` (the job commit's, whose connections its Completes use next), or from :data:`MANY_GETS_FROM`
-    pendingsets on connections of their own; else ``pool`` reads and parses each. ``on_read(key, body)``: called with
-    each body as it is read, before it is parsed (on the readers)."""
-    def parsed(key: str, data: bytes) -> R:
-        if on_read is not None:
-            on_read(key, data)
-        return then(PendingSet.from_json(data, source=f"s3://{bucket}/{key}"), data)
-
+    pendingsets on connections of their own; else ``pool`` reads and parses each."""
     if not keys or (loop is None and len(keys) < MANY_GETS_FROM) or not store.objects.can_get_many(bucket):
-        yield from map_ordered(pool, keys, lambda key: parsed(key, store.objects.get_object(bucket, key)),
-                               window=ahead)
+        yield from map_ordered(pool, keys, lambda key: then(*read_pendingset(store, bucket, key)), window=ahead)
         return
 
     def parse(got: tuple[str, Future[bytes]]) -> R:
         key, body = got
-        return parsed(key, body.result())
+        data = body.result()
+        return then(PendingSet.from_json(data, source=f"s3://{bucket}/{key}"), data)
 
-    for (key, _), future in map_ordered(pool, store.objects.get_many(bucket, keys, ahead=ahead, loop=loop), parse,
+    for (key, _), parsed in map_ordered(pool, store.objects.get_many(bucket, keys, ahead=ahead, loop=loop), parse,
                                         window=ahead):
-        yield key, future
+        yield key, parsed
 
 
 def save_pendingset(store: S3Store, bucket: str, key: str, pendingset: PendingSet) -> None:

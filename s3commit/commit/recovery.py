@@ -16,10 +16,6 @@ finish: its process died, lost its network, or was killed. :func:`recover` reads
   ``_SUCCESS`` names the job, once clean-up has begun, or when every upload is complete and an overwrite
   plan may already have deleted the old data.
 
-A journal records each pendingset as the commit read it (it is written while they are validated): pendingsets that
-no longer pass, unchanged since, were refused by the commit too, before any Complete, and the job is rolled back as
-one whose commit never began; any changed since are refused (nothing is completed, aborted or deleted).
-
 Without a journal the commit never started: forward recovery has nothing to do (and says why); roll-back
 aborts the job (every upload :mod:`s3commit.commit.job_uploads` finds for it, custom partition locations outside
 the destination included) and deletes its directory. Every outcome is idempotent: a second run changes

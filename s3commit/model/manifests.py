@@ -17,7 +17,6 @@ sidecar sets it to the form of its JVM's S3A (:meth:`EtagForm.of_hadoop`).
 from __future__ import annotations
 
 import enum
-import hashlib
 import json
 import socket
 import time
@@ -91,12 +90,6 @@ _EMPTY_STATISTICS = empty_iostatistics()
 """The empty statistics read entries share (never modified: a manifest's values are read-only)."""
 _NO_EXTRA_DATA: Mapping[str, str] = {}
 """The empty ``extraData`` read entries share (never modified)."""
-
-
-def body_digest(data: bytes) -> str:
-    """A manifest's bytes as a journal records them (BLAKE2b, 16 bytes, hex): what tells a pendingset read again from
-    the one a commit read."""
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def java_date(millis: int) -> str:
@@ -521,10 +514,6 @@ class CommitJournal:
     """Their bytes."""
     first_files: tuple[str, ...] = ()
     """The first keys they name, in order (at most ``SUCCESS_FILENAME_LIMIT``): ``_SUCCESS``'s ``filenames``."""
-    pendingset_digests: Mapping[str, str] = field(default_factory=dict)
-    """Each pendingset as the commit read it (:func:`body_digest`): the journal is written while they are validated,
-    so a recovery that finds one it refuses tells one the commit refused too (the same bytes: nothing was completed)
-    from one changed since (refused, as before)."""
     accepted_attempts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The task attempts the caller accepted for each pendingset (none named: any): a commit resumed from this journal
     validates its pendingsets as the job's own commit does (the journal is written while they load, before every one
@@ -539,9 +528,6 @@ class CommitJournal:
         _check(len(self.first_files) <= SUCCESS_FILENAME_LIMIT,
                f"firstFiles lists {len(self.first_files)} keys; at most {SUCCESS_FILENAME_LIMIT}", source)
         named = set(self.pendingsets)
-        for key, digest in self.pendingset_digests.items():
-            _check(key in named and isinstance(digest, str) and bool(digest),
-                   f"pendingsetDigests names {key!r}, not one of the journal's pendingsets (or no digest)", source)
         for key, attempts in self.accepted_attempts.items():
             _check(key in named, f"acceptedAttempts names {key!r}, not one of the journal's pendingsets", source)
             _check(isinstance(attempts, tuple) and all(isinstance(a, str) and a for a in attempts),
@@ -560,7 +546,6 @@ class CommitJournal:
                 "firstFiles": list(self.first_files)} if self.success_beside_cleanup else {}),
             **({"acceptedAttempts": {key: list(attempts) for key, attempts in self.accepted_attempts.items()}}
                if self.accepted_attempts else {}),
-            **({"pendingsetDigests": dict(self.pendingset_digests)} if self.pendingset_digests else {}),
         }, separators=(",", ":")).encode("utf-8")
 
     @classmethod
@@ -575,8 +560,6 @@ class CommitJournal:
         _check(all(isinstance(v, list) for v in (pendingsets, delete_paths, absolute_dirs, delete_outside, first_files))
                and all(isinstance(d, str) for d in (*delete_paths, *absolute_dirs, *delete_outside, *first_files)),
                "pendingsets, deletePaths, absoluteDirs, deleteOutside and firstFiles must be lists of strings", source)
-        digests = obj.get("pendingsetDigests") or {}
-        _check(isinstance(digests, dict), "pendingsetDigests must map pendingsets to digests", source)
         accepted = obj.get("acceptedAttempts") or {}
         _check(isinstance(accepted, dict) and all(isinstance(v, list) for v in accepted.values()),
                "acceptedAttempts must map pendingsets to lists of task attempt ids", source)
@@ -597,5 +580,4 @@ class CommitJournal:
             total_bytes=_field(obj, "bytes", int, 0, source),
             first_files=tuple(first_files),
             accepted_attempts={key: tuple(attempts) for key, attempts in accepted.items()},
-            pendingset_digests=dict(digests),
         ).validate(source)

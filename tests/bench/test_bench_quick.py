@@ -166,8 +166,7 @@ def test_quick_streaming_section_compares_checkpoint_managers_and_sink_protocols
 def test_quick_lease_section_counts_what_the_lease_adds(tmp_path):
     assert main(["--quick", "--sections", "lease", "--out", str(tmp_path)]) == 0
     lease = json.loads((tmp_path / "quick.json").read_text())["lease"]
-    # The PUT that creates or takes it and the PUT that frees it: the job's setup read it (one GET, not counted here);
-    # and under it, the journal's summary beside the Completes (_SUCCESS then goes beside the job directory's deletion).
-    assert lease["overhead"]["small"]["lease_requests"] == 3
+    # The PUT that creates or takes it and the PUT that frees it: the job's setup read it (one GET, not counted here).
+    assert lease["overhead"]["small"]["lease_requests"] == 2
     assert lease["appenders"]["jobs"] == 2 and len(lease["appenders"]["lease_wait_ms"]) == 2
     assert "## The commit lease" in (tmp_path / "quick.md").read_text()

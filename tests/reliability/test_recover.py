@@ -16,7 +16,6 @@ from s3commit.commit.manifest_store import load_pendingset
 from s3commit.commit.recovery import RecoveryAction, RecoveryError, recover
 from s3commit.commit.upload_actions import commit_upload
 from s3commit.errors import AccessDeniedError, S3CommitError
-from s3commit.model.manifests import CommitJournal, body_digest
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.s3store import S3Store
 from s3commit.store.uploads import UploadRequests
@@ -65,10 +64,9 @@ def test_forward_recovery_reports_what_it_completed_and_what_was_already_complet
     assert again.action is RecoveryAction.NOTHING and not again.changed
 
 
-def test_a_commit_that_died_while_its_pendingsets_loaded_is_finished_only_from_the_attempts_its_caller_accepted(
-        s3_sim, s3_bucket):
-    # The journal is written while the pendingsets load: a commit that died then had not seen them all pass. One
-    # of them is another attempt's than the one the caller accepted (two attempts of a task committed).
+def test_an_interrupted_commit_is_finished_only_from_the_task_attempts_its_caller_accepted(s3_sim, s3_bucket):
+    # The journal names the attempt the caller accepted for each pendingset; one pendingset is now another
+    # attempt's (two attempts of a task committed, the second after the commit read it).
     store = make_store(s3_sim)
     committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
     spec = JobSpec(tasks=3, files=2)
@@ -89,33 +87,6 @@ def test_a_commit_that_died_while_its_pendingsets_loaded_is_finished_only_from_t
     assert report.action is RecoveryAction.ROLLED_BACK
     assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "nothing"
     assert_clean(raw, s3_bucket)
-
-
-def test_a_commit_that_died_while_refusing_its_pendingsets_is_rolled_back_when_recover_is_asked_to(s3_sim,
-                                                                                                 s3_bucket):
-    # Given: one pendingset names another job (corrupt before the commit read it); the commit journalled them as
-    # read, then died while validating them (it would have refused that one, before any Complete).
-    store = make_store(s3_sim)
-    raw = s3_sim.client(raw=True)
-    committer = create_committer("magic", f"s3://{s3_bucket}/out", store=store, threads=2)
-    spec = JobSpec(tasks=3, files=2)
-    messages = run_tasks(committer, spec)
-    keys = [m.pendingset_key for m in messages]
-    foreign = json.loads(raw.get_object(Bucket=s3_bucket, Key=keys[0])["Body"].read())
-    foreign["jobId"] = "another-job"
-    raw.put_object(Bucket=s3_bucket, Key=keys[0], Body=json.dumps(foreign).encode())
-    journal = CommitJournal(job_id=committer.job_id, committer="magic", bucket=s3_bucket, dest_key="out",
-                            pendingsets=tuple(keys), pendingset_digests={
-                                key: body_digest(raw.get_object(Bucket=s3_bucket, Key=key)["Body"].read())
-                                for key in keys})
-    raw.put_object(Bucket=s3_bucket, Key=committer.layout.journal_key, Body=journal.to_json())
-    # When: recover --abort. Then: rolled back as a job whose commit never began, nothing left behind.
-    report = recover(store, committer.dest, committer.job_id, abort=True)
-    assert report.action is RecoveryAction.ROLLED_BACK and "refused its pendingsets as it read them" in report.message
-    assert report.aborted == 6
-    assert assert_all_or_nothing(raw, s3_bucket, expected_objects(committer, spec)) == "nothing"
-    assert_clean(raw, s3_bucket)
-    assert recover(store, committer.dest, committer.job_id).action is RecoveryAction.NOTHING
 
 
 def test_forward_recovery_of_a_commit_whose_roll_back_was_interrupted_rolls_it_back(s3_sim, s3_bucket):
@@ -334,6 +305,8 @@ def test_a_leased_commit_whose_success_put_fails_beside_the_clean_up_is_marked_b
     assert journal["successBesideCleanup"] is True and (journal["files"], journal["bytes"]) == (
         6, sum(len(body) for body in expected.values()))
     assert journal["firstFiles"] == sorted(expected)
+    # (and the task attempt the caller accepted for each pendingset: a recovery validates them as the commit did)
+    assert journal["acceptedAttempts"] == {m.pendingset_key: [m.task_attempt_id] for m in messages}
     assert not [k for k in list_keys(raw, s3_bucket, "out/") if k.endswith(".pendingset")]
     # recover writes _SUCCESS from the journal and finishes the clean-up.
     store.objects.deny_success = False

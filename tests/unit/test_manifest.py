@@ -16,7 +16,6 @@ from s3commit.model.manifests import (
     PendingSet,
     PendingUpload,
     SuccessData,
-    body_digest,
     java_date,
 )
 
@@ -323,17 +322,3 @@ def test_a_journal_carries_the_task_attempts_accepted_for_each_pendingset():
         CommitJournal.from_json(json.dumps({**written, "acceptedAttempts": {"out/other.pendingset": ["a"]}}))
     with pytest.raises(ManifestError, match="acceptedAttempts must map pendingsets to lists"):
         CommitJournal.from_json(json.dumps({**written, "acceptedAttempts": {keys[0]: "a"}}))
-
-
-def test_a_journal_carries_each_pendingset_as_its_commit_read_it():
-    keys = ("out/__magic_job-j/job-j/00/t0.pendingset", "out/__magic_job-j/job-j/00/t1.pendingset")
-    digests = {keys[0]: body_digest(b"{}"), keys[1]: body_digest(b"{ }")}
-    assert len(set(digests.values())) == 2 and all(len(d) == 32 for d in digests.values())
-    journal = CommitJournal(job_id="j", committer="magic", bucket="bkt", dest_key="out", pendingsets=keys, created=1,
-                            pendingset_digests=digests)
-    written = json.loads(journal.to_json())
-    assert written["pendingsetDigests"] == digests
-    assert CommitJournal.from_json(journal.to_json()) == journal
-    assert "pendingsetDigests" not in json.loads(replace(journal, pendingset_digests={}).to_json())
-    with pytest.raises(ManifestError, match="pendingsetDigests names"):
-        CommitJournal.from_json(json.dumps({**written, "pendingsetDigests": {"out/other.pendingset": "ab"}}))
