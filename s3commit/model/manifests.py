@@ -516,8 +516,8 @@ class CommitJournal:
     """The first keys they name, in order (at most ``SUCCESS_FILENAME_LIMIT``): ``_SUCCESS``'s ``filenames``."""
     accepted_attempts: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """The task attempts the caller accepted for each pendingset (none named: any): a commit resumed from this journal
-    validates its pendingsets as the job's own commit does (the journal is written while they load, before every one
-    has passed)."""
+    validates its pendingsets as the job's own commit did (one another attempt rewrote since is refused, not
+    published)."""
 
     def validate(self, source: str | None = None) -> CommitJournal:
         _check(bool(self.job_id), "Empty jobId", source)
