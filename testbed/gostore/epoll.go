@@ -36,6 +36,9 @@ type loopConn struct {
 	closeAfter bool   // close once out is written
 	watchOut   bool   // registered for EPOLLOUT
 	closed     bool
+	// arrived: when the kernel received the bytes that completed c.in's first request (SO_TIMESTAMPNS; zero where
+	// unknown, or once that request is handled): its latency counts from then, not from when the loop reads it.
+	arrived time.Time
 }
 
 type timedAnswer struct {
@@ -53,6 +56,7 @@ type eventLoop struct {
 	lfd     int
 	conns   map[int]*loopConn
 	timers  dueHeap[*timedAnswer]
+	control [64]byte  // recvmsg's ancillary data (the receive time)
 	yielded time.Time // when the loop last yielded to other goroutines
 	// tick: while requests come or answers wait, the loop looks for them once a tick (0: at every arrival).
 	tick time.Duration
@@ -194,6 +198,7 @@ func (l *eventLoop) accept() {
 			return // EAGAIN: none left (other errors: the client gave up)
 		}
 		_ = syscall.SetsockoptInt(fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1)
+		_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1)
 		if err := syscall.EpollCtl(l.epfd, syscall.EPOLL_CTL_ADD, fd, &syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(fd)}); err != nil {
 			syscall.Close(fd)
 			continue
@@ -224,7 +229,7 @@ func (l *eventLoop) readable(c *loopConn) {
 		}
 		room := c.in[len(c.in):cap(c.in)]
 		l.s.reads.Add(1)
-		n, err := syscall.Read(c.fd, room)
+		n, err := l.receive(c, room)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 				break
@@ -242,6 +247,28 @@ func (l *eventLoop) readable(c *loopConn) {
 		}
 	}
 	l.process(c)
+}
+
+// receive reads what c's socket holds into room (recvmsg), noting in c.arrived when the kernel received it.
+func (l *eventLoop) receive(c *loopConn, room []byte) (int, error) {
+	iov := syscall.Iovec{Base: &room[0]}
+	iov.SetLen(len(room))
+	msg := syscall.Msghdr{Iov: &iov, Iovlen: 1, Control: &l.control[0]}
+	msg.SetControllen(len(l.control))
+	r, _, errno := syscall.RawSyscall(syscall.SYS_RECVMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&msg)), 0)
+	if errno != 0 {
+		return 0, errno
+	}
+	// One control message, SCM_TIMESTAMPNS: a cmsghdr (length, level, type) then a timespec.
+	const header = unsafe.Sizeof(syscall.Cmsghdr{})
+	if uintptr(msg.Controllen) >= header+16 {
+		h := (*syscall.Cmsghdr)(unsafe.Pointer(&l.control[0]))
+		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_TIMESTAMPNS {
+			t := (*syscall.Timespec)(unsafe.Pointer(&l.control[header]))
+			c.arrived = time.Unix(t.Sec, t.Nsec)
+		}
+	}
+	return int(r), nil
 }
 
 // minRead is the least room a read is given; readGrowth how much a connection's input grows by at least.
@@ -327,6 +354,11 @@ func (l *eventLoop) process(c *loopConn) {
 				c.in = c.buffer[:0]
 			}
 		}
+		arrived := time.Now()
+		if !c.arrived.IsZero() && c.arrived.Before(arrived) {
+			arrived = c.arrived
+		}
+		c.arrived = time.Time{} // (a request read with this one waits for its answer: its latency counts from then)
 		reply, delay := l.s.handle(req)
 		data := renderAnswer(req, reply)
 		if delay <= 0 {
@@ -335,7 +367,7 @@ func (l *eventLoop) process(c *loopConn) {
 			continue
 		}
 		c.waiting = true
-		l.timers.push(&timedAnswer{due: time.Now().Add(time.Duration(delay * float64(time.Second))), conn: c, data: data,
+		l.timers.push(&timedAnswer{due: arrived.Add(time.Duration(delay * float64(time.Second))), conn: c, data: data,
 			closeAfter: req.close})
 	}
 }
