@@ -27,15 +27,17 @@ import contextlib
 import logging
 import ssl
 import threading
+from collections import deque
 from collections.abc import Coroutine
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlsplit
 
 log = logging.getLogger(__name__)
 
 Ran = TypeVar("Ran")
+Fed = TypeVar("Fed")
 
 _timeout = getattr(asyncio, "timeout", None)  # Python 3.11+
 MAX_HEAD = 64 * 1024
@@ -377,6 +379,36 @@ class Connections:
             for connection in idle:
                 self._discard(origin, connection)
         self._idle.clear()
+
+
+class Feed(Generic[Fed]):
+    """Items a thread hands to a coroutine on an event loop, in order. The loop is woken (``call_soon_threadsafe``:
+    a write to its self-pipe, a wake-up of its thread) only when it waits for an item, not for each one: a reader
+    that runs ahead hands over thousands without one."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: deque[Fed] = deque()
+        self._waiting = False
+        self._arrived = asyncio.Event()
+
+    def put(self, item: Fed) -> None:
+        """From any thread."""
+        self._items.append(item)
+        if self._waiting:  # (set before the loop looks at the items one last time: an item is never missed)
+            self._waiting = False
+            self._loop.call_soon_threadsafe(self._arrived.set)
+
+    async def get(self) -> Fed:
+        """On the loop: the next item, once there is one."""
+        while not self._items:
+            self._arrived.clear()
+            self._waiting = True
+            if self._items:
+                self._waiting = False
+                break
+            await self._arrived.wait()
+        return self._items.popleft()
 
 
 class LeanLoop:

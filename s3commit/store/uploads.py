@@ -38,7 +38,7 @@ from s3commit.model.object_info import CreateWindow, ObjectInfo, UploadInfo, is_
 from s3commit.store.body_policy import Payload, PayloadPolicy, sha256_hex
 from s3commit.store.concurrency import SLOT_POLL_SECONDS, ConcurrencyLimit
 from s3commit.store.lean_complete import answer_of
-from s3commit.store.lean_http import Connections, LeanLoop, Origin, Unanswered, settings_of
+from s3commit.store.lean_http import Connections, Feed, LeanLoop, Origin, Unanswered, settings_of
 from s3commit.store.objects import ObjectRequests
 from s3commit.store.requests import RequestGroup, Requests
 from s3commit.store.responses import answered_at
@@ -402,9 +402,9 @@ class _Many:
             ticks = loop.call_later(SLOT_POLL_SECONDS, poll)
 
         poll()
-        ahead: asyncio.Queue[tuple[Any, CompleteCall] | None] = asyncio.Queue()
+        ahead: Feed[tuple[Any, CompleteCall] | None] = Feed(loop)
         room = threading.Semaphore(CALLS_AHEAD)
-        threading.Thread(target=self._read, args=(loop, ahead, room), name="s3commit-complete-calls",
+        threading.Thread(target=self._read, args=(ahead, room), name="s3commit-complete-calls",
                          daemon=True).start()
         taken = 0
         try:
@@ -446,8 +446,7 @@ class _Many:
         if in_flight:
             await asyncio.gather(*in_flight, return_exceptions=True)
 
-    def _read(self, loop: asyncio.AbstractEventLoop, ahead: asyncio.Queue[tuple[Any, CompleteCall] | None],
-              room: threading.Semaphore) -> None:
+    def _read(self, ahead: Feed[tuple[Any, CompleteCall] | None], room: threading.Semaphore) -> None:
         """On a thread of its own: the calls, read ahead of the loop (at most CALLS_AHEAD waiting). Reading them may
         send requests of its own (a pendingset's GET) that wait for a slot of the limit the loop's Completes hold:
         the loop must not wait for that. A failure of the calls' iterator (a lease lost) stops the Completes not
@@ -457,11 +456,11 @@ class _Many:
                 if self.stopped:
                     break
                 room.acquire()
-                loop.call_soon_threadsafe(ahead.put_nowait, item)
+                ahead.put(item)
         except BaseException as err:
             self.raised, self.stopped = err, True
         finally:
-            loop.call_soon_threadsafe(ahead.put_nowait, None)
+            ahead.put(None)
 
     def _resend(self, call: CompleteCall, attempts: Attempts) -> str:
         """On a settler thread: ``call`` sent by botocore, under the store's policy, on from ``attempts``."""

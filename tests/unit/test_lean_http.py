@@ -14,7 +14,7 @@ import pytest
 from s3commit.config.connection import Proxy
 from s3commit.config.options import StoreOptions
 from s3commit.store.client import build_s3_client
-from s3commit.store.lean_http import Connections, LeanLoop, Origin, Settings, Unanswered, settings_of
+from s3commit.store.lean_http import Connections, Feed, LeanLoop, Origin, Settings, Unanswered, settings_of
 
 
 async def _serve(answers: list[bytes], seen: list[bytes], connections: list[int]):
@@ -218,3 +218,35 @@ def test_a_lean_loop_runs_coroutines_on_its_thread_and_ends_what_is_left_when_cl
     with pytest.raises(RuntimeError, match="closed"):
         lean.submit(where())
     lean.close()  # (again: nothing)
+
+
+def test_a_feed_hands_items_over_in_order_and_wakes_the_loop_only_when_it_waits():
+    async def scenario() -> tuple[list[int], int]:
+        loop = asyncio.get_running_loop()
+        wakes = 0
+        threadsafe = loop.call_soon_threadsafe
+
+        def counted(*args: object) -> object:
+            nonlocal wakes
+            wakes += 1
+            return threadsafe(*args)  # type: ignore[arg-type]
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        feed: Feed[int] = Feed(loop)
+        # Put while the loop does not wait: taken with no wake-up.
+        writer = threading.Thread(target=lambda: [feed.put(n) for n in range(1000)])
+        writer.start()
+        writer.join()
+        got = [await feed.get() for _ in range(1000)]
+        assert wakes == 0
+        # The loop waits for the next one (the thread starts once get() has let go of the loop): its put wakes it,
+        # once.
+        later = threading.Thread(target=feed.put, args=(1000,))
+        loop.call_soon(later.start)
+        got.append(await feed.get())
+        later.join()
+        return got, wakes
+
+    got, wakes = asyncio.run(scenario())
+    assert got == list(range(1001))
+    assert wakes == 1
