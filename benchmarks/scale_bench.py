@@ -346,7 +346,7 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
             engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options,
                                   lease=lease, seen=seen)
             commit = functools.partial(engine.run, keys, OverwritePlan(delete_paths=("",)) if overwrite
-                                       else OverwritePlan(), expected_files=files)  # (as the messages count them)
+                                       else OverwritePlan())
         warm_up(store)
         proper = CommitProper(store, JobLayout(dest.key, job_id).success_key)
         before, counted_before = go.stats(), store.counters.snapshot()

@@ -221,6 +221,15 @@ class PreparedSnapshot:
     """An overwrite of the whole destination."""
 
 
+@contextlib.contextmanager
+def _shut_beside(side: ThreadPoolExecutor, pool: ThreadPoolExecutor) -> Iterator[ThreadPoolExecutor]:
+    """``pool``, its idle threads joined on ``side`` once the block ends (beside what follows: a join each)."""
+    try:
+        yield pool
+    finally:
+        side.submit(pool.shutdown)
+
+
 class CommitEngine:
     """One commit of one job (or streaming batch), through the states of the module docstring. Not reusable.
 
@@ -279,14 +288,14 @@ class CommitEngine:
         self._limit: ConcurrencyLimit | None = None  # the store's limit of the destination's prefix, once watched
         # A snapshot commit's snapshot, the one before it, and the destination's settings, once published.
         self._published: tuple[Snapshot, Snapshot | None, SnapshotSettings] | None = None
-        #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections, opened
-        #: while the pendingsets load (None where the lean path does not serve the destination, or outside run).
+        #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections (those the
+        #: Completes need beyond the GETs' opened while the journal is written; None where the lean path does not
+        #: serve the destination, or outside run).
         self._lean: LeanLoop | None = None
         #: ``_SUCCESS`` goes beside the job directory's deletion (:meth:`write_journal` decides it for a new commit;
         #: a resumed one does as its journal says).
         self._success_beside_cleanup = journal is not None and journal.success_beside_cleanup
         self._done_at_task_commit = 0  # entries validated that their task commit completed (no Complete to send)
-        self._expected_files = 0  # the files the task commit messages count (run's caller), 0 where not known
 
     # --- LOADED: every pendingset read and validated ----------------------------------------------------------
 
@@ -365,18 +374,7 @@ class CommitEngine:
         # memory does not grow with the number of tasks.
         read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in known], pool=pool,
                                 ahead=2 * self.options.pool_size, then=to_keep, loop=self._lean)
-        warm = self._warm_for_completes()
-        expected = self._expected_files - sum(len(p.commits) for p in known.values())  # (carried: completed ones)
-
-        def warming(read: Iterator[tuple[str, Future[Any]]]) -> Iterator[tuple[str, Future[Any]]]:
-            # Once the first GETs are sent (their window's worth, by the time the first is handed out), the
-            # connections the Completes will use open while their answers come, in place of the load's CPU later.
-            for n, item in enumerate(read):
-                if n == 0 and expected > 0:
-                    warm(expected)
-                yield item
-
-        loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), warming(read))
+        loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), read)
         for key, future in loads:
             try:
                 pendingset, body, packed = future.result()
@@ -389,7 +387,6 @@ class CommitEngine:
                            (accepted_attempts or {}).get(key, set()))
             self.stats.files += len(pendingset.commits)
             self.stats.bytes += pendingset.total_length
-            warm(self.stats.files - self._done_at_task_commit)
             if key in known:
                 self._cache[key] = pendingset  # held already: never read again
                 self._from_messages.add(key)
@@ -405,16 +402,16 @@ class CommitEngine:
         self.stats.pendingsets = len(keys)
         self._written = seen
 
-    def _warm_for_completes(self) -> Callable[[int], None]:
-        """``warm(files)``: as the pendingsets load, have as many connections open as the first wave of Completes
-        will use (the files so far, up to the Completes in flight and the limit of the destination's prefix), so
-        that wave does not wait for each to be opened (and on TLS, handshaken) as it goes."""
+    def _warm_for_completes(self) -> None:
+        """Have as many connections open as the first wave of Completes will use (the files to complete, up to the
+        Completes in flight and the limit of the destination's prefix), opened while the journal is written (a wait
+        on the store, where the load before it is bound by the CPU), so that wave does not wait for each to be
+        opened (and on TLS, handshaken) as it goes."""
         lean = self._lean
         if lean is None or self.options.rate_limit or self.options.validate_output:
-            return lambda files: None  # (those Completes are sent from threads, through botocore: complete_all)
+            return  # (those Completes are sent from threads, through botocore: complete_all)
         limit = self.store.requests.limit(self.dest.bucket, f"{self.dest.key}/")
-        most = min(self.completes_in_flight(), limit.limit)
-        return lambda files: lean.warm(min(files, most))
+        lean.warm(min(self.stats.files - self._done_at_task_commit, self.completes_in_flight(), limit.limit))
 
     # --- JOURNALLED: what is about to be completed, recorded before anything changes --------------------------
 
@@ -1083,16 +1080,12 @@ class CommitEngine:
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None, *,
             beside: Callable[[], None] | None = None, known: Mapping[str, PendingSet] | None = None,
-            log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None,
-            expected_files: int = 0) -> SuccessData:
+            log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted. ``beside``: work that
         runs beside the commit from its start and is done before ``_SUCCESS`` is written (the session's sweep of
         dead jobs, whose counts ``_SUCCESS`` reports); it must not raise. ``known``: pendingsets of ``keys`` the
         caller holds (:meth:`load_and_validate`). ``log_ahead``: the log's early read, begun with the lease's
-        taking ahead (:meth:`SnapshotLog.state_ahead`), after the lease noted the ETag it remembers it free at.
-        ``expected_files``: how many files the task commit messages count (0: not known), for the connections the
-        Completes will use, opened while the pendingsets' GETs are answered."""
-        self._expected_files = expected_files
+        taking ahead (:meth:`SnapshotLog.state_ahead`), after the lease noted the ETag it remembers it free at."""
         # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
@@ -1117,7 +1110,8 @@ class CommitEngine:
         besides = side.submit(beside) if beside is not None else None
         records = side.submit(self._records)
         bucket = self.dest.bucket
-        with ThreadPoolExecutor(self.options.pool_size, thread_name_prefix=f"s3commit-{self.job_id[:8]}") as pool:
+        with _shut_beside(side, ThreadPoolExecutor(self.options.pool_size,
+                                                   thread_name_prefix=f"s3commit-{self.job_id[:8]}")) as pool:
             # Whether the destination keeps a snapshot log, and its latest entry: read while the lease is taken.
             # The log is enabled, disabled and written only under the lease, so what a read finds holds while the
             # job holds it. This one comes before: it stands as it is only where the lease is then taken on the ETag
@@ -1135,6 +1129,7 @@ class CommitEngine:
             # And its next entry, made while the journal is written and the uploads are completed (published only
             # once they all are).
             prepared = pool.submit(self._prepare_early, keys, plan, log_state, added)
+            self._warm_for_completes()  # the first wave's connections, opened while the journal's PUT is answered
             if self.options.journal:
                 self.write_journal(keys, plan, accepted_attempts)  # JOURNALLED
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written

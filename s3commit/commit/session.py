@@ -136,7 +136,7 @@ class CommitSession:
             # The sweep of dead jobs runs beside the commit (it changes nothing of this job), done before _SUCCESS.
             success = done or engine.run(list(request.pendingsets), request.plan, accepted_attempts=request.pendingsets,
                                          beside=lambda: self._sweep_dead_jobs(engine), known=request.known,
-                                         log_ahead=request.log_ahead, expected_files=request.files)
+                                         log_ahead=request.log_ahead)
             committed = True
         except (JournalExistsError, PendingsetMissingError) as err:
             # Nothing was changed yet (both are raised before the first Complete): an earlier commit of this
