@@ -162,8 +162,8 @@ func (l *eventLoop) wait(events []syscall.EpollEvent, timeout time.Duration) (in
 			noPwait2 = true
 		}
 	}
-	if noPwait2 {
-		r, _, errno = syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&events[0])),
+	if noPwait2 { // epoll_pwait with no signal mask: epoll_wait, which arm64 has under this name only
+		r, _, errno = syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(l.epfd), uintptr(unsafe.Pointer(&events[0])),
 			uintptr(len(events)), uintptr((timeout+time.Millisecond-1)/time.Millisecond), 0, 0)
 	}
 	if now := time.Now(); now.Sub(l.yielded) >= maxWait*time.Millisecond {
@@ -251,24 +251,20 @@ func (l *eventLoop) readable(c *loopConn) {
 
 // receive reads what c's socket holds into room (recvmsg), noting in c.arrived when the kernel received it.
 func (l *eventLoop) receive(c *loopConn, room []byte) (int, error) {
-	iov := syscall.Iovec{Base: &room[0]}
-	iov.SetLen(len(room))
-	msg := syscall.Msghdr{Iov: &iov, Iovlen: 1, Control: &l.control[0]}
-	msg.SetControllen(len(l.control))
-	r, _, errno := syscall.RawSyscall(syscall.SYS_RECVMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&msg)), 0)
-	if errno != 0 {
-		return 0, errno
+	n, controlled, _, _, err := syscall.Recvmsg(c.fd, room, l.control[:], 0)
+	if err != nil {
+		return 0, err
 	}
 	// One control message, SCM_TIMESTAMPNS: a cmsghdr (length, level, type) then a timespec.
 	const header = unsafe.Sizeof(syscall.Cmsghdr{})
-	if uintptr(msg.Controllen) >= header+16 {
+	if uintptr(controlled) >= header+unsafe.Sizeof(syscall.Timespec{}) {
 		h := (*syscall.Cmsghdr)(unsafe.Pointer(&l.control[0]))
 		if h.Level == syscall.SOL_SOCKET && h.Type == syscall.SCM_TIMESTAMPNS {
 			t := (*syscall.Timespec)(unsafe.Pointer(&l.control[header]))
-			c.arrived = time.Unix(t.Sec, t.Nsec)
+			c.arrived = time.Unix(int64(t.Sec), int64(t.Nsec)) // (int32 fields on 32-bit systems)
 		}
 	}
-	return int(r), nil
+	return n, nil
 }
 
 // minRead is the least room a read is given; readGrowth how much a connection's input grows by at least.
