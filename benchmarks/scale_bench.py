@@ -24,7 +24,11 @@ and the store's (the child's) are reported apart, with the phases' durations (``
 checked before the first Complete). ``--store go`` (with ``--lean``) puts the Go store (``testbed.go_store``:
 the same model and envelope, many times the answers per CPU-second) in that child's place, the job seeded there,
 its stats read for the store's CPU, answers, SlowDowns and splits (``store_headroom``: the store's answers per
-CPU-second over the client's Completes per CPU-second).
+CPU-second during the commit over the client's Completes per CPU-second). After the commit, not timed with it,
+``store_capacity`` is what a fresh Go store with the same latencies (unthrottled) answers at most:
+:meth:`~testbed.go_store.GoStore.complete_capacity`, 40,000 Completes shaped as the lean path's sent over 4,000
+connections by a Go program of one thread; ``capacity_headroom`` is its answers a second over the client's requests
+per CPU-second (the most this client can send a second on one core).
 
 ``--committer directory`` (with ``--store go``) commits the directory committer's own job instead (see
 :func:`run_go_case`).
@@ -363,6 +367,9 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
     metrics, counted = success.metrics, store.counters.snapshot()
     client_rate = files / cpu_seconds
     store_rate = answers / max(store_cpu, 1e-9)
+    sent = counted["total_requests"] - counted_before["total_requests"]
+    with GoStore(profile=PROFILE) as fresh:  # (unthrottled: its answers, not its SlowDowns, are what it can do)
+        capacity = fresh.complete_capacity()
     return {
         "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": True, "store": "go",
         "committer": committer,
@@ -373,7 +380,10 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         "completes_per_cpu_second": round(client_rate), "store_cpu_seconds": round(store_cpu, 3),
         "store_requests": answers, "store_answers_per_cpu_second": round(store_rate),
         "store_headroom": round(store_rate / client_rate, 2),
-        "requests": counted["total_requests"] - counted_before["total_requests"],
+        "requests": sent, "requests_per_cpu_second": round(sent / cpu_seconds),
+        "store_capacity": {k: capacity[k] for k in ("answered", "seconds", "store_cpu_seconds", "answers_per_second",
+                                                    "answers_per_cpu_second")},
+        "capacity_headroom": round(capacity["answers_per_second"] / (sent / cpu_seconds), 2),
         "slowdowns_answered": after["slowdowns_answered"] - before["slowdowns_answered"],
         "failures": sum(counted["failures"].values()) - sum(counted_before["failures"].values()),
         # (by operation: the lease's first read of a destination that never had one is a GET answered 404)

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,23 +66,32 @@ def go_binary() -> str:
 def go_sources_hash() -> str:
     """A hash of the Go sources (names and contents): the cache's key."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in GO_SOURCES.iterdir() if p.suffix == ".go" or p.name == "go.mod"):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(p for p in GO_SOURCES.rglob("*") if p.suffix == ".go" or p.name == "go.mod"):
+        digest.update(path.relative_to(GO_SOURCES).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 
 def build_go_store() -> Path:
     """The store's binary, built with ``go build`` unless the cache holds one for these sources."""
+    return build_go_program("gostore")
+
+
+def build_go_program(name: str) -> Path:
+    """A command of the Go module, built unless the cache holds it for these sources: ``gostore`` (the store, the
+    module's root) or ``drive`` (its load, ``testbed/gostore/drive``)."""
+    if name not in ("gostore", "drive"):
+        raise GoStoreError(f"no Go command {name!r} in {GO_SOURCES} (gostore, drive)")
     cache = CACHE_ROOT / go_sources_hash()
-    binary = cache / "gostore"
+    binary = cache / name
     if binary.is_file():
         return binary
     go = go_binary()
     cache.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(dir=cache)) / "gostore"
+    partial = Path(tempfile.mkdtemp(dir=cache)) / name
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    package = "." if name == "gostore" else f"./{name}"
     try:
-        done = subprocess.run([go, "build", "-trimpath", "-o", str(partial), "."], cwd=GO_SOURCES, env=env,
+        done = subprocess.run([go, "build", "-trimpath", "-o", str(partial), package], cwd=GO_SOURCES, env=env,
                               capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise GoStoreError(f"go build of {GO_SOURCES} failed ({go}, exit {done.returncode}):\n"
@@ -276,6 +286,56 @@ class GoStore:
         if batch:
             etags.update(self.admin("put", {"bucket": bucket, "objects": batch})["etags"])
         return etags
+
+    # --- its capacity --------------------------------------------------------------------------------------------
+
+    def drive(self, method: str, requests: list[tuple[str, str]], *, connections: int,
+              headers: Iterable[tuple[str, str]] = ()) -> dict[str, Any]:
+        """``requests`` (each a target, ``/bucket/key?query``, and a body) sent by ``drive`` (a Go program of one
+        thread, ``testbed/gostore/drive``) over ``connections`` keep-alive connections, one request at a time on
+        each, as fast as this store answers. Gives drive's report (``sent``, ``answered``, ``statuses``,
+        ``seconds``, ``error``) and this store's part: its CPU-seconds meanwhile (``store_cpu_seconds``), its
+        answers a second (``answers_per_second``) and per CPU-second (``answers_per_cpu_second``)."""
+        plan = {"address": self.endpoint_url.removeprefix("http://"), "connections": connections, "method": method,
+                "headers": [list(h) for h in headers],
+                "requests": [{"target": target, "body": body} for target, body in requests]}
+        before = self.stats()
+        done = subprocess.run([str(build_go_program("drive"))], input=json.dumps(plan), capture_output=True,
+                              text=True, timeout=600)
+        after = self.stats()
+        if done.returncode != 0 or not done.stdout.strip():
+            raise GoStoreError(f"drive failed (exit {done.returncode}): {done.stderr[-2000:]}")
+        report: dict[str, Any] = json.loads(done.stdout)
+        cpu = after["cpu_seconds"] - before["cpu_seconds"]
+        answered = after["requests_total"] - before["requests_total"]
+        report.update(store_cpu_seconds=round(cpu, 3), store_answers=answered,
+                      answers_per_second=round(answered / max(report["seconds"], 1e-9)),
+                      answers_per_cpu_second=round(answered / max(cpu, 1e-9)))
+        return report
+
+    def complete_capacity(self, *, uploads: int = 40_000, connections: int = 4_000) -> dict[str, Any]:
+        """How many CompleteMultipartUploads a second this store answers at most: ``uploads`` uploads of one part
+        seeded in a fresh bucket, then completed by :meth:`drive` over ``connections`` connections (enough that
+        the store, not the latency, is the limit: 4,000 at 50 ms allow 80,000 a second). Each request is shaped as
+        s3commit's lean path sends it (the same six headers, a SigV4 Authorization of the same length, which this
+        store does not check; the same body). Gives :meth:`drive`'s report; ``complete`` counts the uploads
+        completed."""
+        bucket = self.create_bucket(f"capacity-{uuid.uuid4().hex[:12]}")
+        keys = [f"table/day={n % 100}/part-{n:06d}-{uuid.uuid4()}-c000.parquet" for n in range(uploads)]
+        made = self.seed(bucket, keys)
+        host = self.endpoint_url.removeprefix("http://")
+        signature = "0" * 64
+        headers = [("Host", host), ("User-Agent", "s3commit drive"), ("X-Amz-Date", "20261201T000000Z"),
+                   ("X-Amz-Content-SHA256", "0" * 64),
+                   ("Authorization", f"AWS4-HMAC-SHA256 Credential={ACCESS_KEY}/20261201/{REGION}/s3/aws4_request, "
+                                     f"SignedHeaders=host;x-amz-content-sha256;x-amz-date, Signature={signature}")]
+        requests = [(f"/{bucket}/{urllib.parse.quote(upload['key'])}?uploadId={upload['upload_id']}",
+                     '<CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Part><PartNumber>1'
+                     f'</PartNumber><ETag>{upload["etag"]}</ETag></Part></CompleteMultipartUpload>')
+                    for upload in made]
+        report = self.drive("POST", requests, connections=connections, headers=headers)
+        report["complete"] = self.counts(bucket)["objects"]
+        return report
 
     def counts(self, bucket: str, prefix: str = "", contains: Iterable[str] = ()) -> dict[str, Any]:
         """Objects under ``prefix`` (``objects``), those whose key contains each of ``contains`` (``containing``),

@@ -308,7 +308,11 @@ func readChunked(text *textproto.Reader, reader *bufio.Reader) ([]byte, error) {
 func renderAnswer(req *request, reply answer) []byte {
 	var b bytes.Buffer
 	b.Grow(256 + len(reply.body))
-	b.WriteString("HTTP/1.1 " + strconv.Itoa(reply.status) + " " + http.StatusText(reply.status) + "\r\n")
+	b.WriteString("HTTP/1.1 ")
+	b.WriteString(strconv.Itoa(reply.status))
+	b.WriteByte(' ')
+	b.WriteString(http.StatusText(reply.status))
+	b.WriteString("\r\n")
 	for _, f := range reply.headers {
 		b.WriteString(f.name)
 		b.WriteString(": ")

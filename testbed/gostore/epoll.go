@@ -393,19 +393,22 @@ func parseRequest(data []byte) (*request, int, error) {
 		}
 		return nil, 0, nil
 	}
-	lines := strings.Split(string(data[:end]), "\r\n")
-	method, rest, ok1 := strings.Cut(lines[0], " ")
+	head := string(data[:end])
+	first, lines, _ := strings.Cut(head, "\r\n")
+	method, rest, ok1 := strings.Cut(first, " ")
 	target, proto, ok2 := strings.Cut(rest, " ")
 	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
 		return nil, 0, errMalformed
 	}
-	header := make(fields, 0, len(lines))
-	for _, line := range lines[1:] {
+	header := make(fields, 0, 12)
+	for lines != "" {
+		var line string
+		line, lines, _ = strings.Cut(lines, "\r\n")
 		name, value, found := strings.Cut(line, ":")
 		if !found || name == "" {
 			return nil, 0, errMalformed
 		}
-		header.add(strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(value))
+		header.add(lowerName(strings.TrimSpace(name)), strings.TrimSpace(value))
 	}
 	req := &request{Method: method, RequestURI: absolutePath(target), Host: header.get("host"), Header: header}
 	connection := strings.ToLower(header.get("connection"))
@@ -440,6 +443,27 @@ func parseRequest(data []byte) (*request, int, error) {
 	}
 	req.Body = append([]byte(nil), data[start:start+length]...)
 	return req, start + length, nil
+}
+
+// lowerNames are the header names S3's clients send, lower-cased once (strings.ToLower makes a string each time).
+var lowerNames = map[string]string{}
+
+func init() {
+	for _, name := range []string{"Host", "User-Agent", "Accept-Encoding", "Content-Length", "Content-Type",
+		"Content-MD5", "Authorization", "X-Amz-Date", "X-Amz-Content-SHA256", "X-Amz-Security-Token", "Expect",
+		"Connection", "Transfer-Encoding", "If-None-Match", "If-Match", "Amz-Sdk-Invocation-Id", "Amz-Sdk-Request",
+		"X-Amz-Copy-Source", "Range", "Accept", "Content-Encoding", "X-Amz-Decoded-Content-Length",
+		"X-Amz-Checksum-Crc32", "X-Amz-Checksum-Crc32c", "X-Amz-Checksum-Sha256", "X-Amz-Sdk-Checksum-Algorithm"} {
+		lowerNames[name] = strings.ToLower(name)
+	}
+}
+
+// lowerName is a header's name in lower case.
+func lowerName(name string) string {
+	if lower, ok := lowerNames[name]; ok {
+		return lower
+	}
+	return strings.ToLower(name)
 }
 
 // absolutePath is a request target's origin form ("/path?query" of "http://host/path?query").

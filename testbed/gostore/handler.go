@@ -68,9 +68,17 @@ var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // tag is <name>value</name>, the value escaped as xml.sax.saxutils.escape does (&, <, >).
 func tag(b *strings.Builder, name, value string) {
-	b.WriteString("<" + name + ">")
-	b.WriteString(xmlEscaper.Replace(value))
-	b.WriteString("</" + name + ">")
+	b.WriteByte('<')
+	b.WriteString(name)
+	b.WriteByte('>')
+	if strings.ContainsAny(value, "&<>") {
+		b.WriteString(xmlEscaper.Replace(value))
+	} else {
+		b.WriteString(value)
+	}
+	b.WriteString("</")
+	b.WriteString(name)
+	b.WriteByte('>')
 }
 
 func xmlDocument(root string, inner string) []byte {
@@ -204,8 +212,8 @@ func (s *Server) handle(r *request) (answer, float64) {
 			delay += s.profile.Transfer(len(reply.body))
 		}
 	}
-	reply.headers = append(reply.headers, field{"Date", nowDate()}, field{"x-amz-request-id", requestID()},
-		field{"Server", "AmazonS3"})
+	reply.headers = append(append(make(fields, 0, len(reply.headers)+4), reply.headers...), field{"Date", nowDate()},
+		field{"x-amz-request-id", requestID()}, field{"Server", "AmazonS3"})
 	if _, ok := reply.headers.lookup("Content-Length"); !ok && reply.status != 204 {
 		reply.headers = append(reply.headers, field{"Content-Length", strconv.Itoa(len(reply.body))})
 	}
@@ -308,6 +316,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 			return answer{}, err
 		}
 		var b strings.Builder
+		b.Grow(160 + len(s.url) + 3*len(bucket) + 4*len(key) + len(etag))
 		tag(&b, "Location", s.url+"/"+quote(bucket)+"/"+quote(key))
 		tag(&b, "Bucket", bucket)
 		tag(&b, "Key", key)

@@ -213,6 +213,22 @@ def test_seed_and_counts(go_store, client, bucket):
     assert stats["requests"]["CompleteMultipartUpload"] >= 2 and stats["cpu_seconds"] > 0
 
 
+def test_its_capacity_is_measured_by_completing_every_upload_seeded(go_store):
+    report = go_store.complete_capacity(uploads=300, connections=16)
+    assert report["sent"] == report["answered"] == report["store_answers"] == 300
+    assert report["statuses"] == {"200": 300} and "error" not in report
+    assert report["complete"] == 300  # each upload became its object: the Completes were the lean path's, valid
+    assert report["store_cpu_seconds"] > 0 and report["answers_per_second"] > 0
+    assert report["answers_per_cpu_second"] > 0
+
+
+def test_drive_reports_the_statuses_it_was_answered_and_refuses_a_plan_without_connections(go_store, bucket):
+    report = go_store.drive("GET", [(f"/{bucket}/missing-{n}", "") for n in range(5)], connections=2)
+    assert report["statuses"] == {"404": 5} and report["answered"] == 5 and report["store_answers"] == 5
+    with pytest.raises(GoStoreError, match=r"drive failed \(exit 2\).*connections >= 1"):
+        go_store.drive("GET", [("/x/y", "")], connections=0)
+
+
 def puts(client, bucket: str, keys: list[str], threads: int = 8) -> list[str]:
     """PUT every key (``threads`` at once); the error codes met."""
     codes: list[str] = []
