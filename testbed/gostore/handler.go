@@ -82,8 +82,10 @@ func tag(b *strings.Builder, name, value string) {
 }
 
 func xmlDocument(root string, inner string) []byte {
-	return []byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<" + root + ` xmlns="` + xmlns + `">` + inner +
-		"</" + root + ">")
+	const prolog = `<?xml version="1.0" encoding="UTF-8"?>` + "\n<"
+	doc := make([]byte, 0, len(prolog)+2*len(root)+len(xmlns)+len(inner)+16)
+	doc = append(append(append(doc, prolog...), root...), ` xmlns="`+xmlns+`">`...)
+	return append(append(append(append(doc, inner...), "</"...), root...), '>')
 }
 
 // quote is Python's urllib.parse.quote(text, safe="/"): every byte but letters, digits, "_.-~/" percent-encoded.
@@ -142,7 +144,7 @@ var answered = toSet(opHeadBucket, opPutObject, opGetObject, opHeadObject, opDel
 
 // header is a request header's value (its values joined by ","), nil when absent.
 func header(r *request, name string) *string {
-	value, ok := r.Header.lookup(strings.ToLower(name))
+	value, ok := r.Header.lookup(lowerName(name))
 	if !ok {
 		return nil
 	}
@@ -317,7 +319,13 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		}
 		var b strings.Builder
 		b.Grow(160 + len(s.url) + 3*len(bucket) + 4*len(key) + len(etag))
-		tag(&b, "Location", s.url+"/"+quote(bucket)+"/"+quote(key))
+		b.WriteString("<Location>") // (a URL quoted has no character to escape)
+		b.WriteString(s.url)
+		b.WriteByte('/')
+		b.WriteString(quote(bucket))
+		b.WriteByte('/')
+		b.WriteString(quote(key))
+		b.WriteString("</Location>")
 		tag(&b, "Bucket", bucket)
 		tag(&b, "Key", key)
 		tag(&b, "ETag", etag)

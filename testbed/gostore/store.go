@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -109,15 +110,16 @@ func etagOf(body []byte) string {
 
 // multipartETag is object_info.multipart_etag: md5 of the parts' binary md5s, "-N".
 func multipartETag(etags []string) string {
-	h := md5.New()
+	digests := make([]byte, 0, md5.Size*len(etags))
 	for _, e := range etags {
-		raw, err := hex.DecodeString(strings.Trim(e, `"`))
-		if err != nil {
+		var err error
+		if digests, err = hex.AppendDecode(digests, []byte(strings.Trim(e, `"`))); err != nil {
 			return `"?"`
 		}
-		h.Write(raw)
 	}
-	return fmt.Sprintf(`"%s-%d"`, hex.EncodeToString(h.Sum(nil)), len(etags))
+	sum := md5.Sum(digests)
+	text := append(hex.AppendEncode(append(make([]byte, 0, 48), '"'), sum[:]), '-')
+	return string(append(strconv.AppendInt(text, int64(len(etags)), 10), '"'))
 }
 
 // CreateBucket makes a bucket (nothing if it exists).
