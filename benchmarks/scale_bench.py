@@ -27,8 +27,9 @@ its stats read for the store's CPU, answers, SlowDowns and splits (``store_headr
 CPU-second during the commit over the client's Completes per CPU-second). After the commit, not timed with it,
 ``store_capacity`` is what a fresh Go store with the same latencies (unthrottled) answers at most:
 :meth:`~testbed.go_store.GoStore.complete_capacity`, 40,000 Completes shaped as the lean path's sent over 4,000
-connections by a Go program of one thread; ``capacity_headroom`` is its answers a second over the client's requests
-per CPU-second (the most this client can send a second on one core).
+connections by a Go program of one thread, the connections' opening and closing left out; ``capacity_headroom`` is
+its answers per CPU-second then over the client's requests per CPU-second in the commit (each the most it can do a
+second on a core of its own).
 
 ``--committer directory`` (with ``--store go``) commits the directory committer's own job instead (see
 :func:`run_go_case`).
@@ -383,7 +384,7 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         "requests": sent, "requests_per_cpu_second": round(sent / cpu_seconds),
         "store_capacity": {k: capacity[k] for k in ("answered", "seconds", "store_cpu_seconds", "answers_per_second",
                                                     "answers_per_cpu_second")},
-        "capacity_headroom": round(capacity["answers_per_second"] / (sent / cpu_seconds), 2),
+        "capacity_headroom": round(capacity["answers_per_cpu_second"] / (sent / cpu_seconds), 2),
         "slowdowns_answered": after["slowdowns_answered"] - before["slowdowns_answered"],
         "failures": sum(counted["failures"].values()) - sum(counted_before["failures"].values()),
         # (by operation: the lease's first read of a destination that never had one is a GET answered 404)

@@ -3,10 +3,17 @@
 // load that measures how many requests a second the Go store can answer, which the Python client under test
 // cannot send by far.
 //
-// Usage: drive < JSON. The JSON: {"address": "127.0.0.1:PORT", "connections": N, "method": "POST",
-// "headers": [["Name", "value"], ...], "requests": [{"target": "/bucket/key?query", "body": "..."}, ...]}.
-// Every request gets the headers given, then Content-Length. It prints {"sent": n, "answered": n,
-// "statuses": {"200": n}, "seconds": s, "error": "..."} (the error of the first connection that failed, if any).
+// Usage: drive, talked to on stdin and stdout, one line each:
+//   - in: the plan, JSON: {"address": "127.0.0.1:PORT", "connections": N, "method": "POST",
+//     "headers": [["Name", "value"], ...], "requests": [{"target": "/bucket/key?query", "body": "..."}, ...]}
+//     (every request gets the headers given, then Content-Length);
+//   - out: {"connected": N} once every connection is open;
+//   - in: any line, to start;
+//   - out: {"sent": n, "answered": n, "statuses": {"200": n}, "seconds": s, "error": "..."} (the error of the first
+//     connection that failed, if any) once every request is answered;
+//   - the connections are closed when stdin closes.
+//
+// So the server's work can be measured between the two answers, without the connections' opening and closing.
 // It runs Go code on one thread (GOMAXPROCS 1), so that on a machine of two cores the server has the other.
 package main
 
@@ -46,8 +53,13 @@ type report struct {
 
 func main() {
 	runtime.GOMAXPROCS(1)
+	input := bufio.NewReaderSize(os.Stdin, 1<<20)
+	line, err := input.ReadBytes('\n')
 	var p plan
-	if err := json.NewDecoder(os.Stdin).Decode(&p); err != nil {
+	if err == nil || len(line) > 0 {
+		err = json.Unmarshal(line, &p)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "drive: bad plan on stdin: %v\n", err)
 		os.Exit(2)
 	}
@@ -76,13 +88,16 @@ func main() {
 		}
 		conns = append(conns, conn)
 	}
+	fmt.Printf("{\"connected\": %d}\n", len(conns))
+	if _, err := input.ReadBytes('\n'); err != nil {
+		os.Exit(0) // (stdin closed: not asked to start)
+	}
 	var wg sync.WaitGroup
 	started := time.Now()
 	for _, conn := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer conn.Close()
 			statuses, err := sendAll(conn, rendered, &next, &sent, &answered)
 			mu.Lock()
 			defer mu.Unlock()
@@ -99,6 +114,10 @@ func main() {
 	out.Sent, out.Answered = sent.Load(), answered.Load()
 	text, _ := json.Marshal(out)
 	fmt.Println(string(text))
+	_, _ = io.Copy(io.Discard, input) // until stdin closes
+	for _, conn := range conns {
+		_ = conn.Close()
+	}
 }
 
 // sendAll sends the requests not yet taken (next) on conn, one at a time, each answer read whole before the next.
