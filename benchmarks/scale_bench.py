@@ -369,6 +369,7 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
     client_rate = files / cpu_seconds
     store_rate = answers / max(store_cpu, 1e-9)
     sent = counted["total_requests"] - counted_before["total_requests"]
+    peak_rss_mib = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # (the commit's: before drive's)
     with GoStore(profile=PROFILE) as fresh:  # (unthrottled: its answers, not its SlowDowns, are what it can do)
         capacity = fresh.complete_capacity()
     return {
@@ -392,7 +393,7 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
                    if n > counted_before["failures"].get(op, 0)},
         "retries": sum(counted["retries"].values()) - sum(counted_before["retries"].values()),
         "concurrency": {k: metrics.get(f"committer_concurrency_{k}") for k in ("low", "high", "final")},
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "peak_rss_mib": peak_rss_mib,
         "store_peak_rss_mib": round(after["peak_rss_mib"]), "partitions_split": after["partitions_split"],
         "store_connections": after["connections_accepted"] - before["connections_accepted"], "over": "socket",
         "durations_ms": {k[len("duration_"):-3]: v for k, v in metrics.items() if k.startswith("duration_")},
