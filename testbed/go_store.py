@@ -11,6 +11,9 @@ that dies when its stdin closes, and gives botocore clients, :class:`~s3commit.s
 its admin endpoints (``/_gostore/``): ``stats`` (requests by operation, SlowDowns answered, partitions split, the
 process's CPU seconds and peak RSS), ``seed`` (uploads of one part each, made at once), ``put`` (objects, at once)
 and ``counts`` (objects under a prefix, outstanding uploads). Signatures are not checked.
+
+What it can answer is measured by :meth:`GoStore.complete_capacity`: Completes shaped as s3commit's lean path sends
+them, sent by ``drive`` (``testbed/gostore/drive``, built the same way) as fast as the store answers.
 """
 
 from __future__ import annotations
