@@ -339,10 +339,9 @@ class GoStore:
         seeded in a fresh bucket, then completed by :meth:`drive` over ``connections`` connections (enough that
         the latency is not the limit: 4,000 at 50 ms allow 80,000 a second). Its ``answers_per_cpu_second`` is the
         store's capacity on a core of its own; ``answers_per_second`` is bounded by drive's one thread too (on 2
-        cores here, drive keeps the store ~90% busy). Each request is shaped as
-        s3commit's lean path sends it (the same six headers, a SigV4 Authorization of the same length, which this
-        store does not check; the same body). Gives :meth:`drive`'s report; ``complete`` counts the uploads
-        completed."""
+        cores here, drive keeps the store ~90% busy). Each request is shaped as s3commit's lean path sends it (the
+        same six headers, a SigV4 Authorization of the same length, which this store does not check; the same
+        body). Gives :meth:`drive`'s report; ``complete`` counts the uploads completed."""
         bucket = self.create_bucket(f"capacity-{uuid.uuid4().hex[:12]}")
         keys = [f"table/day={n % 100}/part-{n:06d}-{uuid.uuid4()}-c000.parquet" for n in range(uploads)]
         made = self.seed(bucket, keys)
