@@ -225,6 +225,9 @@ def test_its_capacity_is_measured_by_completing_every_upload_seeded(go_store):
 def test_drive_reports_the_statuses_it_was_answered_and_refuses_a_plan_without_connections(go_store, bucket):
     report = go_store.drive("GET", [(f"/{bucket}/missing-{n}", "") for n in range(5)], connections=2)
     assert report["statuses"] == {"404": 5} and report["answered"] == 5 and report["store_answers"] == 5
+    go_store.put_objects(bucket, {"here": b"x" * 100})
+    heads = go_store.drive("HEAD", [(f"/{bucket}/here", "")] * 6, connections=2)  # (a length, and no body, each)
+    assert heads["statuses"] == {"200": 6} and heads["answered"] == 6
     with pytest.raises(GoStoreError, match=r"drive failed \(exit 2\).*connections >= 1"):
         go_store.drive("GET", [("/x/y", "")], connections=0)
 

@@ -98,7 +98,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses, err := sendAll(conn, rendered, &next, &sent, &answered)
+			statuses, err := sendAll(conn, rendered, p.Method == "HEAD", &next, &sent, &answered)
 			mu.Lock()
 			defer mu.Unlock()
 			for status, n := range statuses {
@@ -120,8 +120,9 @@ func main() {
 	}
 }
 
-// sendAll sends the requests not yet taken (next) on conn, one at a time, each answer read whole before the next.
-func sendAll(conn net.Conn, rendered [][]byte, next, sent, answered *atomic.Int64) (map[string]int64, error) {
+// sendAll sends the requests not yet taken (next) on conn, one at a time, each answer read whole before the next
+// (head: the answers are to HEADs, which have no body whatever their Content-Length).
+func sendAll(conn net.Conn, rendered [][]byte, head bool, next, sent, answered *atomic.Int64) (map[string]int64, error) {
 	statuses := map[string]int64{}
 	reader := bufio.NewReaderSize(conn, 64<<10)
 	for {
@@ -133,7 +134,7 @@ func sendAll(conn net.Conn, rendered [][]byte, next, sent, answered *atomic.Int6
 			return statuses, err
 		}
 		sent.Add(1)
-		status, err := readAnswer(reader)
+		status, err := readAnswer(reader, head)
 		if err != nil {
 			return statuses, err
 		}
@@ -142,8 +143,9 @@ func sendAll(conn net.Conn, rendered [][]byte, next, sent, answered *atomic.Int6
 	}
 }
 
-// readAnswer reads one answer (its head, then a body of Content-Length bytes) and gives its status code.
-func readAnswer(reader *bufio.Reader) (string, error) {
+// readAnswer reads one answer (its head, then a body of Content-Length bytes, none for a HEAD, a 204 or a 304) and
+// gives its status code.
+func readAnswer(reader *bufio.Reader, head bool) (string, error) {
 	line, err := reader.ReadSlice('\n')
 	if err != nil {
 		return "", fmt.Errorf("reading an answer's status line: %w", err)
@@ -168,6 +170,9 @@ func readAnswer(reader *bufio.Reader) (string, error) {
 				return "", fmt.Errorf("a bad Content-Length: %q", value)
 			}
 		}
+	}
+	if head || status == "204" || status == "304" {
+		length = 0
 	}
 	if _, err := io.CopyN(io.Discard, reader, int64(length)); err != nil {
 		return "", fmt.Errorf("reading an answer's body: %w", err)
