@@ -417,18 +417,20 @@ def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3
 
 
 def scale_markdown(scale: dict[str, Any]) -> list[str]:
-    lines = [f"## The job commit at scale (S3Wire, `{scale['profile']}`; throttled: {scale['rate']:.0f} writes a "
+    store = "the Go store" if scale.get("store") == "go" else "S3Wire"
+    lines = [f"## The job commit at scale ({store}, `{scale['profile']}`; throttled: {scale['rate']:.0f} writes a "
              "second per prefix)", "",
              "| files | overwrite | throttled | seconds | floor s | ratio | Completes per CPU-s | SlowDowns | failures "
-             "| concurrency low / high / final | peak RSS MiB | exact |",
-             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
+             "| concurrency low / high / final | peak RSS MiB | exact | the store's capacity over the client's rate |",
+             "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: |"]
     for c in scale["cases"]:
         conc = c["concurrency"]
+        headroom = f"{c['capacity_headroom']:.2f}x" if c.get("capacity_headroom") is not None else "-"
         lines.append(f"| {c['files']:,} | {'yes' if c['overwrite'] else 'no'} | "
                      f"{'yes' if c['writes_per_second'] else 'no'} | {c['seconds']:.2f} | {c['floor_seconds']:.2f} | "
                      f"{c['ratio']:.2f} | {c['completes_per_cpu_second']:,} | {c['slowdowns_answered']} | "
                      f"{c['failures']} | {conc['low']} / {conc['high']} / {conc['final']} | {c['peak_rss_mib']} | "
-                     f"{'yes' if c['exact'] else 'NO'} |")
+                     f"{'yes' if c['exact'] else 'NO'} | {headroom} |")
     return [*lines, ""]
 
 

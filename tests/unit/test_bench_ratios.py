@@ -25,3 +25,16 @@ def test_every_path_takes_every_place_in_the_data_path_rounds():
     for place in range(3):
         assert {order[place] for order in orders} == set(entries)
     assert round_order(entries, 4) == entries
+
+
+def test_the_scale_table_names_its_store_and_the_stores_capacity_over_the_clients_rate_where_measured():
+    from benchmarks.scale_bench import scale_markdown
+
+    case = {"files": 10_000, "overwrite": False, "writes_per_second": None, "seconds": 2.27, "floor_seconds": 1.953,
+            "ratio": 1.16, "completes_per_cpu_second": 10_926, "slowdowns_answered": 0, "failures": 0,
+            "concurrency": {"low": 256, "high": 256, "final": 256}, "peak_rss_mib": 102, "exact": True}
+    go = scale_markdown({"profile": "s3-standard", "rate": 3500.0, "store": "go",
+                         "cases": [{**case, "capacity_headroom": 5.71}]})
+    assert "the Go store" in go[0] and go[-2].endswith("| 102 | yes | 5.71x |")
+    wire = scale_markdown({"profile": "s3-standard", "rate": 3500.0, "store": "wire", "cases": [case]})
+    assert "S3Wire" in wire[0] and wire[-2].endswith("| yes | - |")
