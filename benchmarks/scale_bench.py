@@ -34,6 +34,10 @@ second on a core of its own).
 ``--committer directory`` (with ``--store go``) commits the directory committer's own job instead (see
 :func:`run_go_case`).
 
+The ``scale`` section of ``benchmarks/run.py`` (:func:`section_runs`) runs every case as a user's commit runs
+(``--lean``), on the Go store where Go is installed: 100 to 100,000 files, throttled and not, the magic committer's
+commit, its overwrite of as many old files and the directory committer's (~5 minutes), with its table and plot.
+
     python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean [--store go
         [--committer directory]]] [--out f]
 """
@@ -67,7 +71,7 @@ from s3commit.testing._sim.classify import S3Operation
 from s3commit.testing._sim.profiles import ThrottleSpec, get_profile
 from s3commit.testing.memory import MemoryS3, aws_capabilities
 from s3commit.testing.memory_wire import S3Wire
-from testbed.go_store import GoStore
+from testbed.go_store import GoStore, GoStoreError, build_go_program, build_go_store
 
 BUCKET = "scale"
 FILES_PER_TASK = 100
@@ -403,58 +407,109 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
 def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3500.0, overwrite: bool = False,
                lean: bool = False, store: str = "wire", committer: str = "magic") -> dict[str, Any]:
     """Every case (files x throttled or not, and an overwrite of as many old files where asked), each in a process
-    of its own; the ``scale`` section of ``benchmarks/main.py``."""
+    of its own."""
+    kinds = [(committer, False), *([(committer, True)] if overwrite else [])]
+    return _runs(file_counts, throttled=throttled, rate=rate, kinds=kinds, lean=lean, store=store)
+
+
+SECTION_KINDS = (("magic", False), ("magic", True), ("directory", False))
+"""The section's commits: the magic committer's, its overwrite of as many old files, the directory committer's."""
+
+
+def section_runs(*, quick: bool, rate: float = 3500.0) -> dict[str, Any]:
+    """The ``scale`` section of ``benchmarks/main.py``: commits as a user's run them (lean requests, the default), of
+    100 to 100,000 files, throttled and not, on the Go store where Go is installed (a store that is not the limit:
+    ``capacity_headroom`` says by how much), else on the Python wire in a child process (the magic committer only;
+    from ~10,000 files that store is the limit, and the report says which store it was). ``quick``: 1,000 files,
+    not throttled, the magic committer."""
+    try:
+        build_go_store()
+        build_go_program("drive")
+        store = "go"
+    except GoStoreError as err:
+        print(f"  scale: the Go store is not available ({err}); on the Python wire, whose CPU bounds the larger "
+              "cases", flush=True)
+        store = "wire"
+    kinds = [kind for kind in SECTION_KINDS if store == "go" or kind[0] == "magic"]
+    return _runs([1000] if quick else [100, 1000, 10_000, 100_000], throttled=[False] if quick else [False, True],
+                 rate=rate, kinds=kinds[:1] if quick else kinds, lean=True, store=store)
+
+
+def _runs(file_counts: list[int], *, throttled: list[bool], rate: float, kinds: list[tuple[str, bool]], lean: bool,
+          store: str) -> dict[str, Any]:
     results = []
     for files in file_counts:
-        for replaces in ([False, True] if overwrite else [False]):
+        for committer, replaces in kinds:
             for throttle in throttled:
                 case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store},{committer}"
                 out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
                                      capture_output=True, text=True, check=True).stdout
-                results.append(json.loads(out.strip().splitlines()[-1]))
+                results.append({"committer": committer, **json.loads(out.strip().splitlines()[-1])})
                 print(f"  scale: {json.dumps(results[-1])}", flush=True)
-    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store, "committer": committer, "cases": results}
+    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store,
+            "committers": sorted({committer for committer, _ in kinds}), "cases": results}
+
+
+def _kind(case: dict[str, Any]) -> str:
+    """A case's commit, as its table row and plot line name it."""
+    committer = case.get("committer", "magic")
+    return f"{committer}, overwrite" if case["overwrite"] else committer
 
 
 def scale_markdown(scale: dict[str, Any]) -> list[str]:
     store = "the Go store" if scale.get("store") == "go" else "S3Wire"
-    lines = [f"## The job commit at scale ({store}, `{scale['profile']}`; throttled: {scale['rate']:.0f} writes a "
-             "second per prefix)", "",
-             "| files | overwrite | throttled | seconds | floor s | ratio | Completes per CPU-s | SlowDowns | failures "
+    lean = "; lean requests" if scale.get("lean") else ""
+    lines = [f"## The job commit at scale ({store}, `{scale['profile']}`{lean}; throttled: {scale['rate']:.0f} writes "
+             "a second per prefix)", "",
+             "| files | commit | throttled | seconds | floor s | ratio | Completes per CPU-s | SlowDowns | failures "
              "| concurrency low / high / final | peak RSS MiB | exact | the store's capacity over the client's rate |",
              "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: |"]
     for c in scale["cases"]:
         conc = c["concurrency"]
         headroom = f"{c['capacity_headroom']:.2f}x" if c.get("capacity_headroom") is not None else "-"
-        lines.append(f"| {c['files']:,} | {'yes' if c['overwrite'] else 'no'} | "
+        lines.append(f"| {c['files']:,} | {_kind(c)} | "
                      f"{'yes' if c['writes_per_second'] else 'no'} | {c['seconds']:.2f} | {c['floor_seconds']:.2f} | "
                      f"{c['ratio']:.2f} | {c['completes_per_cpu_second']:,} | {c['slowdowns_answered']} | "
                      f"{c['failures']} | {conc['low']} / {conc['high']} / {conc['final']} | {c['peak_rss_mib']} | "
                      f"{'yes' if c['exact'] else 'NO'} | {headroom} |")
-    return [*lines, ""]
+    return [*lines, "",
+            "The floor is `max(writes / the prefix's rate, files x Complete latency / in-flight)`: it leaves out the "
+            "round trips every commit makes whatever its size (the lease, the pendingsets' GETs, the journal, the "
+            "last wave of Completes, an overwrite's deletes after them, `_SUCCESS`, the clean-up: ~0.3-0.5 s here), "
+            "so below ~10,000 files the ratio is mostly those.", ""]
 
 
 def scale_plot(scale: dict[str, Any], out: Any) -> None:
-    """The job commit against files, throttled and not, beside its floor (log-log)."""
+    """The job commit against files, each commit beside its floor (log-log): not throttled, and throttled."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for throttled, label in ((False, "not throttled"), (True, f"throttled at {scale['rate']:.0f}/s")):
-        cases = sorted((c["files"], c["seconds"], c["floor_seconds"]) for c in scale["cases"]
-                       if bool(c["writes_per_second"]) is throttled and not c["overwrite"])
-        if cases:
-            line, = ax.plot([f for f, _, _ in cases], [s for _, s, _ in cases], marker="o", label=label)
-            ax.plot([f for f, _, _ in cases], [fl for _, _, fl in cases], linestyle="--", color=line.get_color(),
-                    label=f"floor, {label}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("files")
-    ax.set_ylabel("job commit, seconds")
-    ax.set_title(f"magic job commit at scale (S3Wire, {scale['profile']})")
-    ax.legend()
+    panels = [(False, "not throttled"), (True, f"throttled at {scale['rate']:.0f} writes/s a prefix")]
+    panels = [(t, label) for t, label in panels if any(bool(c["writes_per_second"]) is t for c in scale["cases"])]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    kinds = list(dict.fromkeys(_kind(c) for c in scale["cases"]))
+    for ax, (throttled, label) in zip(axes[0], panels, strict=True):
+        floors: dict[tuple[tuple[int, float], ...], list[str]] = {}
+        for kind in kinds:
+            cases = sorted((c["files"], c["seconds"], c["floor_seconds"]) for c in scale["cases"]
+                           if bool(c["writes_per_second"]) is throttled and _kind(c) == kind)
+            if cases:
+                ax.plot([f for f, _, _ in cases], [s for _, s, _ in cases], marker="o", label=kind)
+                floors.setdefault(tuple((f, fl) for f, _, fl in cases), []).append(kind)
+        for (points, named), style in zip(floors.items(), ("--", ":", "-.", "--"), strict=False):
+            # (one line where several commits share a floor)
+            ax.plot([f for f, _ in points], [fl for _, fl in points], linestyle=style, color="grey",
+                    label=f"floor ({', '.join(named)})" if len(floors) > 1 else "floor")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("files")
+        ax.set_ylabel("job commit, seconds")
+        ax.set_title(label)
+        ax.legend(fontsize="small")
+    store = "the Go store" if scale.get("store") == "go" else "S3Wire"
+    fig.suptitle(f"job commit at scale ({store}, {scale['profile']})")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

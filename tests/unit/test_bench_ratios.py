@@ -27,14 +27,40 @@ def test_every_path_takes_every_place_in_the_data_path_rounds():
     assert round_order(entries, 4) == entries
 
 
-def test_the_scale_table_names_its_store_and_the_stores_capacity_over_the_clients_rate_where_measured():
+def test_the_scale_table_names_its_store_each_commit_and_the_stores_capacity_over_the_clients_rate_where_measured():
     from benchmarks.scale_bench import scale_markdown
 
     case = {"files": 10_000, "overwrite": False, "writes_per_second": None, "seconds": 2.27, "floor_seconds": 1.953,
             "ratio": 1.16, "completes_per_cpu_second": 10_926, "slowdowns_answered": 0, "failures": 0,
             "concurrency": {"low": 256, "high": 256, "final": 256}, "peak_rss_mib": 102, "exact": True}
-    go = scale_markdown({"profile": "s3-standard", "rate": 3500.0, "store": "go",
-                         "cases": [{**case, "capacity_headroom": 5.71}]})
-    assert "the Go store" in go[0] and go[-2].endswith("| 102 | yes | 5.71x |")
+    go = scale_markdown({"profile": "s3-standard", "rate": 3500.0, "store": "go", "lean": True,
+                         "cases": [{**case, "committer": "magic", "capacity_headroom": 5.71},
+                                   {**case, "committer": "magic", "overwrite": True},
+                                   {**case, "committer": "directory", "writes_per_second": 3500.0}]})
+    assert "the Go store" in go[0] and "lean requests" in go[0]
+    rows = go[4:go.index("", 4)]
+    assert rows[0].startswith("| 10,000 | magic | no |") and rows[0].endswith("| 102 | yes | 5.71x |")
+    assert rows[1].startswith("| 10,000 | magic, overwrite | no |") and rows[1].endswith("| yes | - |")
+    assert rows[2].startswith("| 10,000 | directory | yes |")
     wire = scale_markdown({"profile": "s3-standard", "rate": 3500.0, "store": "wire", "cases": [case]})
-    assert "S3Wire" in wire[0] and wire[-2].endswith("| yes | - |")
+    row = wire[4]
+    assert "S3Wire" in wire[0] and row.startswith("| 10,000 | magic | no |") and row.endswith("| yes | - |")
+
+
+def test_the_scale_plot_draws_each_commit_throttled_and_not_beside_its_floor(tmp_path):
+    pytest.importorskip("matplotlib")
+    from benchmarks.scale_bench import scale_plot
+
+    def case(files: int, committer: str, overwrite: bool, rate: float | None) -> dict[str, object]:
+        floor = files * 0.05 / 256 if rate is None else (files * (2 if overwrite else 1)) / rate
+        return {"files": files, "committer": committer, "overwrite": overwrite, "writes_per_second": rate,
+                "seconds": floor * 1.1, "floor_seconds": floor}
+
+    cases = [case(files, committer, overwrite, rate) for files in (100, 1000) for rate in (None, 3500.0)
+             for committer, overwrite in (("magic", False), ("magic", True), ("directory", False))]
+    out = tmp_path / "scale.png"
+    scale_plot({"profile": "s3-standard", "rate": 3500.0, "store": "go", "cases": cases}, out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    scale_plot({"profile": "s3-standard", "rate": 3500.0, "store": "wire",
+                "cases": [c for c in cases if c["writes_per_second"] is None]}, tmp_path / "one.png")
+    assert (tmp_path / "one.png").stat().st_size > 0
