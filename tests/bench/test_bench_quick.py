@@ -170,3 +170,46 @@ def test_quick_lease_section_counts_what_the_lease_adds(tmp_path):
     assert lease["overhead"]["small"]["lease_requests"] == 2
     assert lease["appenders"]["jobs"] == 2 and len(lease["appenders"]["lease_wait_ms"]) == 2
     assert "## The commit lease" in (tmp_path / "quick.md").read_text()
+
+
+@pytest.mark.slow  # in the slow tier for the default tier's time budget (README, Tests)
+def test_quick_scale_section_commits_exactly_on_the_store_that_is_not_the_limit(tmp_path):
+    from testbed.go_store import GoStoreError, build_go_store
+
+    try:
+        build_go_store()
+        store = "go"
+    except GoStoreError:
+        store = "wire"  # (the section runs on the Python wire then, and says so)
+    assert main(["--quick", "--sections", "scale", "--out", str(tmp_path)]) == 0
+    scale = json.loads((tmp_path / "quick.json").read_text())["scale"]
+    assert scale["store"] == store and scale["lean"] is True
+    [case] = scale["cases"]
+    assert (case["files"], case["committer"], case["overwrite"], case["writes_per_second"]) == (1000, "magic", False,
+                                                                                              None)
+    assert case["exact"] and case["failures"] == 0 and case["floor_seconds"] > 0
+    if store == "go":
+        assert case["capacity_headroom"] > 0 and case["store_capacity"]["answered"] == 40_000
+    assert "## The job commit at scale" in (tmp_path / "quick.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_scale_sections_commits_each_end_exact_throttled_and_not():
+    from benchmarks.scale_bench import SECTION_KINDS, _runs
+    from testbed.go_store import GoStoreError, build_go_store
+
+    try:
+        build_go_store()
+    except GoStoreError as err:
+        pytest.skip(f"the Go store is not available: {err}")
+    # A rate each commit of 600 files exceeds once a second's burst is taken: each meets SlowDown (the overwrite's
+    # Completes and deletes too) and must end exact, none failed.
+    scale = _runs([600], throttled=[False, True], rate=200.0, kinds=list(SECTION_KINDS), lean=True, store="go")
+    cases = {(c["committer"], c["overwrite"], bool(c["writes_per_second"])): c for c in scale["cases"]}
+    assert set(cases) == {(committer, overwrite, throttled) for committer, overwrite in SECTION_KINDS
+                          for throttled in (False, True)}
+    for where, case in cases.items():
+        assert case["exact"] and case["failures"] == 0 and case["retries"] >= case["slowdowns_answered"], where
+        assert case["peak_rss_mib"] > 0 and case["floor_seconds"] > 0, where
+    assert all(cases[(committer, overwrite, True)]["slowdowns_answered"] > 0 for committer, overwrite in SECTION_KINDS)
+    assert cases[("magic", True, False)]["slowdowns_answered"] == 0
