@@ -275,6 +275,10 @@ class Connections:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._alive: dict[Origin, int] = {}  # open, in use or idle, or being opened
         self._warming: set[asyncio.Task[None]] = set()
+        self._opening: dict[Origin, int] = {}  # opened ahead (warm), not yet open
+        # Requests that found no idle connection while some were being opened ahead: each is handed the next one
+        # opened (None: that one failed, the request opens its own).
+        self._waiting: dict[Origin, deque[asyncio.Future[_Connection | None]]] = {}
         self._ssl: ssl.SSLContext | None = None
         #: Connections opened (a reused one is not counted again).
         self.opened = 0
@@ -290,17 +294,53 @@ class Connections:
         the request that needs it (which says why). Call on the loop's thread."""
         for _ in range(total - self.alive(origin)):
             self._alive[origin] = self.alive(origin) + 1  # (counted now: the next call sees it)
+            self._opening[origin] = self._opening.get(origin, 0) + 1
             task = asyncio.ensure_future(self._open_idle(origin))
             self._warming.add(task)
             task.add_done_callback(self._warming.discard)
 
     async def _open_idle(self, origin: Origin) -> None:
+        connection: _Connection | None = None
         try:
             connection = await self._connect(origin)
         except Unanswered as err:
             log.debug("a connection opened ahead of its requests failed: %s", err)
-            return
-        self._idle.setdefault(origin, []).append(connection)
+        finally:  # (cancelled too: a request waiting for it then opens its own)
+            self._opening[origin] -= 1
+            self._hand_over(origin, connection)
+
+    def _hand_over(self, origin: Origin, connection: _Connection | None) -> None:
+        """A connection opened ahead (None: it could not be) to the first request waiting for one, else idle."""
+        waiting = self._waiting.get(origin)
+        while waiting:
+            request = waiting.popleft()
+            if not request.done():  # (a request cancelled meanwhile is passed over)
+                request.set_result(connection)
+                return
+        if connection is not None:
+            self._idle.setdefault(origin, []).append(connection)
+
+    async def _connection(self, origin: Origin) -> _Connection:
+        """An idle connection to ``origin``; else, while more are being opened ahead than requests wait for, the next
+        of them (a request of the first wave that ran before they were open waits for one rather than opening one
+        more: a loaded machine's commit opened 2 x 256); else a new one."""
+        connection = self._reusable(origin)
+        if connection is not None:
+            return connection
+        waiting = self._waiting.setdefault(origin, deque())
+        if self._opening.get(origin, 0) > len(waiting):
+            handed: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            waiting.append(handed)
+            try:
+                connection = await handed
+            except asyncio.CancelledError:
+                late = handed.result() if handed.done() and not handed.cancelled() else None
+                if late is not None:  # (handed over as this request was cancelled)
+                    self._idle.setdefault(origin, []).append(late)
+                raise
+            if connection is not None:
+                return connection
+        return await self._open(origin)
 
     def _reusable(self, origin: Origin) -> _Connection | None:
         """An idle connection to ``origin`` that its server has not closed meanwhile, or None."""
@@ -323,7 +363,7 @@ class Connections:
         ``Host`` header (as signed). Raises :class:`Unanswered`."""
         head = "".join((f"{method} {path_query} HTTP/1.1\r\nHost: {host}\r\n",
                         "".join(f"{name}: {value}\r\n" for name, value in headers), "\r\n")).encode("latin-1")
-        connection = self._reusable(origin) or await self._open(origin)
+        connection = await self._connection(origin)
         try:
             answering = connection.request(method, head + body if body else head)
         except Exception as err:

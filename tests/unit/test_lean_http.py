@@ -163,6 +163,41 @@ def test_connections_opened_ahead_are_the_ones_the_requests_use():
         server.close()
 
 
+def test_requests_sent_while_connections_are_opened_ahead_wait_for_those_instead_of_opening_more():
+    # The first wave of a commit on a loaded machine: its requests run before the connections opened for them are
+    # open. Each takes one of those as it opens (none opened twice), and one that could not be opened leaves its
+    # request to open its own.
+    seen: list[bytes] = []
+    opened: list[int] = []
+
+    async def main() -> tuple[list[int], int, int]:
+        server, origin = await _serve([OK] * 8, seen, opened)
+        connections = Connections(Settings(read_timeout=5, connect_timeout=5))
+        connections.warm(origin, 3)  # (not yet open when the requests below run)
+        assert not connections._idle.get(origin)
+        answers = await asyncio.gather(*(connections.send(origin, "h", "GET", f"/k{n}", [], b"") for n in range(4)))
+        server.close()
+        return [answer.status for answer in answers], connections.opened, connections.alive(origin)
+
+    statuses, opened_by_client, alive = asyncio.run(main())
+    assert statuses == [200] * 4
+    assert opened_by_client == len(opened) == alive == 4  # three opened ahead, one more for the fourth request
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def refused() -> tuple[Unanswered, int, int]:
+        connections = Connections(Settings(connect_timeout=5))
+        origin = Origin("http", "127.0.0.1", port)
+        connections.warm(origin, 1)
+        with pytest.raises(Unanswered) as raised:
+            await connections.send(origin, "h", "GET", "/", [], b"")
+        return raised.value, connections.opened, connections.alive(origin)
+
+    err, opened_by_client, alive = asyncio.run(refused())
+    assert err.sent is False and "could not connect" in str(err) and opened_by_client == alive == 0
+
+
 def test_an_idle_connection_its_server_closed_is_not_reused():
     closes: list[int] = []
 
