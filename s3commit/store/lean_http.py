@@ -289,8 +289,9 @@ class Connections:
 
     def warm(self, origin: Origin, total: int) -> None:
         """Open connections to ``origin`` (kept idle) until ``total`` are open or being opened: the requests
-        that follow find them ready instead of each opening its own (a TCP, and with TLS a handshake's, round trip
-        and CPU, at once for the first wave of a job's Completes). A connection that cannot be opened is left to
+        that follow find them ready (or, sent before they are, wait for them: :meth:`_connection`) instead of each
+        opening its own (a TCP, and with TLS a handshake's, round trip and CPU, at once for the first wave of a job's
+        Completes). A connection that cannot be opened is left to
         the request that needs it (which says why). Call on the loop's thread."""
         for _ in range(total - self.alive(origin)):
             self._alive[origin] = self.alive(origin) + 1  # (counted now: the next call sees it)
