@@ -12,7 +12,9 @@ skip, and that no overwrite deletes: :func:`s3commit.model.paths.is_scratch_key`
   logging every ~30 s whom they wait for, up to ``lease_wait``; past it :class:`LeaseTimeoutError` names the holder.
 - **Renewed** by its holder every quarter of its duration with ``If-Match`` on the ETag it holds (the body changes
   each time, so the ETag does).
-- **Released** with ``If-Match`` on DELETE, on success and on failure.
+- **Released** with ``If-Match`` on a PUT of its free state, on success and on failure: the object stays, recording
+  the jobs committed under it (:func:`committed_here`) and the ETag a process remembers it free at (its next job
+  takes it with one PUT). No conditional DELETE is needed, so a store that honours conditional PUTs only has it.
 - **Expired** when the store's clock (the ``Date`` of the answer that read it) is past its ``Last-Modified`` plus
   its duration: never the client's clock. A holder on this host whose process is gone (same boot and PID namespace)
   is known dead at once. Either is **taken over** with ``If-Match`` on the exact ETag seen (a PUT of the taker's own
@@ -53,6 +55,7 @@ from s3commit.model.lease_record import Committed, Holder, LeaseState, expired
 from s3commit.model.object_info import ObjectInfo
 from s3commit.model.paths import LEASE_NAME
 from s3commit.model.uri import S3Uri
+from s3commit.store.capabilities import LEASE_CHECKS
 from s3commit.store.s3store import S3Store
 
 log = logging.getLogger(__name__)
@@ -461,8 +464,7 @@ def lease_for(store: S3Store, dest: S3Uri, job_id: str, options: CommitterOption
     if known is None or not known.conditional_writes:
         why = ("could not be probed" if known is None else
                "does not honour conditional writes (" + ", ".join(
-                   f"{n}: {known.findings[n]}" for n in ("put-if-none-match", "put-if-match", "delete-if-match",
-                                                         "put-if-none-match-race") if n in known.findings) + ")")
+                   f"{n}: {known.findings[n]}" for n in LEASE_CHECKS if n in known.findings) + ")")
         if options.lease is LeaseMode.ON:
             raise ConfigError(f"s3commit.commit.lease is on, but the store of {dest} {why}: concurrent commits "
                               "there cannot be serialized. Use a store that honours them, or set the lease to auto "

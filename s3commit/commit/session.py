@@ -73,10 +73,10 @@ class JobIdentity:
     process: ProcessState = THIS_PROCESS
     """What the job's process keeps across jobs (the warnings it said once, the clock its waits run on)."""
 
-    def lease(self, operation: str) -> CommitLease | NoLease:
+    def lease(self, operation: str, *, warn: bool = True) -> CommitLease | NoLease:
         """The destination's commit lease for one of this job's operations (not taken yet); a dead holder of
-        another job that it takes over is settled first."""
-        return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation,
+        another job that it takes over is settled first. ``warn``: say where the store cannot hold one."""
+        return lease_for(self.store, self.dest, self.job_id, self.options, operation=operation, warn=warn,
                          journal=f"s3://{self.dest.bucket}/{self.layout.journal_key}",
                          settle=lambda holder: settle_interrupted(self.store, self.dest, holder.job_id, self.options),
                          clock=self.process.clock, seen=self.process.seen)

@@ -160,7 +160,7 @@ class Committer(ABC):
             # free (the commit then takes it with one conditional PUT).
             settings = beside.submit(SnapshotLog(self.store, self.dest, seen=self.process.seen).read_ahead) \
                 if self.options.complete_at_task_commit else None
-            lease = self.commit_lease("commit")
+            lease = self.commit_lease("commit", warn=False)  # (named at the commit, where it is taken or not)
             if isinstance(lease, CommitLease):
                 beside.submit(lease.remember)
             record, etag = claim(self.store, self.dest, self.layout, self.job_id, self.run_token,
@@ -191,8 +191,9 @@ class Committer(ABC):
             self.commit_lease("commit")  # refused now, before any task runs, where the store cannot hold one
         # The lease is named at commit time (lease_for), where it is taken or not; so is the sweep (once).
         sent = self.store.uploads.checksum_algorithm(self.dest.bucket, object_checked=self.options.validate_output)
+        # (fail-if-exists is named by the commit that asks for it: CommitEngine.complete_all)
         lost = [f for f in found.lost_features(sent)
-                if "commit lease" not in f and "dead jobs" not in f]
+                if "commit lease" not in f and "dead jobs" not in f and "fail-if-exists" not in f]
         if lost:
             log.warning("job %s: the store at %s (bucket %s) does not honour what s3commit needs for: %s. Run "
                         "`s3commit doctor %s` for details", self.job_id, found.endpoint, found.bucket,
@@ -219,11 +220,12 @@ class Committer(ABC):
         return CommitSession(JobIdentity(self.store, self.dest, self.layout, self.job_id, self.name,
                                          self.job_id_source, self.options, self.process))
 
-    def commit_lease(self, operation: str) -> CommitLease | NoLease:
+    def commit_lease(self, operation: str, *, warn: bool = True) -> CommitLease | NoLease:
         """The destination's commit lease for one of this job's operations (not taken yet: see
-        :mod:`s3commit.commit.lease`); a dead holder of another job that it takes over is settled first."""
+        :mod:`s3commit.commit.lease`); a dead holder of another job that it takes over is settled first. ``warn``:
+        say where the store cannot hold one."""
         self.know_store()  # whether the store can hold one (cached)
-        return self.session().job.lease(operation)
+        return self.session().job.lease(operation, warn=warn)
 
     def creates_only(self) -> bool:
         """Whether the job's files must not replace existing objects (staging ``fail``)."""

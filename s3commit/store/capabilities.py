@@ -85,8 +85,8 @@ CHECKS: tuple[Check, ...] = (
           "commit lease off (it cannot be renewed safely); dead jobs are never swept automatically (s3commit uploads "
           "sweep DEST --older-than AGE)"),
     Check("delete-if-match", "DELETE with If-Match: a wrong ETag refused, the right one deletes", Outcome.HONOURED,
-          "commit lease released and broken with it; overwrite deletions keep objects replaced since the listing",
-          "commit lease off; overwrite deletions are unconditional"),
+          "overwrite deletions keep objects replaced since the listing",
+          "overwrite deletions are unconditional (an object another writer replaced since the listing is deleted)"),
     Check("delete-objects-if-match", "DeleteObjects with a wrong ETag for each key: every key refused",
           Outcome.HONOURED, "overwrite deletions go in batches of 1,000, each key conditional on the ETag listed",
           "where DELETE If-Match is honoured, overwrite deletions are sent one by one, each with the ETag listed"),
@@ -119,6 +119,8 @@ CHECKS: tuple[Check, ...] = (
           "validate.output compares each object's checksum", "validate.output compares sizes only"),
 )
 CHECK_BY_NAME = {check.name: check for check in CHECKS}
+LEASE_CHECKS = ("put-if-none-match", "put-if-match", "put-if-none-match-race")
+"""The checks the commit lease needs honoured (:attr:`Capabilities.conditional_writes`)."""
 
 _CHECKSUM_CHECK = {"CRC32": "checksum-crc32", "SHA256": "checksum-sha256", "CRC32C": "checksum-crc32c",
                    "CRC64NVME": "checksum-crc64nvme"}
@@ -157,10 +159,12 @@ class Capabilities:
 
     @property
     def conditional_writes(self) -> bool:
-        """Conditional PUT (``If-None-Match``, ``If-Match``) and DELETE (``If-Match``) honoured, and exactly one of
-        racing ``If-None-Match`` PUTs wins: what the commit lease needs."""
-        return all(self.good(name) for name in ("put-if-none-match", "put-if-match", "delete-if-match",
-                                                "put-if-none-match-race"))
+        """Conditional PUTs (``If-None-Match``, ``If-Match``) honoured, and exactly one of racing ``If-None-Match``
+        PUTs wins: what the commit lease needs (taken, renewed, released and taken over by PUTs: :mod:`s3commit.
+        commit.lease`), and a dead job's liveness record, a snapshot's entry and ``_SUCCESS`` that never replaces
+        another writer's. A conditional DELETE is not among them: only an overwrite's deletions use one
+        (:attr:`conditional_deletes`)."""
+        return all(self.good(name) for name in LEASE_CHECKS)
 
     @property
     def conditional_complete(self) -> bool:

@@ -106,8 +106,9 @@ class S3TestServer:
         self._stderr: IO[bytes] | None = None
         self._ready: dict[str, Any] = {}
         self._control_client: S3Client | None = None
-        self._validating = False  # whether the simulator validates checksums now
-        self._probed_validating = False  # and whether it did when it was last probed
+        # What the simulator does now that a probe finds (checksums validated, conditional DELETEs honoured), and
+        # what it did when it was last probed.
+        self._probed_settings = self._settings = (False, True)
         #: The server process's exit code after :meth:`stop` (0: it exited by itself on stdin EOF).
         self.exit_code: int | None = None
 
@@ -259,7 +260,7 @@ class S3TestServer:
         if self._control_client is None:
             self._control_client = self.client(raw=True)
         self._control_client.create_bucket(Bucket=name)
-        self._probe_again_if_checksums_changed()
+        self._probe_again_if_settings_changed()
         know_bucket(self, name)
         return name
 
@@ -287,6 +288,7 @@ class S3TestServer:
         throttle: ThrottleSpec | None = _UNSET,
         clock_offset: float = _UNSET,
         validate_checksums: bool = _UNSET,
+        conditional_deletes: bool = _UNSET,
     ) -> dict[str, Any]:
         """Change what the simulator does; options left out keep their current value.
 
@@ -302,6 +304,8 @@ class S3TestServer:
                 (400 BadDigest), as S3 does; moto accepts any. The server is probed again at the next
                 ``create_bucket``, so that buckets created after are known to validate (or not); a bucket created
                 before keeps what its clients cached: probe it again (``known(store, bucket, refresh=True)``).
+            conditional_deletes: False drops the ``If-Match`` of a DeleteObject before moto sees it, as a store that
+                honours conditional PUTs but not conditional DELETEs does (probed again as ``validate_checksums``).
 
         Returns:
             The simulator's whole configuration after the change, as JSON data.
@@ -321,21 +325,23 @@ class S3TestServer:
             changes["clock_offset"] = clock_offset
         if validate_checksums is not _UNSET:
             changes["validate_checksums"] = validate_checksums
+        if conditional_deletes is not _UNSET:
+            changes["conditional_deletes"] = conditional_deletes
         config = dict(self._control("POST", "config", changes))
-        self._validating = bool(config.get("validate_checksums"))
+        self._settings = (bool(config.get("validate_checksums")), bool(config.get("conditional_deletes", True)))
         return config
 
-    def _probe_again_if_checksums_changed(self) -> None:
+    def _probe_again_if_settings_changed(self) -> None:
         """Before a bucket is created (and told what the server honours): the server probed again if checksum
-        validation was turned on or off since its last probe (a reset turns it off). Counters that were zero stay
-        zero: the probe's requests are no test's."""
-        if self._validating != self._probed_validating:
-            counted, before = sum(self.stats().requests.values()), self._probed_validating
-            self._probed_validating = self._validating  # first: the probe creates a bucket of its own
+        validation or conditional DELETEs were turned on or off since its last probe (a reset returns both to their
+        start). Counters that were zero stay zero: the probe's requests are no test's."""
+        if self._settings != self._probed_settings:
+            counted, before = sum(self.stats().requests.values()), self._probed_settings
+            self._probed_settings = self._settings  # first: the probe creates a bucket of its own
             try:
                 probe_server(self)
             except BaseException:
-                self._probed_validating = before
+                self._probed_settings = before
                 raise
             if not counted:
                 self.reset_stats()
@@ -391,7 +397,7 @@ class S3TestServer:
     def reset_simulator(self) -> None:
         """Return the simulator to its start-up configuration, drop scripted faults, zero the counters."""
         self._control("POST", "reset")
-        self._validating = False  # the start-up configuration
+        self._settings = (False, True)  # the start-up configuration
 
     def reset(self) -> None:
         """Forget everything: moto's state (all buckets and uploads) and the simulator's (see above)."""

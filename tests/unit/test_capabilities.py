@@ -27,10 +27,20 @@ def test_a_store_like_aws_loses_nothing():
 
 
 def test_one_ignored_condition_is_enough_to_lose_the_lease():
-    for name in ("put_if_none_match", "put_if_match", "delete_if_match", "put_if_none_match_race"):
+    for name in ("put_if_none_match", "put_if_match", "put_if_none_match_race"):
         store = caps(**{name: Finding(Outcome.IGNORED)})
         assert not store.conditional_writes, name
         assert any("commit lease" in lost for lost in store.lost_features("CRC32"))
+
+
+def test_a_store_that_ignores_conditional_deletes_keeps_the_lease_and_deletes_unconditionally():
+    # (gofakes3's answers: the lease is taken, renewed, released and taken over by conditional PUTs alone)
+    store = caps(delete_if_match=Finding(Outcome.IGNORED), delete_objects_if_match=Finding(Outcome.IGNORED))
+    assert store.conditional_writes
+    assert not store.conditional_deletes and not store.conditional_batch_deletes
+    assert store.lost_features("CRC32") == []
+    rows = {name: action for name, _request, _result, action in store.rows()}
+    assert "lease" not in rows["delete-if-match"] and "unconditional" in rows["delete-if-match"]
 
 
 def test_a_permission_the_probe_lacked_counts_as_unknown_not_as_honoured():

@@ -10,7 +10,8 @@ from typing import Any
 from s3commit.testing._sim.faults import NO_FAULTS, FaultSpec
 from s3commit.testing._sim.profiles import NO_LATENCY, LatencyProfile, ThrottleSpec, get_profile
 
-_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle", "clock_offset", "validate_checksums")
+_CONFIG_KEYS = ("profile", "faults", "seed", "copy_bandwidth", "throttle", "clock_offset", "validate_checksums",
+               "conditional_deletes")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +28,8 @@ class SimulatorConfig:
         validate_checksums: answer a PutObject or UploadPart whose ``x-amz-checksum-*`` header does not match the
             bytes received with 400 BadDigest, as S3 does (moto accepts any; off by default, as the suite was
             written against moto's behaviour).
+        conditional_deletes: honour ``If-Match`` on DeleteObject (as S3 does); False: drop it before moto sees it,
+            as a store that honours conditional PUTs but not conditional DELETEs does (gofakes3 1.2).
     """
 
     profile: LatencyProfile = NO_LATENCY
@@ -36,6 +39,7 @@ class SimulatorConfig:
     throttle: ThrottleSpec | None = None
     clock_offset: float = 0.0
     validate_checksums: bool = False
+    conditional_deletes: bool = True
 
     def __post_init__(self) -> None:
         if self.copy_bandwidth is not None and self.copy_bandwidth <= 0:
@@ -49,7 +53,7 @@ class SimulatorConfig:
             "seed": self.seed,
             "copy_bandwidth": self.copy_bandwidth,
             "throttle": self.throttle.to_dict() if self.throttle else None, "clock_offset": self.clock_offset,
-            "validate_checksums": self.validate_checksums}
+            "validate_checksums": self.validate_checksums, "conditional_deletes": self.conditional_deletes}
 
     def updated(self, changes: Mapping[str, Any]) -> SimulatorConfig:
         """Return a copy with the JSON-style ``changes`` applied; keys absent from ``changes`` stay.
@@ -82,4 +86,6 @@ class SimulatorConfig:
         values.update({"clock_offset": float(changes["clock_offset"])} if "clock_offset" in changes else {})
         if "validate_checksums" in changes:
             values["validate_checksums"] = bool(changes["validate_checksums"])
+        if "conditional_deletes" in changes:
+            values["conditional_deletes"] = bool(changes["conditional_deletes"])
         return dataclasses.replace(self, **values)

@@ -455,6 +455,8 @@ class _Exchange:
 
     def _forward(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         headers = dict(wire.forwardable(self.handler.headers.items()))
+        if self.operation is S3Operation.DELETE_OBJECT and not self.config.conditional_deletes:
+            headers = {name: value for name, value in headers.items() if name.lower() != "if-match"}
         headers["Content-Length"] = str(len(body))
         if self.handler.command in ("GET", "HEAD", "DELETE") and not body:
             del headers["Content-Length"]
