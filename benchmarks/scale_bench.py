@@ -59,10 +59,11 @@ from typing import Any
 from s3commit.commit.engine import CommitEngine
 from s3commit.commit.lease import lease_for
 from s3commit.commit.overwrite import OverwritePlan
+from s3commit.commit.preload import PendingsetPreloads
 from s3commit.commit.process_state import ProcessState, SeenObjects
 from s3commit.committers import create_committer
 from s3commit.config.options import CommitterOptions, RetryPolicy, StoreOptions
-from s3commit.model.manifests import PendingSet, PendingUpload
+from s3commit.model.manifests import PendingSet, PendingUpload, SuccessData
 from s3commit.model.paths import JobLayout
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.model.uri import S3Uri
@@ -316,7 +317,8 @@ def run_served_case(files: int, *, rate: float | None, overwrite: bool) -> dict[
     }
 
 
-def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: str = "magic") -> dict[str, Any]:
+def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: str = "magic",
+                ahead: bool = False) -> dict[str, Any]:
     """A ``--lean --store go`` case: :func:`run_served_case` with the Go store (``testbed.go_store``) in the child
     process instead of the Python wire, the job prepared there (:func:`prepare_go`); the store's CPU, answers,
     SlowDowns and splits read from its stats before and after the commit, what the commit left from its counts.
@@ -325,7 +327,11 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
     from its tasks' commit messages: conflict mode ``fail`` (its setup's check that the destination is empty, each
     Complete made with ``If-None-Match``), ``replace`` for an overwrite (the old files deleted after the Completes).
     Else the engine's commit of the magic committer's pendingsets (what ``commit_job`` runs after its checks), under the
-    destination's commit lease as ``commit_job`` takes it (read free at the setup, taken with one PUT)."""
+    destination's commit lease as ``commit_job`` takes it (read free at the setup, taken with one PUT).
+
+    ``ahead``: each task's commit reported to the driver before the job commit (as Spark's ``onTaskCommit`` does
+    while the other tasks run: ``Committer.task_committed``), its pendingset read then (untimed); the job commit
+    takes what was read (:mod:`s3commit.commit.preload`, up to its 10,000 files) and reads the rest."""
     throttle = ThrottleSpec(writes_per_second=rate) if rate else None
     with GoStore(profile=PROFILE, throttle=throttle, cpu_profile=os.environ.get("S3COMMIT_GOSTORE_CPUPROFILE")) as go:
         go.create_bucket(BUCKET)
@@ -342,6 +348,10 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
                                           pendingset_key=key, files=min(FILES_PER_TASK, files - n),
                                           bytes=3 * min(FILES_PER_TASK, files - n))
                         for n, key in zip(range(0, files, FILES_PER_TASK), keys, strict=True)]
+            if ahead:
+                for message in messages:
+                    job.task_committed(message)
+                job.process.preloads.wait_read(dest, job_id)
             commit = functools.partial(job.commit_job, messages)
         else:
             layout = JobLayout(dest.key, job_id)
@@ -354,8 +364,19 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
             lease.remember()
             engine = CommitEngine(store, dest=dest, layout=layout, job_id=job_id, committer="magic", options=options,
                                   lease=lease, seen=seen)
-            commit = functools.partial(engine.run, keys, OverwritePlan(delete_paths=("",)) if overwrite
-                                       else OverwritePlan())
+            plan = OverwritePlan(delete_paths=("",)) if overwrite else OverwritePlan()
+            accepted = {key: {attempt_id_of(n)} for n, key in zip(range(0, files, FILES_PER_TASK), keys, strict=True)}
+            preloads = PendingsetPreloads()
+            if ahead:  # the reports as the tasks commit, and their reads (commit_job takes them, as here)
+                for n, key in zip(range(0, files, FILES_PER_TASK), keys, strict=True):
+                    count = min(FILES_PER_TASK, files - n)
+                    preloads.add(store, dest, TaskCommitMessage(
+                        job_id=job_id, task_id=task_id_of(n), task_attempt_id=attempt_id_of(n), pendingset_key=key,
+                        files=count, bytes=3 * count))
+                preloads.wait_read(dest, job_id)
+
+            def commit() -> SuccessData:
+                return engine.run(keys, plan, accepted, preloaded=preloads.take(dest, job_id, accepted))
         warm_up(store)
         proper = CommitProper(store, JobLayout(dest.key, job_id).success_key)
         before, counted_before = go.stats(), store.counters.snapshot()
@@ -380,7 +401,8 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
         "files": files, "overwrite": overwrite, "writes_per_second": rate, "lean": True, "store": "go",
         "committer": committer,
         "exact": exact, "seconds": round(seconds, 3), "floor_seconds": round(floor, 3),
-        "ratio": round(seconds / floor, 2), "cpu_seconds": round(cpu_seconds, 3),
+        "ratio": round(seconds / floor, 2), "cpu_seconds": round(cpu_seconds, 3), "read_ahead": ahead,
+        "preloaded": metrics.get("committer_pendingsets_preloaded", 0),
         "proper_seconds": None if proper.seconds is None else round(proper.seconds, 3),
         "proper_ratio": None if proper.seconds is None else round(proper.seconds / floor, 2),
         "completes_per_cpu_second": round(client_rate), "store_cpu_seconds": round(store_cpu, 3),
@@ -539,14 +561,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.case:
         files, throttled, overwrite, lean, *where = args.case.split(",")
-        store, committer = (where + ["wire", "magic"][len(where):])[:2]
+        store, committer, ahead = (where + ["wire", "magic", "0"][len(where):])[:3]
         if committer != "magic" and store != "go":
             parser.error("--committer directory runs on the Go store (--lean --store go)")
         if lean != "1":
             result = run_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         elif store == "go":
             result = run_go_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1",
-                                 committer=committer)
+                                 committer=committer, ahead=ahead == "1")
         else:
             result = run_served_case(int(files), rate=float(throttled) or None, overwrite=overwrite == "1")
         print(json.dumps(result))

@@ -63,8 +63,8 @@ def messages_of(lines: Iterator[bytes]) -> Iterator[tuple[int, TaskCommitMessage
 
 
 class CommitOps:
-    """``job.setup``, ``job.commit``, ``job.abort``, ``task.setup``, ``task.commit``, ``task.abort``,
-    ``task.absolute_path``."""
+    """``job.setup``, ``job.task_committed``, ``job.commit``, ``job.abort``, ``task.setup``, ``task.commit``,
+    ``task.abort``, ``task.absolute_path``."""
 
     def __init__(self, confs: Configurations, streams: Streams, *, process: ProcessState = THIS_PROCESS,
                  factory: Callable[..., Committer] = create_committer) -> None:
@@ -75,6 +75,7 @@ class CommitOps:
 
     def ops(self) -> dict[str, Any]:
         return {"job.setup": self.job_setup, "job.commit": self.job_commit, "job.abort": self.job_abort,
+                "job.task_committed": self.job_task_committed,
                 "task.setup": self.task_setup, "task.commit": self.task_commit, "task.abort": self.task_abort,
                 "task.absolute_path": self.task_absolute_path}
 
@@ -141,6 +142,19 @@ class CommitOps:
             if message.pendingset_key is not None or message.absolute_dirs:
                 kept.append(message)
         return kept, received
+
+    def job_task_committed(self, req: dict[str, Any], _: Body | None) -> Reply:
+        """A task of the job committed (the driver's ``onTaskCommit``, ``message``: its commit message as JSON): its
+        pendingset is read from now on, for the job's commit (:meth:`Committer.task_committed`). Answered at once:
+        the read goes on in this process, and ``job.commit`` takes what ended by then."""
+        committer = self._committer(req)
+        try:
+            record = json_text.loads(str(req["message"]))
+            message = TaskCommitMessage.from_dict(record)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"the task commit message reported to job {committer.job_id} is not valid: "
+                              f"{err}") from err
+        return Reply({"preloading": committer.task_committed(message)})
 
     def job_abort(self, req: dict[str, Any], _: Body | None) -> Reply:
         committer = self._committer(req, job_op=True)

@@ -175,6 +175,8 @@ class CommitStats:
     """What a job commit did; becomes ``_SUCCESS`` metrics."""
 
     pendingsets: int = 0
+    pendingsets_preloaded: int = 0
+    """Pendingsets read as their tasks committed (:mod:`s3commit.commit.preload`): the commit read none of them."""
     files: int = 0
     bytes: int = 0
     completed: int = 0
@@ -358,12 +360,16 @@ class CommitEngine:
 
     def load_and_validate(self, pool: ThreadPoolExecutor, keys: Sequence[str],
                           accepted_attempts: dict[str, set[str]] | None = None,
-                          known: Mapping[str, PendingSet] | None = None) -> None:
+                          known: Mapping[str, PendingSet] | None = None,
+                          preloaded: Mapping[str, PendingSet] | None = None) -> None:
         """Read and check every pendingset before anything is completed (raises on the first problem). ``known``:
-        pendingsets the caller has already (from the task commit messages): checked the same, not read."""
+        pendingsets the caller has already (from the task commit messages); ``preloaded``: read as their tasks
+        committed (:mod:`s3commit.commit.preload`): both checked the same, not read."""
         seen: set[str] = set()
         cached = kept = 0
         known = known or {}
+        preloaded = {key: p for key, p in (preloaded or {}).items() if key not in known}
+        held = {**preloaded, **known}
         packing = threading.Event()  # past CACHE_BUDGET: the readers compress the bodies (zlib lets go of the GIL)
 
         def to_keep(pendingset: PendingSet, body: bytes) -> tuple[PendingSet, bytes, bool]:  # on the readers
@@ -372,9 +378,9 @@ class CommitEngine:
 
         # In order, a bounded window ahead: only about ``2 x threads`` parsed pendingsets exist at once, so
         # memory does not grow with the number of tasks.
-        read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in known], pool=pool,
+        read = read_pendingsets(self.store, self.dest.bucket, [k for k in keys if k not in held], pool=pool,
                                 ahead=2 * self.options.pool_size, then=to_keep, loop=self._lean)
-        loads = chain(((k, resolved((known[k], b"", False))) for k in keys if k in known), read)
+        loads = chain(((k, resolved((held[k], b"", False))) for k in keys if k in held), read)
         for key, future in loads:
             try:
                 pendingset, body, packed = future.result()
@@ -390,6 +396,10 @@ class CommitEngine:
             if key in known:
                 self._cache[key] = pendingset  # held already: never read again
                 self._from_messages.add(key)
+            elif key in preloaded:  # held already (within the entries kept parsed: preload.PRELOAD_FILES)
+                self._cache[key] = pendingset
+                cached += len(pendingset.commits)
+                self.stats.pendingsets_preloaded += 1
             elif cached + len(pendingset.commits) <= CACHE_BUDGET:
                 self._cache[key] = pendingset
                 cached += len(pendingset.commits)
@@ -952,6 +962,7 @@ class CommitEngine:
             "committer_bytes_committed": self.stats.bytes,
             "committer_files": self.stats.files,
             "committer_pendingsets": self.stats.pendingsets,
+            "committer_pendingsets_preloaded": self.stats.pendingsets_preloaded,
             "committer_commits_reverted": self.stats.reverted,
             "committer_commits_aborted": self.stats.aborted,
             "committer_objects_deleted_by_overwrite": self.stats.deleted_by_overwrite,
@@ -1080,12 +1091,14 @@ class CommitEngine:
     def run(self, keys: Sequence[str], plan: OverwritePlan,
             accepted_attempts: dict[str, set[str]] | None = None, *,
             beside: Callable[[], None] | None = None, known: Mapping[str, PendingSet] | None = None,
+            preloaded: Mapping[str, PendingSet] | None = None,
             log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None) -> SuccessData:
         """The whole commit. On failure everything this job uploaded is aborted or reverted. ``beside``: work that
         runs beside the commit from its start and is done before ``_SUCCESS`` is written (the session's sweep of
-        dead jobs, whose counts ``_SUCCESS`` reports); it must not raise. ``known``: pendingsets of ``keys`` the
-        caller holds (:meth:`load_and_validate`). ``log_ahead``: the log's early read, begun with the lease's
-        taking ahead (:meth:`SnapshotLog.state_ahead`), after the lease noted the ETag it remembers it free at."""
+        dead jobs, whose counts ``_SUCCESS`` reports); it must not raise. ``known``, ``preloaded``: pendingsets of
+        ``keys`` the caller holds (:meth:`load_and_validate`). ``log_ahead``: the log's early read, begun with the
+        lease's taking ahead (:meth:`SnapshotLog.state_ahead`), after the lease noted the ETag it remembers it free
+        at."""
         # The requests beside the commit's path: the clean-up's records (task attempts' files, which a commit does
         # not change) are read while the job commits; the pendingsets load while the lease is taken; the sweep of
         # orphan uploads runs beside the _SUCCESS PUT and the job directory's deletion, whose LIST is sent once the
@@ -1094,7 +1107,7 @@ class CommitEngine:
         with quiet, ThreadPoolExecutor(3, thread_name_prefix="s3commit-side") as side:
             self._lean = self.store.objects.lean_loop(self.dest.bucket)
             try:
-                return self._run(keys, plan, accepted_attempts, side, beside, known, log_ahead)
+                return self._run(keys, plan, accepted_attempts, side, beside, known, log_ahead, preloaded)
             finally:
                 self.end_limit_watch()
                 lean, self._lean = self._lean, None
@@ -1104,7 +1117,8 @@ class CommitEngine:
     def _run(self, keys: Sequence[str], plan: OverwritePlan, accepted_attempts: dict[str, set[str]] | None,
              side: ThreadPoolExecutor, beside: Callable[[], None] | None,
              known: Mapping[str, PendingSet] | None = None,
-             log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None) -> SuccessData:
+             log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None,
+             preloaded: Mapping[str, PendingSet] | None = None) -> SuccessData:
         started = time.monotonic()
         self._refuse_snapshots_without_conditions()
         besides = side.submit(beside) if beside is not None else None
@@ -1119,7 +1133,7 @@ class CommitEngine:
             # CommitLease.taken_as_remembered); otherwise one listing under the lease, beside the journal, confirms it.
             remembered = self.lease.remembered()
             early = log_ahead if log_ahead is not None else pool.submit(self._read_log, pool)
-            self._load_and_lease(pool, side, keys, accepted_attempts, known)  # LOADED and LEASED
+            self._load_and_lease(pool, side, keys, accepted_attempts, known, preloaded)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             trusted = remembered is not None and self.lease.taken_as_remembered == remembered
@@ -1230,7 +1244,8 @@ class CommitEngine:
 
     def _load_and_lease(self, pool: ThreadPoolExecutor, side: ThreadPoolExecutor, keys: Sequence[str],
                         accepted_attempts: dict[str, set[str]] | None,
-                        known: Mapping[str, PendingSet] | None = None) -> None:
+                        known: Mapping[str, PendingSet] | None = None,
+                        preloaded: Mapping[str, PendingSet] | None = None) -> None:
         """LOADED and LEASED at once: the pendingsets load and are validated on ``side`` while this thread takes the
         lease (its waits on the job's clock). The lease changes nothing of the destination, and nothing of this job
         does before both are done (the journal and the first Complete come after). A load that failed is raised
@@ -1238,7 +1253,7 @@ class CommitEngine:
         started = time.monotonic()
 
         def load() -> None:
-            self.load_and_validate(pool, keys, accepted_attempts, known)
+            self.load_and_validate(pool, keys, accepted_attempts, known, preloaded)
             self.stats.timings_ms["load"] = _ms(started)
 
         loaded = side.submit(load)

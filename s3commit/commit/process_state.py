@@ -4,6 +4,8 @@
   (:class:`~s3commit.commit.task_registry.MagicTaskRegistry`);
 - ``keepers``: the liveness records this process keeps fresh, each ending with its job
   (:class:`~s3commit.commit.liveness.Keepers`);
+- ``preloads``: the pendingsets it reads as tasks commit, for the jobs it commits
+  (:class:`~s3commit.commit.preload.PendingsetPreloads`);
 - ``said``: the warnings said once in this process (``say_once``);
 - ``seen``: objects it wrote or read whose ETag says whether they changed since (its commit lease as it released
   it, a snapshot log's settings and latest entry) (:class:`SeenObjects`);
@@ -33,6 +35,7 @@ from typing import Any
 
 from s3commit.commit.clock import SYSTEM_CLOCK, Clock
 from s3commit.commit.liveness import Keepers
+from s3commit.commit.preload import PendingsetPreloads
 from s3commit.commit.task_registry import MagicTaskRegistry
 
 
@@ -86,6 +89,8 @@ class ProcessState:
 
     tasks: MagicTaskRegistry = field(default_factory=MagicTaskRegistry)
     keepers: Keepers = field(default_factory=Keepers)
+    preloads: PendingsetPreloads = field(default_factory=PendingsetPreloads)
+    """Pendingsets read as their tasks commit, for the jobs this process commits (:mod:`s3commit.commit.preload`)."""
     said: set[tuple[str, ...]] = field(default_factory=set)
     clock: Clock = SYSTEM_CLOCK
     seen: SeenObjects = field(default_factory=SeenObjects)
@@ -110,6 +115,7 @@ class ProcessState:
     def end(self) -> None:
         """The process's work ends (a sidecar closing; a simulated process dying): no record is kept fresh after it."""
         self.keepers.stop_all()
+        self.preloads.close()
 
     def say_once(self, log: logging.Logger, what: tuple[str, ...], level: int, message: str, *args: object) -> None:
         """Log ``message`` once in this process for ``what``."""

@@ -104,6 +104,8 @@ class CommitRequest:
     create_only: bool = False
     known: Mapping[str, PendingSet] = field(default_factory=dict)
     """Pendingsets the messages carried whole (:meth:`TaskCommitMessage.completed_pendingset`): not read."""
+    preloaded: Mapping[str, PendingSet] = field(default_factory=dict)
+    """Pendingsets read as their tasks committed (:mod:`s3commit.commit.preload`): not read again."""
     log_ahead: Future[tuple[LogState, Future[bytes | None]]] | None = None
     """The snapshot log's early read, begun with the lease's taking (:meth:`SnapshotLog.state_ahead`), if it was."""
 
@@ -136,6 +138,7 @@ class CommitSession:
             # The sweep of dead jobs runs beside the commit (it changes nothing of this job), done before _SUCCESS.
             success = done or engine.run(list(request.pendingsets), request.plan, accepted_attempts=request.pendingsets,
                                          beside=lambda: self._sweep_dead_jobs(engine), known=request.known,
+                                         preloaded=request.preloaded,
                                          log_ahead=request.log_ahead)
             committed = True
         except (JournalExistsError, PendingsetMissingError) as err:

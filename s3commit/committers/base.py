@@ -253,9 +253,25 @@ class Committer(ABC):
             finally:
                 self.drop_lease_ahead()
                 self.process.keepers.release(self.dest, self.job_id)
+                self.process.preloads.forget(self.dest, self.job_id)  # (taken already where the commit began)
             if self.exclusive:
                 release_output(self.store, self.dest, self.job_id)
             return success
+
+    def task_committed(self, message: TaskCommitMessage) -> bool:
+        """Tell the job, on its driver, that a task committed, as each does (Spark's ``onTaskCommit``; a Python
+        driver as each task's message arrives): its pendingset is read from now on, off the job commit's path, and
+        the commit validates it as it validates what it reads (:mod:`s3commit.commit.preload`; up to
+        :data:`~s3commit.commit.preload.PRELOAD_FILES` files a job). Optional: a job commit reads what it was not
+        told of. Returns whether the read was begun.
+
+        Raises:
+            ConfigError: ``message`` is not of this job.
+        """
+        if not isinstance(message, TaskCommitMessage) or message.job_id != self.job_id:
+            raise ConfigError(f"task_committed expects a TaskCommitMessage of job {self.job_id}, got "
+                              f"{getattr(message, 'job_id', type(message).__name__)}")
+        return self.process.preloads.add(self.store, self.dest, message)
 
     def take_lease_ahead(self) -> None:
         """Begin taking the destination's commit lease for this job's commit now, on a thread of its own
@@ -326,6 +342,7 @@ class Committer(ABC):
         self.know_store()
         self._end_task_attempts()
         keys = self._pendingset_keys(messages)
+        preloaded = self.process.preloads.take(self.dest, self.job_id, keys) if messages is not None else {}
         committer_plan = self.job_overwrite_plan()
         request = CommitRequest(
             pendingsets=keys, listed=messages is None, files=sum(m.files for m in messages or () if m is not None),
@@ -333,7 +350,7 @@ class Committer(ABC):
                                   replace_partitions=replace_partitions or committer_plan.replace_partitions),
             absolute_dirs=sorted({d for m in messages or () if m is not None for d in m.absolute_dirs}),
             create_only=create_only or self.creates_only(), known=carried_pendingsets(messages or (), self.dest.bucket),
-            log_ahead=self._log_ahead)
+            preloaded=preloaded, log_ahead=self._log_ahead)
         session = self.session()
         lease, self._lease_ahead, self._log_ahead = self._lease_ahead, None, None  # the session's: it releases it
         try:
@@ -382,6 +399,7 @@ class Committer(ABC):
         try:
             with one_operation(self.dest, self.job_id, "its abort"):  # a commit running here ends first
                 self.process.keepers.release(self.dest, self.job_id)
+                self.process.preloads.forget(self.dest, self.job_id)
                 self._abort_job(quiet=False)
                 if self.exclusive:
                     release_output(self.store, self.dest, self.job_id)

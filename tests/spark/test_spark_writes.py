@@ -65,6 +65,8 @@ def test_write_each_format_through_the_magic_committer(spark, committer, s3_clie
                                                                            for b in range(2)}
     assert marker["committer"] == "magic"
     assert sorted(marker["filenames"]) == [f"/{k}" for k in keys]
+    # Each task's pendingset was read as Spark reported its commit (onTaskCommit): the job commit read none.
+    assert marker["metrics"]["committer_pendingsets_preloaded"] == marker["metrics"]["committer_pendingsets"] == 2
     check_clean(s3_client, s3_bucket, "t/")
     # Read back exactly, through Spark ...
     reader = spark.read.format(fmt)

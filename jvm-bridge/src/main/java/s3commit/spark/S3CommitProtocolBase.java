@@ -71,6 +71,8 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
   private FileCommitProtocol spark;
   private final ArrayList<String> deletePaths = new ArrayList<>();
   private transient String workPath;
+  /** The job's request fields, on the driver from its setup on: its task commits are told to the sidecar. */
+  private transient Map<String, Object> jobArgs;
 
   protected S3CommitProtocolBase(String jobId, String path, boolean dynamicPartitionOverwrite) {
     if (path == null) {
@@ -132,7 +134,9 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       StagingLocalFileSystem.register(context.getConfiguration());  // shipped to the tasks with the job's conf
       MagicTaskFileSystem.register(context.getConfiguration());
       LOG.info("s3commit: {}", MagicTaskFileSystem.describe(context.getConfiguration()));
-      Sidecar.run("job.setup", args(context.getConfiguration()));
+      Map<String, Object> job = args(context.getConfiguration());
+      Sidecar.run("job.setup", job);
+      jobArgs = job;
     } catch (IOException e) {
       throw new RuntimeException("s3commit job setup for " + path + " failed: " + e.getMessage(), e);
     }
@@ -261,6 +265,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
           messages.add((String) obj);
         }
       }
+      TaskCommitReports.drain(jobId);  // every read the sidecar was told to begin is begun before the commit
       Map<String, Object> args = args(context.getConfiguration());
       args.put("delete_paths", deletePaths);
       args.put("replace_partitions", dynamicPartitionOverwrite);
@@ -274,10 +279,19 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
     }
   }
 
+  /**
+   * On the driver, as each task commits: the sidecar is told (from a thread of its own: {@link TaskCommitReports}),
+   * and reads the task's pendingset while the other tasks run, so that the job commit need not.
+   */
   @Override
   public void onTaskCommit(TaskCommitMessage message) {
     if (spark != null) {
       spark.onTaskCommit(message);
+      return;
+    }
+    Object obj = message.obj();
+    if (jobArgs != null && obj instanceof String) {
+      TaskCommitReports.report(jobId, jobArgs, (String) obj);
     }
   }
 
@@ -288,6 +302,7 @@ public abstract class S3CommitProtocolBase extends FileCommitProtocol implements
       other.abortJob(context);
       return;
     }
+    TaskCommitReports.forget(jobId);  // (one that reaches the sidecar after the abort is ignored there)
     try {
       Map<String, Object> args = args(context.getConfiguration());
       Sidecar.uninterruptibly(() -> Sidecar.run("job.abort", args));
