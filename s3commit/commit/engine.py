@@ -1143,13 +1143,20 @@ class CommitEngine:
             # And its next entry, made while the journal is written and the uploads are completed (published only
             # once they all are).
             prepared = pool.submit(self._prepare_early, keys, plan, log_state, added)
+            # The old objects an overwrite deletes, listed from here on, under the lease (no other job's commit
+            # changes them), while the journal's PUT is answered and the uploads are completed.
+            old = self._old_objects(plan, log_state)
             self._warm_for_completes()  # the first wave's connections, opened while the journal's PUT is answered
-            if self.options.journal:
-                self.write_journal(keys, plan, accepted_attempts)  # JOURNALLED
+            try:
+                if self.options.journal:
+                    self.write_journal(keys, plan, accepted_attempts)  # JOURNALLED
+            except BaseException:
+                if old is not None:
+                    old.stop()
+                raise
             # The job directory's first LIST for its clean-up, beside the commit: a read, and nothing is written
             # there from here on; nothing is deleted before _SUCCESS is written.
             listing = side.submit(list_ahead, self.store, bucket, f"{self.layout.job_dir}/")
-            old = self._old_objects(plan, log_state)  # listed while the uploads are completed
             t0 = time.monotonic()
             try:
                 self._refuse_rewriting_live_files(log_state)
