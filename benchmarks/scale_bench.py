@@ -32,14 +32,17 @@ its answers per CPU-second then over the client's requests per CPU-second in the
 second on a core of its own).
 
 ``--committer directory`` (with ``--store go``) commits the directory committer's own job instead (see
-:func:`run_go_case`).
+:func:`run_go_case`). ``--ahead`` (with ``--store go``) reports each task's commit to the driver before the job
+commit, as Spark's ``onTaskCommit`` does while the other tasks run: the job commit takes the pendingsets read then
+(:mod:`s3commit.commit.preload`).
 
 The ``scale`` section of ``benchmarks/run.py`` (:func:`section_runs`) runs every case as a user's commit runs
-(``--lean``), on the Go store where Go is installed: 100 to 100,000 files, throttled and not, the magic committer's
-commit, its overwrite of as many old files and the directory committer's (~5 minutes), with its table and plot.
+(``--lean``), on the Go store where Go is installed, with each task's commit reported as Spark reports it
+(``--ahead``): 100 to 100,000 files, throttled and not, the magic committer's commit, its overwrite of as many old
+files and the directory committer's (~5 minutes), with its table and plot.
 
     python -m benchmarks.scale_bench --files 1000,10000 [--throttle both] [--overwrite] [--lean [--store go
-        [--committer directory]]] [--out f]
+        [--committer directory] [--ahead]]] [--out f]
 """
 
 from __future__ import annotations
@@ -427,11 +430,12 @@ def run_go_case(files: int, *, rate: float | None, overwrite: bool, committer: s
 
 
 def scale_runs(file_counts: list[int], *, throttled: list[bool], rate: float = 3500.0, overwrite: bool = False,
-               lean: bool = False, store: str = "wire", committer: str = "magic") -> dict[str, Any]:
+               lean: bool = False, store: str = "wire", committer: str = "magic",
+               ahead: bool = False) -> dict[str, Any]:
     """Every case (files x throttled or not, and an overwrite of as many old files where asked), each in a process
     of its own."""
     kinds = [(committer, False), *([(committer, True)] if overwrite else [])]
-    return _runs(file_counts, throttled=throttled, rate=rate, kinds=kinds, lean=lean, store=store)
+    return _runs(file_counts, throttled=throttled, rate=rate, kinds=kinds, lean=lean, store=store, ahead=ahead)
 
 
 SECTION_KINDS = (("magic", False), ("magic", True), ("directory", False))
@@ -454,21 +458,21 @@ def section_runs(*, quick: bool, rate: float = 3500.0) -> dict[str, Any]:
         store = "wire"
     kinds = [kind for kind in SECTION_KINDS if store == "go" or kind[0] == "magic"]
     return _runs([1000] if quick else [100, 1000, 10_000, 100_000], throttled=[False] if quick else [False, True],
-                 rate=rate, kinds=kinds[:1] if quick else kinds, lean=True, store=store)
+                 rate=rate, kinds=kinds[:1] if quick else kinds, lean=True, store=store, ahead=store == "go")
 
 
 def _runs(file_counts: list[int], *, throttled: list[bool], rate: float, kinds: list[tuple[str, bool]], lean: bool,
-          store: str) -> dict[str, Any]:
+          store: str, ahead: bool = False) -> dict[str, Any]:
     results = []
     for files in file_counts:
         for committer, replaces in kinds:
             for throttle in throttled:
-                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store},{committer}"
+                case = f"{files},{rate if throttle else 0},{int(replaces)},{int(lean)},{store},{committer},{int(ahead)}"
                 out = subprocess.run([sys.executable, "-m", "benchmarks.scale_bench", "--case", case],
                                      capture_output=True, text=True, check=True).stdout
                 results.append({"committer": committer, **json.loads(out.strip().splitlines()[-1])})
                 print(f"  scale: {json.dumps(results[-1])}", flush=True)
-    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store,
+    return {"profile": PROFILE, "rate": rate, "lean": lean, "store": store, "read_ahead": ahead,
             "committers": sorted({committer for committer, _ in kinds}), "cases": results}
 
 
@@ -481,6 +485,7 @@ def _kind(case: dict[str, Any]) -> str:
 def scale_markdown(scale: dict[str, Any]) -> list[str]:
     store = "the Go store" if scale.get("store") == "go" else "S3Wire"
     lean = "; lean requests" if scale.get("lean") else ""
+    lean += "; pendingsets read as their tasks commit" if scale.get("read_ahead") else ""
     lines = [f"## The job commit at scale ({store}, `{scale['profile']}`{lean}; throttled: {scale['rate']:.0f} writes "
              "a second per prefix)", "",
              "| files | commit | throttled | seconds | floor s | ratio | Completes per CPU-s | SlowDowns | failures "
@@ -498,7 +503,11 @@ def scale_markdown(scale: dict[str, Any]) -> list[str]:
             "The floor is `max(writes / the prefix's rate, files x Complete latency / in-flight)`: it leaves out the "
             "round trips every commit makes whatever its size (the lease, the pendingsets' GETs, the journal, the "
             "last wave of Completes, an overwrite's deletes after them, `_SUCCESS`, the clean-up: ~0.3-0.5 s here), "
-            "so below ~10,000 files the ratio is mostly those.", ""]
+            "so below ~10,000 files the ratio is mostly those.",
+            *(["", "Each task's commit is reported to the driver before the job commits, as Spark's `onTaskCommit` "
+               "does while the other tasks run (`Committer.task_committed`): the job commit takes the pendingsets "
+               "read then (up to 10,000 files' worth) and reads the rest."] if scale.get("read_ahead") else []),
+            ""]
 
 
 def scale_plot(scale: dict[str, Any], out: Any) -> None:
@@ -549,6 +558,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--committer", choices=("magic", "directory"), default="magic",
                         help="with --store go: the magic committer's engine commit, or the directory committer's "
                              "own job (conflict mode fail; replace for --overwrite)")
+    parser.add_argument("--ahead", action="store_true",
+                        help="with --store go: each task's commit reported before the job commit, as Spark's "
+                             "onTaskCommit does (its pendingset read then: Committer.task_committed)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)  # the store of a --lean case, in this process
     parser.add_argument("--case", help=argparse.SUPPRESS)  # files,throttled,overwrite,lean[,store]: one case here
     parser.add_argument("--out", help="write the results as JSON here")
@@ -577,7 +589,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.committer != "magic" and args.store != "go":
         parser.error("--committer directory runs on the Go store (--lean --store go)")
     scale = scale_runs([int(f) for f in args.files.split(",")], throttled=throttles, rate=args.rate,
-                       overwrite=args.overwrite, lean=args.lean, store=args.store, committer=args.committer)
+                       overwrite=args.overwrite, lean=args.lean, store=args.store, committer=args.committer,
+                       ahead=args.ahead)
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "profile": PROFILE,

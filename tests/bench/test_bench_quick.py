@@ -183,7 +183,7 @@ def test_quick_scale_section_commits_exactly_on_the_store_that_is_not_the_limit(
         store = "wire"  # (the section runs on the Python wire then, and says so)
     assert main(["--quick", "--sections", "scale", "--out", str(tmp_path)]) == 0
     scale = json.loads((tmp_path / "quick.json").read_text())["scale"]
-    assert scale["store"] == store and scale["lean"] is True
+    assert scale["store"] == store and scale["lean"] is True and scale["read_ahead"] is (store == "go")
     [case] = scale["cases"]
     assert (case["files"], case["committer"], case["overwrite"], case["writes_per_second"]) == (1000, "magic", False,
                                                                                               None)
@@ -204,12 +204,14 @@ def test_the_scale_sections_commits_each_end_exact_throttled_and_not():
         pytest.skip(f"the Go store is not available: {err}")
     # A rate each commit of 600 files exceeds once a second's burst is taken: each meets SlowDown (the overwrite's
     # Completes and deletes too) and must end exact, none failed.
-    scale = _runs([600], throttled=[False, True], rate=200.0, kinds=list(SECTION_KINDS), lean=True, store="go")
+    scale = _runs([600], throttled=[False, True], rate=200.0, kinds=list(SECTION_KINDS), lean=True, store="go",
+                  ahead=True)
     cases = {(c["committer"], c["overwrite"], bool(c["writes_per_second"])): c for c in scale["cases"]}
     assert set(cases) == {(committer, overwrite, throttled) for committer, overwrite in SECTION_KINDS
                           for throttled in (False, True)}
     for where, case in cases.items():
         assert case["exact"] and case["failures"] == 0 and case["retries"] >= case["slowdowns_answered"], where
         assert case["peak_rss_mib"] > 0 and case["floor_seconds"] > 0, where
+        assert case["read_ahead"] and case["preloaded"] == 6, where  # (as the section runs them: every pendingset)
     assert all(cases[(committer, overwrite, True)]["slowdowns_answered"] > 0 for committer, overwrite in SECTION_KINDS)
     assert cases[("magic", True, False)]["slowdowns_answered"] == 0
