@@ -23,14 +23,21 @@ from s3commit.testing.assertions import assert_no_pending_uploads, list_keys
 
 
 @pytest.fixture
-def client(tmp_path):
+def served(tmp_path):
+    """A sidecar server in this process, and its handlers."""
     blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
-    server = SidecarServer.listen_in(blocks.path, "t", BridgeHandlers(blocks=blocks))
+    handlers = BridgeHandlers(blocks=blocks)
+    server = SidecarServer.listen_in(blocks.path, "t", handlers)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    with BridgeClient(server.socket_path, "t") as connection:
-        yield connection
+    yield server, handlers
     server.stop()
     blocks.remove()
+
+
+@pytest.fixture
+def client(served):
+    with BridgeClient(served[0].socket_path, "t") as connection:
+        yield connection
 
 
 def register(client, server) -> str:
@@ -235,36 +242,28 @@ def test_a_sidecar_writes_part_etags_in_the_form_of_its_jvms_s3a(tmp_path, s3_se
         sidecar.wait(timeout=30)
 
 
-def test_task_commits_the_driver_reports_are_read_before_its_job_commit(tmp_path, s3_server, s3_bucket, s3_client):
+def test_task_commits_the_driver_reports_are_read_before_its_job_commit(served, client, s3_server, s3_bucket,
+                                                                       s3_client):
     """``job.task_committed`` (the JVM's ``onTaskCommit``): answered at once, the pendingset read in the sidecar; the
     job commit then reads none of them again. A message that is not one is refused, naming it."""
-    blocks = BlockDirectories(BlockDirectory.create(str(tmp_path)))
-    handlers = BridgeHandlers(blocks=blocks)
-    server = SidecarServer.listen_in(blocks.path, "t", handlers)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        with BridgeClient(server.socket_path, "t") as client:
-            conf_id = register(client, s3_server)
-            dest, job_id = f"s3://{s3_bucket}/ahead", str(uuid.uuid4())
-            job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
-            assert client.call("job.setup", **job)[0]["ok"]
-            messages = []
-            for task in range(3):
-                message = write_task(client, conf_id, dest, job_id, task)
-                header = client.call("job.task_committed", **job, message=json.dumps(message))[0]
-                assert header["ok"] and header["preloading"], header
-                messages.append(message)
-            bad = client.call("job.task_committed", **job, message="{not json")[0]
-            assert not bad["ok"] and "task commit message reported to job" in bad["error"]["message"], bad
-            assert handlers.process.preloads.wait_read(S3Uri.parse(dest), job_id, timeout=30) == 3
-            s3_server.reset_stats()
-            header, _ = client.call_stream("job.commit", ndjson(messages), **job)
-            assert header["ok"], header
-            assert header["success"]["metrics"]["committer_pendingsets_preloaded"] == 3
-            assert not [r for r in s3_server.request_log()
-                        if r["operation"] == "GetObject" and str(r.get("key", "")).endswith(".pendingset")]
-            assert sorted(header["success"]["filenames"]) == [f"/ahead/part-{t:05d}-0" for t in range(3)]
-            assert_no_pending_uploads(s3_client, s3_bucket)
-    finally:
-        server.stop()
-        blocks.remove()
+    conf_id = register(client, s3_server)
+    dest, job_id = f"s3://{s3_bucket}/ahead", str(uuid.uuid4())
+    job = {"conf_id": conf_id, "dest": dest, "job_id": job_id}
+    assert client.call("job.setup", **job)[0]["ok"]
+    messages = []
+    for task in range(3):
+        message = write_task(client, conf_id, dest, job_id, task)
+        header = client.call("job.task_committed", **job, message=json.dumps(message))[0]
+        assert header["ok"] and header["preloading"], header
+        messages.append(message)
+    bad = client.call("job.task_committed", **job, message="{not json")[0]
+    assert not bad["ok"] and "task commit message reported to job" in bad["error"]["message"], bad
+    assert served[1].process.preloads.wait_read(S3Uri.parse(dest), job_id, timeout=30) == 3
+    s3_server.reset_stats()
+    header, _ = client.call_stream("job.commit", ndjson(messages), **job)
+    assert header["ok"], header
+    assert header["success"]["metrics"]["committer_pendingsets_preloaded"] == 3
+    assert not [r for r in s3_server.request_log()
+                if r["operation"] == "GetObject" and str(r.get("key", "")).endswith(".pendingset")]
+    assert sorted(header["success"]["filenames"]) == [f"/ahead/part-{t:05d}-0" for t in range(3)]
+    assert_no_pending_uploads(s3_client, s3_bucket)
