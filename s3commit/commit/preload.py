@@ -43,16 +43,19 @@ PRELOAD_JOBS = 8
 came to this process)."""
 PRELOAD_THREADS = 8
 """Threads that read the preloaded pendingsets, for every job of the process (a GET each: ~300 a second on S3)."""
+WAIT_AT_MOST = 30.0
+"""Seconds a job commit waits for the reads under way at most: one whose connection stopped answering costs it no
+more (the commit reads that pendingset itself)."""
 ENDED_JOBS = 1024
 """Jobs remembered as ended (committed or aborted here), whose late reports are ignored."""
 
 
 class _JobPreload:
-    """One job's pendingsets being read or read, by key (each with the task attempt that reported it)."""
+    """One job's pendingsets being read or read, by key."""
 
     def __init__(self) -> None:
         self.files = 0
-        self.reads: dict[str, tuple[str, Future[PendingSet]]] = {}
+        self.reads: dict[str, Future[PendingSet]] = {}
 
 
 class PendingsetPreloads:
@@ -88,27 +91,27 @@ class PendingsetPreloads:
             if self._readers is None:
                 self._readers = ThreadPoolExecutor(PRELOAD_THREADS, thread_name_prefix="s3commit-preload")
             # (a later attempt of the task that reports it replaces the read: the commit takes the one it accepted)
-            preload.reads[key] = (message.task_attempt_id,
-                                  self._readers.submit(load_pendingset, store, dest.bucket, key))
+            preload.reads[key] = self._readers.submit(load_pendingset, store, dest.bucket, key)
         return True
 
     def take(self, dest: S3Uri, job_id: str, accepted: Mapping[str, Set[str]]) -> dict[str, PendingSet]:
         """End the job's preload: the pendingsets read for it, by key, among ``accepted`` (each pendingset's task
         attempts the commit accepts), each written by the one attempt accepted for it. Reads under way are waited
         for (at most one round of the readers: more than :data:`PRELOAD_THREADS` left, those not begun are
-        cancelled); those that failed or were cancelled are left out (the commit reads them)."""
+        cancelled; at most :data:`WAIT_AT_MOST`); those that failed, were cancelled or did not end are left out (the
+        commit reads them)."""
         preload = self._end(dest, job_id)
         if preload is None:
             return {}
-        futures = [future for _attempt, future in preload.reads.values()]
+        futures = list(preload.reads.values())
         if sum(1 for f in futures if not f.done()) > PRELOAD_THREADS:
             for future in futures:  # queued behind the few readers: the commit reads those, many at once
                 future.cancel()
-        wait(futures)  # those being read: no longer than the commit's own GET would take
+        wait(futures, timeout=WAIT_AT_MOST)  # those being read: about as long as the commit's own GET would take
         taken: dict[str, PendingSet] = {}
-        for key, (_reported, future) in preload.reads.items():
+        for key, future in preload.reads.items():
             attempts = accepted.get(key)
-            if attempts is None or future.cancelled() or future.exception() is not None:
+            if attempts is None or not future.done() or future.cancelled() or future.exception() is not None:
                 continue
             pendingset = future.result()
             # One attempt accepted, and the one that wrote what was read. (Where two attempts of the task committed,
@@ -122,7 +125,7 @@ class PendingsetPreloads:
         """End the job's preload, taking nothing (its commit failed before it took them, or the job aborted)."""
         preload = self._end(dest, job_id)
         if preload is not None:
-            for _attempt, future in preload.reads.values():
+            for future in preload.reads.values():
                 future.cancel()
 
     def held(self, dest: S3Uri, job_id: str) -> int:
@@ -136,7 +139,7 @@ class PendingsetPreloads:
         with their pendingset."""
         with self._lock:
             preload = self._jobs.get((str(dest), job_id))
-            futures = [future for _attempt, future in preload.reads.values()] if preload is not None else []
+            futures = list(preload.reads.values()) if preload is not None else []
         wait(futures, timeout=timeout)
         return sum(1 for f in futures if f.done() and not f.cancelled() and f.exception() is None)
 
@@ -154,7 +157,7 @@ class PendingsetPreloads:
             jobs, self._jobs = list(self._jobs.values()), OrderedDict()
             readers, self._readers = self._readers, None
         for preload in jobs:
-            for _attempt, future in preload.reads.values():
+            for future in preload.reads.values():
                 future.cancel()
         if readers is not None:
             readers.shutdown(wait=False, cancel_futures=True)

@@ -92,7 +92,7 @@ def test_the_commit_waits_for_the_reads_under_way_and_reads_itself_what_is_queue
         threading.Event().wait(0.01)
     for m in queued:
         preloads.add(store, DEST, m)
-    futures = [future for _attempt, future in preloads._jobs[(str(DEST), JOB)].reads.values()]
+    futures = list(preloads._jobs[(str(DEST), JOB)].reads.values())
     result: dict[str, PendingSet] = {}
     taking = threading.Thread(target=lambda: result.update(preloads.take(DEST, JOB, {
         m.pendingset_key: {m.task_attempt_id} for m in (running, *queued)})))
