@@ -83,19 +83,21 @@ def multipart_etag(part_etags: Sequence[str]) -> str | None:
 
 
 def is_completed_upload(info: ObjectInfo, etags: Sequence[str], *, length: int | None = None,
-                        created_ms: int = 0) -> bool:
+                        created_ms: int = 0, multipart_etags: bool = True) -> bool:
     """Whether the object ``info`` is what the upload with these part ETags completed to.
 
     One rule for every caller:
 
-    - when the multipart ETag can be predicted (every part ETag an MD5), the object's ETag must equal it;
-    - otherwise (SSE-KMS, SSE-C) the object must have the upload's ``length`` and must not be older than the
+    - when the multipart ETag can be predicted (every part ETag an MD5, and the store gives completed objects S3's
+      multipart ETag: ``multipart_etags``), the object's ETag must equal it;
+    - otherwise (SSE-KMS, SSE-C; a store whose completed objects carry another ETag, such as the MD5 of the whole
+      object) the object must have the upload's ``length`` and must not be older than the
       upload (``created_ms``, the writer's clock when it started the upload, less :data:`CLOCK_SKEW`), so that
       an older object of the same length at the key is never taken for ours. S3 dates a completed multipart
       object at its initiation or its completion; both come after the upload was created. Without a known
       length the object is not ours; without a known ``created_ms`` (0) the length alone decides.
     """
-    expected = multipart_etag(etags)
+    expected = multipart_etag(etags) if multipart_etags else None
     if expected is not None:
         return info.etag == expected
     if length is None or info.size != length:

@@ -107,8 +107,9 @@ def install_bodies(client: Any) -> Any:
 
 
 class PayloadPolicy:
-    """What the store checks of the bodies it sends, per bucket: the ETag-vs-MD5 check, and payload signing, as the
-    options and what each bucket's store was seen to honour (``capabilities``, the store's own dict) decide."""
+    """What the store checks of the bodies it sends, per bucket: the ETag-vs-MD5 check, what a completed object's
+    ETag says, and payload signing, as the options and what each bucket's store was seen to honour
+    (``capabilities``, the store's own dict) decide."""
 
     def __init__(self, options: StoreOptions, capabilities: dict[str, Capabilities]) -> None:
         self.options = options
@@ -133,6 +134,12 @@ class PayloadPolicy:
             known = self.capabilities.get(bucket)
             verify = known is None or known.needs_etag_check(self.options.checksum_algorithm)
         return verify and self.options.sse_algorithm != "aws:kms"
+
+    def multipart_etags(self, bucket: str) -> bool:
+        """Whether a completed upload's object in ``bucket`` carries S3's multipart ETag (:attr:`Capabilities.
+        multipart_etags`; unknown: yes), so that it is recognised by it."""
+        known = self.capabilities.get(bucket)
+        return known is None or known.multipart_etags
 
     def signs_payload(self, bucket: str) -> bool | None:
         """Whether SigV4 signs the SHA-256 of bodies sent to ``bucket``: True with ``signed``; with ``auto``, False

@@ -113,6 +113,9 @@ CHECKS: tuple[Check, ...] = (
           "orphan sweep off (warned once per job): uploads of crashed tasks wait for the bucket's lifecycle rule"),
     Check("repeated-complete", "a second Complete of an upload already completed succeeds", Outcome.YES,
           "a re-sent Complete succeeds", "a re-sent Complete is confirmed by a HEAD of the object (no loss)"),
+    Check("multipart-etag", "HEAD of a completed upload gives S3's multipart ETag, the MD5 of its parts' MD5s and -N",
+          Outcome.YES, "a completed upload is recognised by its ETag (a Complete whose answer was lost, a roll-back, "
+          "`recover`)", "a completed upload is recognised by its length and its date, not by its ETag"),
     Check("part-number-gaps", "Complete of a single part numbered 2 (no part 1) succeeds", Outcome.YES,
           "nothing to do (s3commit numbers parts 1..n)", "nothing to do (s3commit numbers parts 1..n)"),
     Check("head-checksum", "HEAD with ChecksumMode after Complete returns the object's checksum", Outcome.YES,
@@ -179,6 +182,14 @@ class Capabilities:
     @property
     def lists_uploads(self) -> bool:
         return self.good("list-uploads")
+
+    @property
+    def multipart_etags(self) -> bool:
+        """Whether a completed upload's object has S3's multipart ETag, the one s3commit predicts from its parts'
+        (unknown: as on S3). Where it has not (rclone's `serve s3`, gofakes3: the MD5 of the whole object), an
+        upload is recognised as completed by its length and date (:func:`~s3commit.model.object_info.
+        is_completed_upload`)."""
+        return self.outcome("multipart-etag") is not Outcome.NO
 
     @property
     def conditional_deletes(self) -> bool:

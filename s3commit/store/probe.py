@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 
 from s3commit.errors import AccessDeniedError, PreconditionFailedError, S3CommitError, StoreError
 from s3commit.model import checksums
+from s3commit.model.object_info import multipart_etag
 from s3commit.model.paths import PROBE_PATH_PREFIX
 from s3commit.store.capabilities import (
     CHECKS,
@@ -329,6 +330,18 @@ def check_repeated_complete(scratch: Scratch) -> Finding:
     return Finding(Outcome.YES, detail="the second Complete succeeded")
 
 
+def check_multipart_etag(scratch: Scratch) -> Finding:
+    key, upload_id = scratch.create("multipart-etag")
+    etag = scratch.part(key, upload_id, b"one part")
+    scratch.complete(key, upload_id, [{"PartNumber": 1, "ETag": etag}])
+    expected = multipart_etag([etag])
+    found = scratch.store.objects.head_object(scratch.bucket, key).etag
+    if expected is None:
+        return Finding(Outcome.NO, detail=f"the part's ETag {etag} is not an MD5")
+    return Finding(Outcome.YES if found == expected else Outcome.NO,
+                   detail=f"ETag {found}" + ("" if found == expected else f", S3's would be {expected}"))
+
+
 def check_part_number_gaps(scratch: Scratch) -> Finding:
     key, upload_id = scratch.create("part-number-gaps")
     etag = scratch.part(key, upload_id, b"part two", number=2)
@@ -370,6 +383,7 @@ CHECKERS: dict[str, Callable[[Scratch], Finding]] = {
     "part-etag-md5": check_part_etag_md5,
     "list-uploads": check_list_uploads,
     "repeated-complete": check_repeated_complete,
+    "multipart-etag": check_multipart_etag,
     "part-number-gaps": check_part_number_gaps,
     "head-checksum": check_head_checksum,
 }

@@ -244,7 +244,8 @@ class UploadRequests(RequestGroup):
             info = self.objects.head_object(bucket, key)
         except NotFoundError:
             return None
-        return info if is_completed_upload(info, etags, length=length, created_ms=created_ms) else None
+        return info if is_completed_upload(info, etags, length=length, created_ms=created_ms,
+                                           multipart_etags=self.bodies.multipart_etags(bucket)) else None
 
     def abort_multipart_upload(self, bucket: str, key: str, upload_id: str) -> None:
         """Abort an upload. ``Retry.IDEMPOTENT``: an unknown upload counts as aborted."""

@@ -40,18 +40,19 @@ EXPECTED = {
     # moto 5.2: conditions honoured, checksums and Content-MD5 not validated.
     "moto": {"put-if-none-match": H, "put-if-match": H, "delete-if-match": H, "put-if-none-match-race": H,
              "complete-if-none-match": H, "checksum-crc32": IG, "checksum-sha256": IG, "content-md5": IG,
-             "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": Y, "part-number-gaps": Y,
-             "head-checksum": Y},
+             "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": Y, "multipart-etag": Y,
+             "part-number-gaps": Y, "head-checksum": Y},
     # SeaweedFS 4.x: conditions honoured, checksums and Content-MD5 validated.
     "seaweedfs": {"put-if-none-match": H, "put-if-match": H, "delete-if-match": H, "put-if-none-match-race": H,
                   "complete-if-none-match": H, "checksum-crc32": H, "checksum-sha256": H, "content-md5": H,
-                  "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": Y, "part-number-gaps": Y,
-                  "head-checksum": Y},
-    # rclone serve s3: conditions and checksums accepted and ignored, Content-MD5 validated.
+                  "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": Y, "multipart-etag": Y,
+                  "part-number-gaps": Y, "head-checksum": Y},
+    # rclone serve s3: conditions and checksums accepted and ignored, Content-MD5 validated, a completed object's ETag
+    # the MD5 of its bytes.
     "rclone": {"put-if-none-match": IG, "put-if-match": IG, "delete-if-match": IG, "put-if-none-match-race": IG,
                "complete-if-none-match": IG, "checksum-crc32": IG, "checksum-sha256": IG, "content-md5": H,
-               "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": "no", "part-number-gaps": "no",
-               "head-checksum": "no"},
+               "part-etag-md5": Y, "list-uploads": Y, "repeated-complete": "no", "multipart-etag": "no",
+               "part-number-gaps": "no", "head-checksum": "no"},
 }
 
 

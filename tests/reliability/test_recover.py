@@ -7,6 +7,7 @@ a roll-back S3 refuses part of, recovery through a faulty network, and the repor
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 
@@ -21,6 +22,7 @@ from s3commit.store.s3store import S3Store
 from s3commit.store.uploads import UploadRequests
 from s3commit.testing import FaultSpec
 from s3commit.testing.assertions import list_keys, list_pending_uploads
+from testbed.fixtures import ALL_SERVERS, every_server_fixture
 from tests.reliability.helpers import (
     JobSpec,
     assert_all_or_nothing,
@@ -33,6 +35,8 @@ from tests.reliability.helpers import (
 )
 
 pytestmark = pytest.mark.integration
+
+s3_server = every_server_fixture(ALL_SERVERS)  # (only the tests that name it; the rest run on s3_sim)
 
 
 def interrupted_commit(store, committer, messages, *, completed: int, accepted=None):
@@ -62,6 +66,24 @@ def test_forward_recovery_reports_what_it_completed_and_what_was_already_complet
     assert_clean(raw, s3_bucket)
     again = recover(store, committer.dest, committer.job_id)
     assert again.action is RecoveryAction.NOTHING and not again.changed
+
+
+def test_uploads_completed_before_the_crash_are_recognised_whatever_etag_the_store_gives_them(s3_server):
+    """rclone's `serve s3` (gofakes3 too) gives a completed object the MD5 of its bytes as its ETag, not S3's
+    multipart one, and answers a Complete sent again with NoSuchUpload: `recover` recognises what was completed by
+    its length and date there (``multipart-etag`` probed) and finishes the commit. Before, it took those uploads for
+    lost, failed, and its roll-back left them visible beside the old data."""
+    bucket = s3_server.create_bucket(f"recover-{uuid.uuid4().hex[:10]}")
+    store = make_store(s3_server)
+    committer = create_committer("magic", f"s3://{bucket}/out", store=store, threads=2)
+    spec = JobSpec(tasks=3, files=2)
+    interrupted_commit(store, committer, run_tasks(committer, spec), completed=4)
+    report = recover(store, committer.dest, committer.job_id)
+    assert report.action is RecoveryAction.FINISHED
+    assert (report.uploads, report.completed, report.already_completed) == (6, 2, 4)
+    client = s3_server.client()
+    assert assert_all_or_nothing(client, bucket, expected_objects(committer, spec)) == "all"
+    assert not list_pending_uploads(client, bucket)
 
 
 def test_an_interrupted_commit_is_finished_only_from_the_task_attempts_its_caller_accepted(s3_sim, s3_bucket):

@@ -11,7 +11,7 @@ HONOURED = {name: Finding(Outcome.HONOURED) for name in (
     "put-if-none-match", "put-if-match", "delete-if-match", "put-if-none-match-race", "complete-if-none-match",
     "checksum-crc32", "checksum-sha256", "content-md5")}
 LIKE_AWS = {**HONOURED, **{name: Finding(Outcome.YES) for name in (
-    "part-etag-md5", "list-uploads", "head-checksum", "repeated-complete", "part-number-gaps")}}
+    "part-etag-md5", "list-uploads", "head-checksum", "repeated-complete", "multipart-etag", "part-number-gaps")}}
 
 
 def caps(**changes: Finding) -> Capabilities:
@@ -31,6 +31,13 @@ def test_one_ignored_condition_is_enough_to_lose_the_lease():
         store = caps(**{name: Finding(Outcome.IGNORED)})
         assert not store.conditional_writes, name
         assert any("commit lease" in lost for lost in store.lost_features("CRC32"))
+
+
+def test_a_store_whose_completed_objects_carry_another_etag_is_judged_by_length_and_date():
+    assert caps().multipart_etags
+    assert not caps(multipart_etag=Finding(Outcome.NO, detail="ETag of the whole object")).multipart_etags
+    unknown = Capabilities("http://127.0.0.1:9000", "bkt", 1.0, {})  # (a cache from before the check: as on S3)
+    assert unknown.multipart_etags
 
 
 def test_a_store_that_ignores_conditional_deletes_keeps_the_lease_and_deletes_unconditionally():

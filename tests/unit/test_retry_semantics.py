@@ -163,3 +163,13 @@ def test_an_unpredictable_etag_falls_back_to_the_length_of_an_object_not_older_t
     assert not is_completed_upload(old, kms, length=10, created_ms=CREATED)
     assert is_completed_upload(old, kms, length=10)  # the upload's age unknown: the length decides
     assert not is_completed_upload(ObjectInfo("k", 10, '"x-2"', NOW), kms)  # neither ETag nor length
+
+
+def test_a_store_whose_objects_carry_another_etag_is_judged_by_length_and_date_even_with_md5_parts():
+    # rclone's `serve s3`: part ETags are MD5s, the completed object's is the MD5 of its bytes (multipart-etag: no).
+    whole = ObjectInfo("k", 10, '"d28e3829a0d0936fa451c3e19c3be7c2"', NOW)
+    assert not is_completed_upload(whole, PART_ETAGS, length=10, created_ms=CREATED)  # (as on S3: not ours)
+    assert is_completed_upload(whole, PART_ETAGS, length=10, created_ms=CREATED, multipart_etags=False)
+    assert not is_completed_upload(whole, PART_ETAGS, length=11, created_ms=CREATED, multipart_etags=False)
+    older = ObjectInfo("k", 10, '"d28e3829a0d0936fa451c3e19c3be7c2"', NOW - timedelta(days=2))
+    assert not is_completed_upload(older, PART_ETAGS, length=10, created_ms=CREATED, multipart_etags=False)
