@@ -20,6 +20,9 @@ stopped from the journal and what S3 holds, and enters the same machine there::
    each, so that a recovery validates them as the commit did; the overwrite plan); from here an interrupted commit is
    finished or rolled back, never guessed at. Written only once every pendingset has passed: a recovery that finds
    one missing knows the clean-up (after the commit point) deleted it, and never meets one the commit refused.
+   Where every upload is still pending it is written beside the lease's taking, not after it (a round trip less):
+   a job that dies before it holds the lease leaves a journal naming only pending uploads (nothing is completed
+   but under the lease), which the next sweep of dead jobs rolls back (:mod:`s3commit.commit.sweep`).
 4. **Complete** every upload on a bounded pool (optionally rate-limited): as many in flight as the store's adaptive
    concurrency limit of the destination's prefix allows (:meth:`CommitEngine.completes_in_flight`). An upload its
    task commit completed already (a snapshot destination, :func:`s3commit.commit.task_commit.complete_at_task_commit`)
@@ -431,30 +434,14 @@ class CommitEngine:
         return self.layout.batch_journal_key if self.point is CommitPoint.SINK_LOG else self.layout.journal_key
 
     def write_journal(self, keys: Sequence[str], plan: OverwritePlan,
-                      accepted_attempts: Mapping[str, set[str]] | None = None) -> None:
+                      accepted_attempts: Mapping[str, set[str]] | None = None, *,
+                      leased: bool | None = None) -> None:
         """JOURNALLED (``If-None-Match: *``): what this commit is about to complete, its overwrite plan and the task
         attempts accepted for each pendingset (a recovery validates them as the commit did), once every pendingset
-        has loaded and passed."""
-        record: CommitJournal | BatchJournal
-        if self.point is CommitPoint.SINK_LOG:
-            record = BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
-                                  dest_key=self.dest.key, pendingsets=tuple(keys))
-        else:
-            # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
-            # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what
-            # a recovery that finds the pendingsets gone writes in it.
-            beside = self.point is CommitPoint.SUCCESS and self.options.success_marker and self.lease.held
-            record = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
-                                   dest_key=self.dest.key, pendingsets=tuple(keys),
-                                   delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
-                                   delete_outside=plan.delete_outside,
-                                   success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
-                                   success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
-                                   first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
-                                   if beside else (),
-                                   accepted_attempts={key: tuple(sorted(attempts))
-                                                      for key, attempts in (accepted_attempts or {}).items()
-                                                      if attempts})
+        has loaded and passed. ``leased``: written for a commit that holds the lease, or is taking it (the journal
+        written beside the lease's taking: :meth:`_load_and_lease`); by default, whether it holds it now."""
+        record = self.journal_record(keys, plan, accepted_attempts,
+                                     leased=self.lease.held if leased is None else leased)
         try:
             # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
             # (Retry.VERIFIED): a 412 here is another commit's journal.
@@ -470,6 +457,29 @@ class CommitEngine:
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"
             ) from err
+
+    def journal_record(self, keys: Sequence[str], plan: OverwritePlan,
+                       accepted_attempts: Mapping[str, set[str]] | None, *,
+                       leased: bool) -> CommitJournal | BatchJournal:
+        """The journal :meth:`write_journal` writes, for a commit that holds the lease (``leased``) or not."""
+        if self.point is CommitPoint.SINK_LOG:
+            return BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
+                                dest_key=self.dest.key, pendingsets=tuple(keys))
+        # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
+        # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what a
+        # recovery that finds the pendingsets gone writes in it.
+        beside = self.point is CommitPoint.SUCCESS and self.options.success_marker and leased
+        return CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
+                             dest_key=self.dest.key, pendingsets=tuple(keys),
+                             delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
+                             delete_outside=plan.delete_outside,
+                             success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
+                             success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
+                             first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
+                             if beside else (),
+                             accepted_attempts={key: tuple(sorted(attempts))
+                                                for key, attempts in (accepted_attempts or {}).items()
+                                                if attempts})
 
     # --- COMPLETED: every upload completed (or, on a failure before the commit point, ROLLED BACK) -------------
 
@@ -1133,7 +1143,8 @@ class CommitEngine:
             # CommitLease.taken_as_remembered); otherwise one listing under the lease, beside the journal, confirms it.
             remembered = self.lease.remembered()
             early = log_ahead if log_ahead is not None else pool.submit(self._read_log, pool)
-            self._load_and_lease(pool, side, keys, accepted_attempts, known, preloaded)  # LOADED and LEASED
+            journalled = self._load_and_lease(pool, side, keys, accepted_attempts, known, preloaded,
+                                              plan if self.options.journal else None)  # LOADED and LEASED
             if not keys:
                 log.warning("job %s: no pending uploads to commit to %s", self.job_id, self.dest)
             trusted = remembered is not None and self.lease.taken_as_remembered == remembered
@@ -1146,9 +1157,8 @@ class CommitEngine:
             # The old objects an overwrite deletes, listed from here on, under the lease (no other job's commit
             # changes them), while the journal's PUT is answered and the uploads are completed.
             old = self._old_objects(plan, log_state)
-            self._warm_for_completes()  # the first wave's connections, opened while the journal's PUT is answered
             try:
-                if self.options.journal:
+                if self.options.journal and not journalled:
                     self.write_journal(keys, plan, accepted_attempts)  # JOURNALLED
             except BaseException:
                 if old is not None:
@@ -1252,27 +1262,44 @@ class CommitEngine:
     def _load_and_lease(self, pool: ThreadPoolExecutor, side: ThreadPoolExecutor, keys: Sequence[str],
                         accepted_attempts: dict[str, set[str]] | None,
                         known: Mapping[str, PendingSet] | None = None,
-                        preloaded: Mapping[str, PendingSet] | None = None) -> None:
-        """LOADED and LEASED at once: the pendingsets load and are validated on ``side`` while this thread takes the
-        lease (its waits on the job's clock). The lease changes nothing of the destination, and nothing of this job
-        does before both are done (the journal and the first Complete come after). A load that failed is raised
-        once the lease is settled (the caller releases a lease taken); it comes before the lease's own error."""
-        started = time.monotonic()
+                        preloaded: Mapping[str, PendingSet] | None = None,
+                        plan: OverwritePlan | None = None) -> bool:
+        """LOADED, then JOURNALLED, beside LEASED: the pendingsets load and are validated on ``side`` while this
+        thread takes the lease (its waits on the job's clock). The lease changes nothing of the destination, and
+        nothing of this job does before both are done (the first Complete comes after). A load that failed is
+        raised once the lease is settled (the caller releases a lease taken); it comes before the lease's own error.
 
-        def load() -> None:
+        With ``plan`` (a job's commit that writes a journal and takes a lease), the journal is written on ``side``
+        once the pendingsets have passed, beside the lease's taking rather than after it (one round trip less),
+        where every upload it names is still pending (none was completed at its task commit, as a snapshot
+        destination's are). A journal whose job then failed to take the lease is deleted here. One whose job died
+        first names only pending uploads (they are completed only under the lease): the next sweep of dead jobs
+        rolls it back (:func:`s3commit.commit.recovery.roll_back_unstarted`), unless ``s3commit recover`` finishes
+        it first. The first wave's connections are opened on ``side`` too. Returns whether the journal was
+        written."""
+        started = time.monotonic()
+        leasing = isinstance(self.lease, CommitLease) and not self.lease.held and self.point is CommitPoint.SUCCESS
+
+        def load() -> bool:
             self.load_and_validate(pool, keys, accepted_attempts, known, preloaded)
             self.stats.timings_ms["load"] = _ms(started)
+            self._warm_for_completes()
+            if plan is None or not leasing or not self.stats.files or self._done_at_task_commit:
+                return False
+            self.write_journal(keys, plan, accepted_attempts, leased=True)  # JOURNALLED
+            return True
 
         loaded = side.submit(load)
         try:
             self.lease.acquire()
         except BaseException:
             wait([loaded])
-            loaded.result()  # the load's error first, as when it ran before the lease
+            if loaded.result():  # (the load's, or the journal's, error first, as when they ran before the lease)
+                revert_upload_quietly(self.store, self.dest.bucket, self.journal_key)  # for a commit not made
             raise
         finally:
             self.stats.timings_ms["lease"] = _ms(started)
-        loaded.result()
+        return loaded.result()
 
     # --- from a journal: resume, roll back ----------------------------------------------------------------------
 
@@ -1442,14 +1469,16 @@ class CommitEngine:
         except S3CommitError as cleanup_error:  # never hide the error that made us roll back
             log.warning("clean-up of job %s after a failed recovery failed: %s", self.job_id, cleanup_error)
 
-    def roll_back_from_journal(self, *, force: bool = False) -> RecoveryReport:
+    def roll_back_from_journal(self, *, force: bool = False, unstarted: bool = False) -> RecoveryReport:
         """ROLLED BACK then CLEANED: every upload of the journalled commit aborted, every completed one deleted.
         Every pendingset is validated first (a foreign or tampered manifest must not make us delete objects).
+        ``unstarted``: only a commit that changed nothing (it names uploads, every one still pending).
 
         Raises:
             AlreadyCommittedError: the commit point was passed (nothing is rolled back).
             RecoveryError: every upload is complete under an overwrite plan that may have begun deleting the old
-                data (unless ``force``), or S3 refused part of the roll-back (the journal is kept).
+                data (unless ``force``), or (``unstarted``) some upload is no longer pending (nothing is rolled
+                back), or S3 refused part of the roll-back (the journal is kept).
         """
         keys = list(self._journalled.pendingsets)
         missing = self._missing_pendingsets()
@@ -1486,6 +1515,10 @@ class CommitEngine:
                 else:
                     gone += 1
             total = completed + gone + waiting
+            if unstarted and not 0 < waiting == total:
+                raise RecoveryError(
+                    f"job {self.job_id} has begun its commit: {total - waiting} of its {total} uploads are no longer "
+                    f"pending; left to its lease's taker or `s3commit recover {self.dest} --job {self.job_id}`")
             if total and completed == total and self.journal_plan().deletes and not force and not snapshot_dest:
                 raise RecoveryError(
                     f"cannot roll back job {self.job_id} safely: all {total} uploads are complete and its "

@@ -38,7 +38,7 @@ from s3commit.commit.lease import lease_for
 from s3commit.commit.overwrite import OverwritePlan
 from s3commit.commit.ownership import one_operation
 from s3commit.commit.prefixes import delete_prefix
-from s3commit.commit.recovery_result import RecoveryAction, RecoveryError, RecoveryReport
+from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError, RecoveryReport
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import (
     JobCommitError,
@@ -137,6 +137,31 @@ def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: Commit
         return False
     log.warning("settled the interrupted commit of job %s to %s: %s", job_id, dest, report.message)
     return True
+
+def roll_back_unstarted(store: S3Store, dest: S3Uri, job_id: str,
+                        options: CommitterOptions | None = None) -> RecoveryReport | None:
+    """Roll back the commit of dead job ``job_id`` where it began and changed nothing: its journal there, every
+    pendingset it names there, every upload they name still pending, no ``_SUCCESS`` or snapshot naming it. That is
+    a job that died while it waited for the destination's commit lease (a commit writes its journal beside the
+    lease's taking, and completes uploads only under it), and no lease's taker settles it: the sweep of dead jobs
+    (:mod:`s3commit.commit.sweep`) calls this. None where the job has no journal, is a streaming batch, or began
+    changing the destination (left to its lease's taker or ``s3commit recover``).
+
+    A commit of that job, or its recovery, running at once meets uploads aborted: it fails and rolls back, so the
+    job is committed whole or not at all either way.
+    """
+    check_job_id(job_id)
+    if _batch_journal(store, dest, job_id):
+        return None
+    recovery = _open(store, dest, job_id, _layouts(dest, job_id), options or CommitterOptions())
+    if recovery is None:
+        return None
+    try:
+        return recovery.roll_back_from_journal(unstarted=True)
+    except (AlreadyCommittedError, RecoveryError) as err:
+        log.info("left the journalled commit of dead job %s under %s: %s", job_id, dest, err)
+        return None
+
 
 def _refuse_stream_batch(store: S3Store, dest: S3Uri, job_id: str) -> None:
     """A streaming sink batch (its own journal) is settled by the sink's log, never by ``recover``: finishing it

@@ -8,8 +8,11 @@ record against its ``Last-Modified``), a job is
 - **alive**: its record was renewed within its window (the larger of the one it declared and the judge's
   ``s3commit.job.liveness``), whatever its age: a live job's work is never touched;
 - **dead**: silent longer than that;
-- **committing**: its commit journal is there: a commit began and the destination's commit lease settles it (the
-  next commit that takes the lease finishes or rolls it back) or ``s3commit recover``; never swept here;
+- **committing**: its commit journal is there: a commit began. Where the job holds the destination's commit lease,
+  the lease settles it (the next commit that takes the lease over finishes or rolls it back), or ``s3commit
+  recover``. Where it does not and none of its uploads is complete, it died waiting for the lease (a commit writes
+  its journal beside the lease's taking, and completes uploads only under it): the sweep rolls it back
+  (:func:`~s3commit.commit.recovery.roll_back_unstarted`). Otherwise it is left to ``s3commit recover``;
 - **unknown**: no record, or a record that never renews (a job of an s3commit without liveness, an S3A job's
   ``__magic_job-`` directory): never swept unless the caller names an age (``--older-than``), judged then by the
   newest object in its directory.
@@ -30,8 +33,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from s3commit.commit.job_uploads import JobUploads
+from s3commit.commit.lease import read_state
 from s3commit.commit.ownership import owner_key
 from s3commit.commit.prefixes import delete_prefix
+from s3commit.commit.recovery import roll_back_unstarted
 from s3commit.errors import NotFoundError, PreconditionFailedError, S3CommitError
 from s3commit.model.markers import OwnerRecord
 from s3commit.model.paths import MAGIC_PATH_PREFIX, STAGING_PATH_PREFIX, JobLayout
@@ -217,6 +222,7 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
     result = SweepResult(dest, dry_run=dry_run)
     if not conditional and older_than is None:
         return result
+    holders: list[str | None] = []  # the lease's holder, read once where a job's commit began
     for status in job_statuses(store, dest, liveness=liveness, exclude=exclude, empty=True):
         if status.state == EMPTY:
             if not dry_run:
@@ -225,6 +231,20 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
                 except S3CommitError as err:
                     log.info("could not remove the emptied directory %s: %s", status.directory, err)
             continue
+        if status.state == COMMITTING and conditional and not dry_run:
+            if not holders:
+                state = read_state(store, dest)
+                holders.append(state.holder.job_id if state is not None and state.holder is not None else None)
+            if holders[0] != status.job_id:  # (the lease's holder is settled by its next taker)
+                try:
+                    unstarted = _sweep_unstarted(store, dest, status, sweeper=sweeper)
+                except S3CommitError as err:
+                    log.warning("could not roll back the commit of dead job %s under %s: %s", status.job_id, dest,
+                                err)
+                    unstarted = None
+                if unstarted is not None:
+                    result.swept.append(unstarted)
+                    continue
         why = _reason_to_leave(store, dest, status, conditional=conditional, older_than=older_than)
         if why:
             result.left.append((status, why))
@@ -261,6 +281,24 @@ def _reason_to_leave(store: S3Store, dest: S3Uri, status: JobStatus, *, conditio
     if older_than is not None and status.silent is not None and status.silent < older_than:
         return f"dead, but silent only {status.silent:.0f} s (younger than --older-than)"
     return ""
+
+
+def _sweep_unstarted(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper: str) -> SweptJob | None:
+    """A dead job whose commit began but changed nothing, and which holds no lease: its record taken (None: it
+    renewed first), its commit rolled back from its journal (None: it had begun changing the destination)."""
+    if status.record is not None and status.etag:
+        try:
+            store.conditional.put_if_match(dest.bucket, owner_key(status.layout),
+                                           status.record.taken_by(sweeper).to_json(), status.etag,
+                                           content_type="application/json")
+        except (PreconditionFailedError, NotFoundError):
+            return None
+    objects = sum(1 for _ in store.objects.list_objects(dest.bucket, status.directory))
+    report = roll_back_unstarted(store, dest, status.job_id)
+    if report is None:
+        return None
+    log.warning("swept dead %s: it died before its commit changed anything; %s", status.describe(), report.message)
+    return SweptJob(status, report.aborted, objects)
 
 
 def _sweep_one(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper: str, conditional: bool,

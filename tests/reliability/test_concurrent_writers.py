@@ -26,7 +26,7 @@ from s3commit.commit.lease import CommitLease, lease_key
 from s3commit.commit.process_state import ProcessState
 from s3commit.errors import ConfigError, LeaseTimeoutError
 from s3commit.model.lease_record import Holder, LeaseState
-from s3commit.model.paths import is_scratch_key, partition_of
+from s3commit.model.paths import JOURNAL_FILE, is_scratch_key, partition_of
 from s3commit.model.uri import S3Uri
 from s3commit.store.capability_cache import known
 from s3commit.store.conditional import ConditionalRequests
@@ -234,6 +234,8 @@ def test_a_waiter_gives_up_cleanly_naming_the_holder(s3_server, tmp_path):
     with pytest.raises(LeaseTimeoutError, match=r"held by job job-elsewhere .*on host another-host"):
         raise failed[0]
     assert sorted(k for k in list_keys(client, bucket, "t/") if not is_scratch_key(k)) == OLD  # as it was
+    # (its journal, written beside the lease's taking, went with the commit that did not take place)
+    assert [k for k in list_keys(client, bucket, "t/") if k.endswith(JOURNAL_FILE)] == []
     assert_no_pending_uploads(client, bucket)
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,7 @@ from typing import Any
 import pytest
 
 from s3commit import create_committer
+from s3commit.commit.lease import lease_for
 from s3commit.commit.process_state import ProcessState
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
@@ -42,7 +44,7 @@ from s3commit.committers.base import Committer
 from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
 from s3commit.config.options import CommitterOptions
 from s3commit.errors import S3CommitError
-from s3commit.model.paths import LEASE_NAME, is_scratch_key
+from s3commit.model.paths import JOURNAL_FILE, LEASE_NAME, is_scratch_key
 from s3commit.model.uri import S3Uri
 from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of
 
@@ -308,6 +310,45 @@ def test_a_commit_killed_at_every_request_ends_in_a_serial_state(scenario, follo
             seen[stop] = seen.get(stop, 0) + 1
     tally["crash points (memory store)"] += sum(seen.values())
     assert seen == {"before": total, "after": total}
+
+
+def crash_waiting_for_the_lease(scenario: str) -> Crash:
+    """The scenario's job commit while another job holds the lease: its journal is written beside the lease's
+    taking, and its driver dies at its first request for the lease after that journal's PUT was applied."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    old, old_job = old_data(s3)
+    job = scenario_job(scenario)
+    driver, messages = job.run_tasks(s3, str(uuid.uuid4()))
+    holder = lease_for(s3.store(), S3Uri.parse(DEST), str(uuid.uuid4()), OPTIONS).acquire()
+    client = client_of(driver.store)
+    journalled = threading.Event()
+
+    def die_after_the_journal(request: Any) -> Exception | None:
+        if request.key.endswith(JOURNAL_FILE) and request.operation == "put_object":
+            journalled.set()
+        elif journalled.is_set() and request.key.endswith(LEASE_NAME):
+            client.stopped = request
+            return ProcessStopped(f"the process died at request {request.number} ({request.operation})")
+        return None
+
+    client.fail = die_after_the_journal
+    with pytest.raises(ProcessStopped):
+        driver.commit_job(messages, **job.commit_args)
+    die(driver)
+    holder.release()
+    assert journalled.is_set() and any(k.endswith(JOURNAL_FILE) for k in s3.objects(BUCKET))
+    assert visible(s3) == old, "a commit that never held the lease changed the table"
+    return Crash(s3, old, old_job, job, driver, "waiting for the lease, its journal written")
+
+
+@pytest.mark.parametrize("follow_up", list(FOLLOW_UPS))
+@pytest.mark.parametrize("scenario", ["magic-append", "magic-overwrite", "directory-replace"])
+def test_a_commit_killed_while_it_waits_for_the_lease_is_settled_by_the_next_sweep(scenario, follow_up) -> None:
+    """A commit writes its journal beside the lease's taking: one that dies while another job holds the lease
+    leaves a journal naming uploads none of which is complete. ``recover`` finishes it, ``recover --abort`` rolls
+    it back, and where neither runs the next job's sweep of dead jobs rolls it back (no lease's taker would)."""
+    FOLLOW_UPS[follow_up](crash_waiting_for_the_lease(scenario))
 
 
 def in_no_snapshot(crash: Crash) -> list[str]:
