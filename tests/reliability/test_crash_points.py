@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from s3commit import create_committer
-from s3commit.commit.lease import lease_for
+from s3commit.commit.lease import lease_for, release_by_hand
 from s3commit.commit.process_state import ProcessState
 from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
@@ -349,6 +349,41 @@ def test_a_commit_killed_while_it_waits_for_the_lease_is_settled_by_the_next_swe
     leaves a journal naming uploads none of which is complete. ``recover`` finishes it, ``recover --abort`` rolls
     it back, and where neither runs the next job's sweep of dead jobs rolls it back (no lease's taker would)."""
     FOLLOW_UPS[follow_up](crash_waiting_for_the_lease(scenario))
+
+
+def test_the_sweep_never_rolls_back_a_dead_commit_that_completed_a_file():
+    """A dead job's journalled commit that completed some of its files and no longer holds the lease (an operator
+    freed it by hand) is left by the sweep (its files are visible: rolling back is `recover --abort`'s to decide),
+    and ``recover`` then finishes it."""
+    commits = 0
+
+    def completes(driver: Committer, messages: list[Any]) -> None:
+        client = client_of(driver.store)
+
+        def die_after_two(request: Any) -> Exception | None:
+            nonlocal commits
+            if request.operation == "complete_multipart_upload":
+                commits += 1
+                if commits > 2:
+                    client.stopped = request
+                    return ProcessStopped("the process died after its second Complete")
+            return None
+
+        client.fail = die_after_two
+        driver.commit_job(messages)
+
+    crash, _ = crash_at("magic-append", None, "before", completes)
+    s3 = crash.s3
+    assert 0 < len(set(visible(s3)) - set(crash.old)) < len(crash.job.final(crash.driver))  # half committed
+    s3.advance(LATER)
+    release_by_hand(s3.store(), S3Uri.parse(DEST))
+    result = sweep_dead_jobs(s3.store(), S3Uri.parse(DEST), liveness=OPTIONS.job_liveness, sweeper="test",
+                             conditional=True)
+    assert [status.job_id for status, _ in result.left] == [crash.driver.job_id] and not result.swept
+    assert any(k.endswith(JOURNAL_FILE) for k in s3.objects(BUCKET))
+    recover(s3.store(), DEST, crash.driver.job_id, options=OPTIONS)
+    assert crash.check("after recover") == "new"
+    assert_clean(s3, "after recover")
 
 
 def in_no_snapshot(crash: Crash) -> list[str]:
