@@ -1294,9 +1294,12 @@ class CommitEngine:
             self.lease.acquire()
         except BaseException:
             wait([loaded])
-            if loaded.result():  # (the load's, or the journal's, error first, as when they ran before the lease)
-                revert_upload_quietly(self.store, self.dest.bucket, self.journal_key)  # for a commit not made
-            raise
+            failed = loaded.exception()
+            if failed is None and loaded.result():  # written for a commit that does not take place
+                revert_upload_quietly(self.store, self.dest.bucket, self.journal_key)
+            elif failed is not None and not isinstance(failed, JournalExistsError):
+                loaded.result()  # the load's error first, as when it ran before the lease
+            raise  # (and the lease's before another commit's journal, met only because it was written beside)
         finally:
             self.stats.timings_ms["lease"] = _ms(started)
         return loaded.result()
