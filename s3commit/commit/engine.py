@@ -78,7 +78,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from s3commit.commit.job_uploads import JobRecords, JobUploads
-from s3commit.commit.lease import CommitLease, NoLease
+from s3commit.commit.lease import CommitLease, NoLease, committed_here
 from s3commit.commit.manifest_store import load_pendingset, pendingset_keys_under, read_pendingsets
 from s3commit.commit.overwrite import OldObjects, OverwritePlan
 from s3commit.commit.prefixes import delete_prefix, list_ahead
@@ -1417,7 +1417,10 @@ class CommitEngine:
             if self.committed_success() is None:
                 if (published := self.published_snapshot()) is not None:
                     self._mark_published(published)
-                elif self._journalled.success_beside_cleanup and self._journalled.success_marker:
+                elif (self._journalled.success_beside_cleanup and self._journalled.success_marker
+                      and committed_here(self.store, self.dest, self.job_id) is None):
+                    # (the lease records a job committed once its _SUCCESS was written: a _SUCCESS naming another
+                    # job then is a later commit's, and stays)
                     self.mark(self._journalled_success())
             return self._cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(keys)} "
                                     "pendingsets already deleted)")

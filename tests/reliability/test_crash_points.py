@@ -46,7 +46,7 @@ from s3commit.config.options import CommitterOptions
 from s3commit.errors import S3CommitError
 from s3commit.model.paths import JOURNAL_FILE, LEASE_NAME, is_scratch_key
 from s3commit.model.uri import S3Uri
-from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of
+from s3commit.testing.memory import MemoryS3, ProcessStopped, client_of, s3_error
 
 BUCKET = "b"
 DEST = f"s3://{BUCKET}/t"
@@ -384,6 +384,30 @@ def test_the_sweep_never_rolls_back_a_dead_commit_that_completed_a_file():
     recover(s3.store(), DEST, crash.driver.job_id, options=OPTIONS)
     assert crash.check("after recover") == "new"
     assert_clean(s3, "after recover")
+
+
+def test_a_journal_left_after_its_commit_never_rewrites_a_later_jobs_success():
+    """A commit whose journal's DELETE never landed (its lease released, every other step done) leaves a journal
+    naming pendingsets already deleted. A later job commits over the table; ``recover`` of the first then only
+    finishes its clean-up: the ``_SUCCESS`` naming the later job stays (the lease recorded the first as committed,
+    so its own ``_SUCCESS`` had been written)."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    old_data(s3)
+    first = Job("magic", files("first", big=False))
+    driver, messages = first.run_tasks(s3, str(uuid.uuid4()))
+    client_of(driver.store).fail = lambda request: s3_error("InternalError", 500) if (
+        request.operation == "delete_object" and request.key.endswith(JOURNAL_FILE)) else None
+    driver.commit_job(messages)  # (its clean-up's failure is a warning: the job committed)
+    die(driver)
+    assert any(k.endswith(JOURNAL_FILE) for k in s3.objects(BUCKET)) and success_job(s3) == driver.job_id
+    later = Job("magic", files("later", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]})
+    after, messages = later.run_tasks(s3, str(uuid.uuid4()))
+    after.commit_job(messages, **later.commit_args)
+    report = recover(s3.store(), DEST, driver.job_id, options=OPTIONS)
+    assert report.action is RecoveryAction.CLEANED_UP, report
+    assert success_job(s3) == after.job_id and visible(s3) == later.final(after)
+    assert_clean(s3, "after recover of the first job")
 
 
 def in_no_snapshot(crash: Crash) -> list[str]:
