@@ -138,6 +138,7 @@ def settle_interrupted(store: S3Store, dest: S3Uri, job_id: str, options: Commit
     log.warning("settled the interrupted commit of job %s to %s: %s", job_id, dest, report.message)
     return True
 
+
 def roll_back_unstarted(store: S3Store, dest: S3Uri, job_id: str,
                         options: CommitterOptions | None = None) -> RecoveryReport | None:
     """Roll back the commit of dead job ``job_id`` where it began and changed nothing: its journal there, every

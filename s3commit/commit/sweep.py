@@ -27,6 +27,7 @@ does not, no record can be taken safely and nothing is swept automatically: ``s3
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -222,7 +223,11 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
     result = SweepResult(dest, dry_run=dry_run)
     if not conditional and older_than is None:
         return result
-    holders: list[str | None] = []  # the lease's holder, read once where a job's commit began
+    @functools.cache
+    def lease_holder() -> str | None:  # (read once, where a dead job's commit began)
+        state = read_state(store, dest)
+        return state.holder.job_id if state is not None and state.holder is not None else None
+
     for status in job_statuses(store, dest, liveness=liveness, exclude=exclude, empty=True):
         if status.state == EMPTY:
             if not dry_run:
@@ -231,20 +236,16 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
                 except S3CommitError as err:
                     log.info("could not remove the emptied directory %s: %s", status.directory, err)
             continue
-        if status.state == COMMITTING and conditional and not dry_run:
-            if not holders:
-                state = read_state(store, dest)
-                holders.append(state.holder.job_id if state is not None and state.holder is not None else None)
-            if holders[0] != status.job_id:  # (the lease's holder is settled by its next taker)
-                try:
-                    unstarted = _sweep_unstarted(store, dest, status, sweeper=sweeper)
-                except S3CommitError as err:
-                    log.warning("could not roll back the commit of dead job %s under %s: %s", status.job_id, dest,
-                                err)
-                    unstarted = None
-                if unstarted is not None:
-                    result.swept.append(unstarted)
-                    continue
+        # (a dead job holding the lease is settled by the lease's next taker)
+        if status.state == COMMITTING and conditional and not dry_run and lease_holder() != status.job_id:
+            try:
+                unstarted = _sweep_unstarted(store, dest, status, sweeper=sweeper)
+            except S3CommitError as err:
+                log.warning("could not roll back the commit of dead job %s under %s: %s", status.job_id, dest, err)
+                unstarted = None
+            if unstarted is not None:
+                result.swept.append(unstarted)
+                continue
         why = _reason_to_leave(store, dest, status, conditional=conditional, older_than=older_than)
         if why:
             result.left.append((status, why))
