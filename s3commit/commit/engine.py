@@ -294,8 +294,8 @@ class CommitEngine:
         # A snapshot commit's snapshot, the one before it, and the destination's settings, once published.
         self._published: tuple[Snapshot, Snapshot | None, SnapshotSettings] | None = None
         #: Where :meth:`run` sends its pendingsets' GETs and then its Completes, on the same connections (those the
-        #: Completes need beyond the GETs' opened while the journal is written; None where the lean path does not
-        #: serve the destination, or outside run).
+        #: Completes need beyond the GETs' opened while the lease and the journal are written; None where the lean
+        #: path does not serve the destination, or outside run).
         self._lean: LeanLoop | None = None
         #: ``_SUCCESS`` goes beside the job directory's deletion (:meth:`write_journal` decides it for a new commit;
         #: a resumed one does as its journal says).
@@ -417,9 +417,9 @@ class CommitEngine:
 
     def _warm_for_completes(self) -> None:
         """Have as many connections open as the first wave of Completes will use (the files to complete, up to the
-        Completes in flight and the limit of the destination's prefix), opened while the journal is written (a wait
-        on the store, where the load before it is bound by the CPU), so that wave does not wait for each to be
-        opened (and on TLS, handshaken) as it goes."""
+        Completes in flight and the limit of the destination's prefix), opened while the lease and the journal are
+        written (a wait on the store, where the load before them is bound by the CPU), so that wave does not wait
+        for each to be opened (and on TLS, handshaken) as it goes."""
         lean = self._lean
         if lean is None or self.options.rate_limit or self.options.validate_output:
             return  # (those Completes are sent from threads, through botocore: complete_all)
@@ -1155,7 +1155,8 @@ class CommitEngine:
             # once they all are).
             prepared = pool.submit(self._prepare_early, keys, plan, log_state, added)
             # The old objects an overwrite deletes, listed from here on, under the lease (no other job's commit
-            # changes them), while the journal's PUT is answered and the uploads are completed.
+            # changes them), while the uploads are completed (and the journal's PUT answered, where it comes after
+            # the lease).
             old = self._old_objects(plan, log_state)
             try:
                 if self.options.journal and not journalled:
