@@ -440,8 +440,27 @@ class CommitEngine:
         attempts accepted for each pendingset (a recovery validates them as the commit did), once every pendingset
         has loaded and passed. ``leased``: written for a commit that holds the lease, or is taking it (the journal
         written beside the lease's taking: :meth:`_load_and_lease`); by default, whether it holds it now."""
-        record = self.journal_record(keys, plan, accepted_attempts,
-                                     leased=self.lease.held if leased is None else leased)
+        record: CommitJournal | BatchJournal
+        if self.point is CommitPoint.SINK_LOG:
+            record = BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
+                                  dest_key=self.dest.key, pendingsets=tuple(keys))
+        else:
+            # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
+            # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what
+            # a recovery that finds the pendingsets gone writes in it.
+            beside = (self.point is CommitPoint.SUCCESS and self.options.success_marker
+                      and (self.lease.held if leased is None else leased))
+            record = CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
+                                   dest_key=self.dest.key, pendingsets=tuple(keys),
+                                   delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
+                                   delete_outside=plan.delete_outside,
+                                   success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
+                                   success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
+                                   first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
+                                   if beside else (),
+                                   accepted_attempts={key: tuple(sorted(attempts))
+                                                      for key, attempts in (accepted_attempts or {}).items()
+                                                      if attempts})
         try:
             # A PUT whose answer was lost and whose retry then meets our own journal is verified by the store
             # (Retry.VERIFIED): a 412 here is another commit's journal.
@@ -457,29 +476,6 @@ class CommitEngine:
                 f"{self.layout.journal_key}: another commit of this job is running or was interrupted; "
                 f"run `s3commit recover {self.dest} --job {self.job_id}`"
             ) from err
-
-    def journal_record(self, keys: Sequence[str], plan: OverwritePlan,
-                       accepted_attempts: Mapping[str, set[str]] | None, *,
-                       leased: bool) -> CommitJournal | BatchJournal:
-        """The journal :meth:`write_journal` writes, for a commit that holds the lease (``leased``) or not."""
-        if self.point is CommitPoint.SINK_LOG:
-            return BatchJournal(job_id=self.job_id, batch_id=_batch_of(self.job_id), bucket=self.dest.bucket,
-                                dest_key=self.dest.key, pendingsets=tuple(keys))
-        # Under the lease (no other commit to this destination can pass this one's journal: one taking the lease
-        # over settles it first), _SUCCESS goes beside the job directory's deletion, and the journal says what a
-        # recovery that finds the pendingsets gone writes in it.
-        beside = self.point is CommitPoint.SUCCESS and self.options.success_marker and leased
-        return CommitJournal(job_id=self.job_id, committer=self.committer, bucket=self.dest.bucket,
-                             dest_key=self.dest.key, pendingsets=tuple(keys),
-                             delete_paths=plan.delete_paths, replace_partitions=plan.replace_partitions,
-                             delete_outside=plan.delete_outside,
-                             success_marker=self.options.success_marker, absolute_dirs=self.absolute_dirs,
-                             success_beside_cleanup=beside, files=self.stats.files, total_bytes=self.stats.bytes,
-                             first_files=tuple(heapq.nsmallest(SUCCESS_FILENAME_LIMIT, self._written))
-                             if beside else (),
-                             accepted_attempts={key: tuple(sorted(attempts))
-                                                for key, attempts in (accepted_attempts or {}).items()
-                                                if attempts})
 
     # --- COMPLETED: every upload completed (or, on a failure before the commit point, ROLLED BACK) -------------
 
