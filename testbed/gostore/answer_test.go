@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +42,33 @@ func BenchmarkCompleteAnswer(b *testing.B) {
 			b.Fatalf("answered %d: %s", reply.status, reply.body)
 		}
 		_ = renderAnswer(req, reply)
+	}
+}
+
+// An error's document names the request id its x-amz-request-id header gives, as S3's do.
+func TestErrorAnswerNamesItsRequestID(t *testing.T) {
+	s := newServer(Config{}, "http://127.0.0.1:1")
+	s.store.CreateBucket("b")
+	req, _, err := parseRequest([]byte("GET /b/missing HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n"))
+	if err != nil || req == nil {
+		t.Fatalf("not parsed: %v", err)
+	}
+	reply, _ := s.handle(req)
+	text := string(renderAnswer(req, reply))
+	_, after, found := strings.Cut(text, "\r\nx-amz-request-id: ")
+	id, _, _ := strings.Cut(after, "\r\n")
+	if reply.status != 404 || !found || len(id) != 16 || !strings.Contains(text, "<RequestId>"+id+"</RequestId>") {
+		t.Fatalf("the header's request id (%q) is not the document's:\n%s", id, text)
+	}
+}
+
+// A Complete's answer: its Location quoted (safe "/"), its Bucket, Key and ETag escaped.
+func TestCompleteDocument(t *testing.T) {
+	got := string(completeDocument("http://127.0.0.1:1", "b", "a&b/c d=1", `"e"`))
+	want := `<?xml version="1.0" encoding="UTF-8"?>` + "\n" + `<CompleteMultipartUploadResult xmlns="` + xmlns + `">` +
+		`<Location>http://127.0.0.1:1/b/a%26b/c%20d%3D1</Location><Bucket>b</Bucket><Key>a&amp;b/c d=1</Key>` +
+		`<ETag>"e"</ETag></CompleteMultipartUploadResult>`
+	if got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }

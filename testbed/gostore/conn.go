@@ -304,27 +304,39 @@ func readChunked(text *textproto.Reader, reader *bufio.Reader) ([]byte, error) {
 	}
 }
 
-// renderAnswer is one answer's bytes: the status line, the headers (S3's spelling), the body (none for HEAD).
+// renderAnswer is one answer's bytes, in one buffer of its size: the status line, the headers (S3's spelling; those
+// S3 adds to every answer where reply.s3), the body (none for HEAD).
 func renderAnswer(req *request, reply answer) []byte {
-	var b bytes.Buffer
-	b.Grow(256 + len(reply.body))
-	b.WriteString("HTTP/1.1 ")
-	b.WriteString(strconv.Itoa(reply.status))
-	b.WriteByte(' ')
-	b.WriteString(http.StatusText(reply.status))
-	b.WriteString("\r\n")
+	size := 160 + len(reply.body)
+	length := false // a Content-Length given
 	for _, f := range reply.headers {
-		b.WriteString(f.name)
-		b.WriteString(": ")
-		b.WriteString(f.value)
-		b.WriteString("\r\n")
+		size += len(f.name) + len(f.value) + 4
+		length = length || f.name == "Content-Length"
+	}
+	b := make([]byte, 0, size)
+	b = append(strconv.AppendInt(append(b, "HTTP/1.1 "...), int64(reply.status), 10), ' ')
+	b = append(append(b, http.StatusText(reply.status)...), "\r\n"...)
+	for _, f := range reply.headers {
+		b = append(append(append(append(b, f.name...), ": "...), f.value...), "\r\n"...)
+	}
+	if reply.s3 {
+		b = append(append(append(b, "Date: "...), nowDate()...), "\r\nx-amz-request-id: "...)
+		if reply.id != "" {
+			b = append(b, reply.id...)
+		} else {
+			b = appendRequestID(b)
+		}
+		b = append(b, "\r\nServer: AmazonS3\r\n"...)
+		if !length && reply.status != 204 {
+			b = append(strconv.AppendInt(append(b, "Content-Length: "...), int64(len(reply.body)), 10), "\r\n"...)
+		}
 	}
 	if req.close {
-		b.WriteString("Connection: close\r\n")
+		b = append(b, "Connection: close\r\n"...)
 	}
-	b.WriteString("\r\n")
+	b = append(b, "\r\n"...)
 	if req.Method != "HEAD" {
-		b.Write(reply.body)
+		b = append(b, reply.body...)
 	}
-	return b.Bytes()
+	return b
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 const xmlns = "http://s3.amazonaws.com/doc/2006-03-01/"
@@ -24,6 +25,10 @@ type answer struct {
 	status  int
 	headers fields // S3's spelling
 	body    []byte
+	// s3: rendered with the headers S3 adds to every answer (Date, x-amz-request-id, Server; a Content-Length
+	// unless given or 204), written straight into the answer's bytes rather than added to headers.
+	s3 bool
+	id string // the request id, where the body names it (else a fresh one is rendered)
 }
 
 var requestIDs atomic.Uint64
@@ -31,7 +36,10 @@ var requestIDs atomic.Uint64
 func init() { requestIDs.Store(rand.Uint64() >> 8) }
 
 // requestID is a fresh id in the shape S3 uses (16 upper-case hex characters).
-func requestID() string {
+func requestID() string { return string(appendRequestID(nil)) }
+
+// appendRequestID appends a fresh request id to b.
+func appendRequestID(b []byte) []byte {
 	const digits = "0123456789ABCDEF"
 	var id [16]byte
 	n := requestIDs.Add(1)
@@ -39,7 +47,7 @@ func requestID() string {
 		id[i] = digits[n&15]
 		n >>= 4
 	}
-	return string(id[:])
+	return append(b, id[:]...)
 }
 
 func httpDate(t time.Time) string { return t.UTC().Format(http.TimeFormat) }
@@ -81,6 +89,19 @@ func tag(b *strings.Builder, name, value string) {
 	b.WriteByte('>')
 }
 
+// completeDocument is CompleteMultipartUpload's answer, appended into one buffer (the answer to every Complete).
+func completeDocument(url, bucket, key, etag string) []byte {
+	const root = "CompleteMultipartUploadResult"
+	const prolog = `<?xml version="1.0" encoding="UTF-8"?>` + "\n<" + root + ` xmlns="` + xmlns + `">`
+	b := make([]byte, 0, len(prolog)+len(root)+96+len(url)+3*len(bucket)+4*len(key)+len(etag))
+	b = append(append(append(b, prolog...), "<Location>"...), url...) // (a URL quoted has no character to escape)
+	b = appendQuoted(append(appendQuoted(append(b, '/'), bucket), '/'), key)
+	b = appendEscaped(append(b, "</Location><Bucket>"...), bucket)
+	b = appendEscaped(append(b, "</Bucket><Key>"...), key)
+	b = appendEscaped(append(b, "</Key><ETag>"...), etag)
+	return append(b, "</ETag></"+root+">"...)
+}
+
 func xmlDocument(root string, inner string) []byte {
 	const prolog = `<?xml version="1.0" encoding="UTF-8"?>` + "\n<"
 	doc := make([]byte, 0, len(prolog)+2*len(root)+len(xmlns)+len(inner)+16)
@@ -90,32 +111,44 @@ func xmlDocument(root string, inner string) []byte {
 
 // quote is Python's urllib.parse.quote(text, safe="/"): every byte but letters, digits, "_.-~/" percent-encoded.
 func quote(text string) string {
-	const hexDigits = "0123456789ABCDEF"
-	safe := func(c byte) bool {
-		return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c == '_' || c == '.' ||
-			c == '-' || c == '~' || c == '/'
-	}
 	i := 0
-	for i < len(text) && safe(text[i]) {
+	for i < len(text) && quoteSafe(text[i]) {
 		i++
 	}
 	if i == len(text) {
 		return text
 	}
-	b := make([]byte, 0, len(text)+16)
-	b = append(b, text[:i]...)
-	for ; i < len(text); i++ {
-		if c := text[i]; safe(c) {
+	return string(appendQuoted(make([]byte, 0, len(text)+16), text))
+}
+
+// appendQuoted appends quote(text) to b.
+func appendQuoted(b []byte, text string) []byte {
+	const hexDigits = "0123456789ABCDEF"
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; quoteSafe(c) {
 			b = append(b, c)
 		} else {
 			b = append(b, '%', hexDigits[c>>4], hexDigits[c&15])
 		}
 	}
-	return string(b)
+	return b
+}
+
+func quoteSafe(c byte) bool {
+	return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || c == '_' || c == '.' ||
+		c == '-' || c == '~' || c == '/'
+}
+
+// appendEscaped appends text escaped as tag escapes it (&, <, >).
+func appendEscaped(b []byte, text string) []byte {
+	if strings.ContainsAny(text, "&<>") {
+		return append(b, xmlEscaper.Replace(text)...)
+	}
+	return append(b, text...)
 }
 
 // errorDocument is wire.error_xml: S3's <Error> document.
-func errorDocument(code, message, resource, uploadID string) []byte {
+func errorDocument(code, message, resource, uploadID, id string) []byte {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?>` + "\n<Error>")
 	tag(&b, "Code", code)
@@ -124,17 +157,18 @@ func errorDocument(code, message, resource, uploadID string) []byte {
 	if uploadID != "" {
 		tag(&b, "UploadId", uploadID)
 	}
-	tag(&b, "RequestId", requestID())
+	tag(&b, "RequestId", id)
 	b.WriteString("<HostId>s3commit-simulator</HostId></Error>")
 	return []byte(b.String())
 }
 
 func errorAnswer(code string, status int, message, resource, method, uploadID string) answer {
 	var body []byte
+	id := requestID() // (the document's RequestId and the header's the same, as S3's are)
 	if method != "HEAD" {
-		body = errorDocument(code, message, unquote(resource), uploadID)
+		body = errorDocument(code, message, unquote(resource), uploadID, id)
 	}
-	return answer{status, fields{{"Content-Type", "application/xml"}}, body}
+	return answer{status: status, headers: fields{{"Content-Type", "application/xml"}}, body: body, id: id}
 }
 
 // answered is what this server answers (memory_wire's operations, and CreateBucket and ListBuckets to set up).
@@ -148,7 +182,8 @@ func header(r *request, name string) *string {
 	if !ok {
 		return nil
 	}
-	return &value
+	found := value // (on the heap only when present)
+	return &found
 }
 
 func first(query url.Values, name string) (string, bool) {
@@ -214,11 +249,7 @@ func (s *Server) handle(r *request) (answer, float64) {
 			delay += s.profile.Transfer(len(reply.body))
 		}
 	}
-	reply.headers = append(append(make(fields, 0, len(reply.headers)+4), reply.headers...), field{"Date", nowDate()},
-		field{"x-amz-request-id", requestID()}, field{"Server", "AmazonS3"})
-	if _, ok := reply.headers.lookup("Content-Length"); !ok && reply.status != 204 {
-		reply.headers = append(reply.headers, field{"Content-Length", strconv.Itoa(len(reply.body))})
-	}
+	reply.s3 = true
 	return reply, delay
 }
 
@@ -231,7 +262,7 @@ func (s *Server) cost(operation string, body []byte) int {
 }
 
 func ok(headers fields, body []byte) (answer, error) {
-	return answer{200, headers, body}, nil
+	return answer{status: 200, headers: headers, body: body}, nil
 }
 
 func xmlAnswer(root, inner string) (answer, error) {
@@ -275,7 +306,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err := s.store.DeleteObject(bucket, key, header(r, "If-None-Match"), header(r, "If-Match")); err != nil {
 			return answer{}, err
 		}
-		return answer{204, fields{}, nil}, nil
+		return answer{status: 204}, nil
 	case opDeleteObjects:
 		return s.deleteObjects(bucket, body)
 	case opCopyObject:
@@ -317,24 +348,12 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err != nil {
 			return answer{}, err
 		}
-		var b strings.Builder
-		b.Grow(160 + len(s.url) + 3*len(bucket) + 4*len(key) + len(etag))
-		b.WriteString("<Location>") // (a URL quoted has no character to escape)
-		b.WriteString(s.url)
-		b.WriteByte('/')
-		b.WriteString(quote(bucket))
-		b.WriteByte('/')
-		b.WriteString(quote(key))
-		b.WriteString("</Location>")
-		tag(&b, "Bucket", bucket)
-		tag(&b, "Key", key)
-		tag(&b, "ETag", etag)
-		return xmlAnswer("CompleteMultipartUploadResult", b.String())
+		return ok(fields{{"Content-Type", "application/xml"}}, completeDocument(s.url, bucket, key, etag))
 	case opAbortMultipartUpload:
 		if err := s.store.Abort(bucket, key, query.Get("uploadId")); err != nil {
 			return answer{}, err
 		}
-		return answer{204, fields{}, nil}, nil
+		return answer{status: 204}, nil
 	case opListMultipartUploads:
 		return s.listUploads(bucket, query)
 	}
@@ -361,7 +380,7 @@ func (s *Server) getObject(bucket, key string, r *request, head bool) (answer, e
 	if head {
 		body = nil
 	}
-	return answer{status, headers, body}, nil
+	return answer{status: status, headers: headers, body: body}, nil
 }
 
 // byteRange is a Range header's [start, end) in a body of size bytes: "bytes=first-last", "bytes=first-" or
@@ -400,7 +419,7 @@ var errMalformedXML = s3err("MalformedXML", 400,
 // completedParts reads a CompleteMultipartUpload document's parts (<Part><PartNumber/><ETag/></Part>, in order),
 // by scanning: the one document of every Complete, which encoding/xml parses at several times the cost.
 func completedParts(body []byte) ([]CompletedPart, bool) {
-	text := string(body)
+	text := unsafe.String(unsafe.SliceData(body), len(body)) // (no copy: the parts' ETags are not kept past the request)
 	if strings.TrimSpace(text) == "" {
 		return nil, true
 	}

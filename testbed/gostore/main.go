@@ -165,8 +165,8 @@ func jsonAnswer(status int, value any) answer {
 	if err != nil {
 		status, body = 500, []byte(fmt.Sprintf(`{"error": %q}`, err.Error()))
 	}
-	return answer{status, fields{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(body))}},
-		body}
+	return answer{status: status, body: body,
+		headers: fields{{"Content-Type", "application/json"}, {"Content-Length", strconv.Itoa(len(body))}}}
 }
 
 func (s *Server) admin(name string, query url.Values, body []byte) answer {

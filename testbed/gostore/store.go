@@ -32,13 +32,15 @@ type part struct {
 	etag string
 }
 
+// upload is a multipart upload; once completed, it stays (its parts dropped) so that a repeated Complete is answered
+// with its ETag, and is outstanding no more (one map for both: a Complete costs no insertion of its own).
 type upload struct {
 	bucket, key, id string
 	initiated       time.Time
 	parts           map[int]part
+	completed       bool
+	etag            string // the object's, once completed
 }
-
-type completion struct{ bucket, key, etag string }
 
 // keyIndex keeps a bucket's keys in order lazily (memory._KeyIndex): new keys (fresh, in no order) are sorted into a
 // short run of their own (recent) at the next listing, and that run merged into the rest (sorted) only once it holds
@@ -81,16 +83,14 @@ type Store struct {
 	mu          sync.Mutex
 	conditional bool
 	buckets     map[string]*bucket
-	uploads     map[string]*upload
-	completed   map[string]completion
+	uploads     map[string]*upload // outstanding and completed
 	ids         int
 	last        time.Time
 }
 
 // NewStore makes an empty store; conditional: honour If-None-Match / If-Match.
 func NewStore(conditional bool) *Store {
-	return &Store{conditional: conditional, buckets: map[string]*bucket{}, uploads: map[string]*upload{},
-		completed: map[string]completion{}}
+	return &Store{conditional: conditional, buckets: map[string]*bucket{}, uploads: map[string]*upload{}}
 }
 
 // now is the store's clock: this host's, strictly increasing (objects written one after another are ordered).
@@ -109,17 +109,19 @@ func etagOf(body []byte) string {
 }
 
 // multipartETag is object_info.multipart_etag: md5 of the parts' binary md5s, "-N".
-func multipartETag(etags []string) string {
-	digests := make([]byte, 0, md5.Size*len(etags))
-	for _, e := range etags {
+func multipartETag(parts []CompletedPart) string {
+	var held [md5.Size * 4]byte // (most uploads have a few parts: their digests on the stack)
+	digests := held[:0]
+	for _, p := range parts {
 		var err error
-		if digests, err = hex.AppendDecode(digests, []byte(strings.Trim(e, `"`))); err != nil {
+		if digests, err = hex.AppendDecode(digests, []byte(strings.Trim(p.ETag, `"`))); err != nil {
 			return `"?"`
 		}
 	}
 	sum := md5.Sum(digests)
-	text := append(hex.AppendEncode(append(make([]byte, 0, 48), '"'), sum[:]), '-')
-	return string(append(strconv.AppendInt(text, int64(len(etags)), 10), '"'))
+	var text [48]byte
+	etag := append(hex.AppendEncode(append(text[:0], '"'), sum[:]), '-')
+	return string(append(strconv.AppendInt(etag, int64(len(parts)), 10), '"'))
 }
 
 // CreateBucket makes a bucket (nothing if it exists).
@@ -152,7 +154,12 @@ func (s *Store) bucket(name string) (*bucket, error) {
 }
 
 func (s *Store) put(b *bucket, key string, body []byte, etag, contentType string, when time.Time) {
-	if _, ok := b.objects[key]; !ok {
+	s.putOver(b, key, b.objects[key], body, etag, contentType, when)
+}
+
+// putOver is put where the object at key is known (current: nil where there is none).
+func (s *Store) putOver(b *bucket, key string, current *object, body []byte, etag, contentType string, when time.Time) {
+	if current == nil {
 		b.index.fresh = append(b.index.fresh, key)
 	}
 	if contentType == "" {
@@ -455,7 +462,7 @@ func (s *Store) createUpload(bucketName, key string, when time.Time) string {
 
 func (s *Store) upload(bucketName, key, id string) (*upload, error) {
 	found := s.uploads[id]
-	if found == nil || found.bucket != bucketName || found.key != key {
+	if found == nil || found.completed || found.bucket != bucketName || found.key != key {
 		return nil, errNoSuchUpload
 	}
 	return found, nil
@@ -486,18 +493,19 @@ func (s *Store) Complete(bucketName, key, id string, parts []CompletedPart, ifNo
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	when := s.now()
-	if done, ok := s.completed[id]; ok && done.bucket == bucketName && done.key == key {
-		return done.etag, nil // a repeated Complete
+	found := s.uploads[id]
+	if found == nil || found.bucket != bucketName || found.key != key {
+		return "", errNoSuchUpload
 	}
-	found, err := s.upload(bucketName, key, id)
-	if err != nil {
-		return "", err
+	if found.completed {
+		return found.etag, nil // a repeated Complete
 	}
 	b, err := s.bucket(bucketName)
 	if err != nil {
 		return "", err
 	}
-	if err := s.checkConditions(b.objects[key], ifNoneMatch, ifMatch); err != nil {
+	current := b.objects[key]
+	if err := s.checkConditions(current, ifNoneMatch, ifMatch); err != nil {
 		return "", err
 	}
 	for i := 1; i < len(parts); i++ {
@@ -505,24 +513,26 @@ func (s *Store) Complete(bucketName, key, id string, parts []CompletedPart, ifNo
 			return "", s3err("InvalidPartOrder", 400, "The list of parts was not in ascending order.")
 		}
 	}
-	etags := make([]string, len(parts))
 	size := 0
-	for i, p := range parts {
+	for _, p := range parts {
 		held, ok := found.parts[p.PartNumber]
 		if !ok || held.etag != p.ETag {
 			return "", s3err("InvalidPart", 400, "One or more of the specified parts could not be found.")
 		}
-		etags[i] = p.ETag
 		size += len(held.body)
 	}
-	body := make([]byte, 0, size)
-	for _, p := range parts {
-		body = append(body, found.parts[p.PartNumber].body...)
+	var body []byte
+	if len(parts) == 1 { // (a part's body is never written to once stored: the object can hold it)
+		body = found.parts[parts[0].PartNumber].body
+	} else {
+		body = make([]byte, 0, size)
+		for _, p := range parts {
+			body = append(body, found.parts[p.PartNumber].body...)
+		}
 	}
-	etag := multipartETag(etags)
-	s.put(b, key, body, etag, "", when)
-	delete(s.uploads, id)
-	s.completed[id] = completion{bucketName, key, etag}
+	etag := multipartETag(parts)
+	s.putOver(b, key, current, body, etag, "", when)
+	found.completed, found.etag, found.parts = true, etag, nil
 	return etag, nil
 }
 
@@ -555,7 +565,7 @@ func (s *Store) ListUploads(bucketName, prefix string, keyMarker, idMarker *stri
 	}
 	var found []UploadEntry
 	for _, u := range s.uploads {
-		if u.bucket != bucketName || !strings.HasPrefix(u.key, prefix) {
+		if u.completed || u.bucket != bucketName || !strings.HasPrefix(u.key, prefix) {
 			continue
 		}
 		if keyMarker != nil {
@@ -608,7 +618,7 @@ func (s *Store) Counts(bucketName, prefix string, contains []string) map[string]
 		}
 	}
 	for _, u := range s.uploads {
-		if u.bucket == bucketName && strings.HasPrefix(u.key, prefix) {
+		if !u.completed && u.bucket == bucketName && strings.HasPrefix(u.key, prefix) {
 			uploads++
 		}
 	}

@@ -69,6 +69,24 @@ def test_multipart_etag_and_bytes_are_s3s(client, bucket):
     with pytest.raises(ClientError) as caught:
         client.upload_part(Bucket=bucket, Key="a/b.bin", UploadId=upload, PartNumber=3, Body=b"late")
     assert code_of(caught.value) == ("NoSuchUpload", 404)
+    # a completed upload is kept only to answer its repeated Complete: neither listed nor to be aborted, nor
+    # completed again at another key
+    assert upload not in [u["UploadId"] for u in client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])]
+    for call in (lambda: client.abort_multipart_upload(Bucket=bucket, Key="a/b.bin", UploadId=upload),
+                 lambda: client.complete_multipart_upload(Bucket=bucket, Key="a/other.bin", UploadId=upload,
+                                                          MultipartUpload={"Parts": parts})):
+        with pytest.raises(ClientError) as caught:
+            call()
+        assert code_of(caught.value) == ("NoSuchUpload", 404)
+    # one part: the object holds that part's bytes (unchanged by a later part of another upload)
+    single = client.create_multipart_upload(Bucket=bucket, Key="a/one.bin")["UploadId"]
+    etag = client.upload_part(Bucket=bucket, Key="a/one.bin", UploadId=single, PartNumber=1, Body=b"one")["ETag"]
+    client.complete_multipart_upload(Bucket=bucket, Key="a/one.bin", UploadId=single,
+                                     MultipartUpload={"Parts": [{"ETag": etag, "PartNumber": 1}]})
+    other = client.create_multipart_upload(Bucket=bucket, Key="a/two.bin")["UploadId"]
+    client.upload_part(Bucket=bucket, Key="a/two.bin", UploadId=other, PartNumber=1, Body=b"two")
+    assert client.get_object(Bucket=bucket, Key="a/one.bin")["Body"].read() == b"one"
+    client.abort_multipart_upload(Bucket=bucket, Key="a/two.bin", UploadId=other)
 
 
 def test_complete_checks_the_parts(client, bucket):
@@ -320,6 +338,20 @@ def test_large_bodies_expect_100_continue_and_chunked_bodies_arrive_whole(go_sto
         answer.begin()
         assert answer.status == 200
     assert client.get_object(Bucket=bucket, Key="chunked")["Body"].read() == b"hello world"
+
+
+def test_its_own_go_tests_pass():
+    """``go test`` of the module: its answers rendered (an error's request id, a Complete's document) and its
+    parsing, without a socket."""
+    import os
+    import subprocess
+
+    from testbed.go_store import GO_SOURCES, go_binary
+
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOPROXY": "off", "GOFLAGS": "-mod=mod", "CGO_ENABLED": "0"}
+    done = subprocess.run([go_binary(), "test", "./..."], cwd=GO_SOURCES, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_a_missing_go_or_a_failed_build_is_a_go_store_error_naming_it(monkeypatch, tmp_path):
