@@ -30,6 +30,7 @@ type request struct {
 	Header     fields
 	Body       []byte
 	close      bool
+	held       [12]field // room for Header's first dozen (a request is one allocation with its headers)
 }
 
 var errMalformed = errors.New("malformed HTTP request")

@@ -400,7 +400,8 @@ func parseRequest(data []byte) (*request, int, error) {
 	if !ok1 || !ok2 || !strings.HasPrefix(proto, "HTTP/1.") {
 		return nil, 0, errMalformed
 	}
-	header := make(fields, 0, 12)
+	req := &request{Method: method, RequestURI: absolutePath(target)}
+	header := fields(req.held[:0])
 	for lines != "" {
 		var line string
 		line, lines, _ = strings.Cut(lines, "\r\n")
@@ -410,7 +411,7 @@ func parseRequest(data []byte) (*request, int, error) {
 		}
 		header.add(lowerName(strings.TrimSpace(name)), strings.TrimSpace(value))
 	}
-	req := &request{Method: method, RequestURI: absolutePath(target), Host: header.get("host"), Header: header}
+	req.Host, req.Header = header.get("host"), header
 	connection := strings.ToLower(header.get("connection"))
 	req.close = strings.Contains(connection, "close") || (proto == "HTTP/1.0" && !strings.Contains(connection, "keep-alive"))
 	start := end + 4

@@ -168,7 +168,7 @@ func errorAnswer(code string, status int, message, resource, method, uploadID st
 	if method != "HEAD" {
 		body = errorDocument(code, message, unquote(resource), uploadID, id)
 	}
-	return answer{status: status, headers: fields{{"Content-Type", "application/xml"}}, body: body, id: id}
+	return answer{status: status, headers: xmlHeaders, body: body, id: id}
 }
 
 // answered is what this server answers (memory_wire's operations, and CreateBucket and ListBuckets to set up).
@@ -261,12 +261,15 @@ func (s *Server) cost(operation string, body []byte) int {
 	return 1
 }
 
+// xmlHeaders are an XML answer's headers (shared: an answer's headers are only read once made).
+var xmlHeaders = fields{{"Content-Type", "application/xml"}}
+
 func ok(headers fields, body []byte) (answer, error) {
 	return answer{status: 200, headers: headers, body: body}, nil
 }
 
 func xmlAnswer(root, inner string) (answer, error) {
-	return ok(fields{{"Content-Type", "application/xml"}}, xmlDocument(root, inner))
+	return ok(xmlHeaders, xmlDocument(root, inner))
 }
 
 func (s *Server) apply(operation, bucket, key string, query url.Values, r *request, body []byte) (answer, error) {
@@ -348,7 +351,7 @@ func (s *Server) apply(operation, bucket, key string, query url.Values, r *reque
 		if err != nil {
 			return answer{}, err
 		}
-		return ok(fields{{"Content-Type", "application/xml"}}, completeDocument(s.url, bucket, key, etag))
+		return ok(xmlHeaders, completeDocument(s.url, bucket, key, etag))
 	case opAbortMultipartUpload:
 		if err := s.store.Abort(bucket, key, query.Get("uploadId")); err != nil {
 			return answer{}, err
