@@ -13,6 +13,11 @@ record against its ``Last-Modified``), a job is
   recover``. Where it does not and none of its uploads is complete, it died waiting for the lease (a commit writes
   its journal beside the lease's taking, and completes uploads only under it): the sweep rolls it back
   (:func:`~s3commit.commit.recovery.roll_back_unstarted`). Otherwise it is left to ``s3commit recover``;
+- **committed**: no record, its journal there, and the destination's commit lease records the job as committed: a
+  commit whose clean-up deleted everything but the journal (the record with the rest) and whose journal's DELETE
+  was lost. The lease records a job only once its clean-up has deleted the rest and its ``_SUCCESS`` is written, so
+  nothing of the job is left to do: the sweep deletes the journal at once (no window to wait), while the lease's
+  record of the job is recent (a journal left past it would send ``s3commit recover`` looking for a ``_SUCCESS``);
 - **unknown**: no record, or a record that never renews (a job of an s3commit without liveness, an S3A job's
   ``__magic_job-`` directory): never swept unless the caller names an age (``--older-than``), judged then by the
   newest object in its directory.
@@ -34,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from s3commit.commit.job_uploads import JobUploads
-from s3commit.commit.lease import read_state
+from s3commit.commit.lease import committed_here, read_state
 from s3commit.commit.ownership import owner_key
 from s3commit.commit.prefixes import delete_prefix
 from s3commit.commit.recovery import roll_back_unstarted
@@ -51,7 +56,7 @@ JOB_DIR_PREFIXES = {MAGIC_PATH_PREFIX: "magic", STAGING_PATH_PREFIX: "staging"}
 SLACK = timedelta(seconds=1)
 """Added to a window: ``Last-Modified`` and ``Date`` have whole seconds."""
 
-ALIVE, DEAD, COMMITTING, UNKNOWN, EMPTY = "alive", "dead", "committing", "unknown", "empty"
+ALIVE, DEAD, COMMITTING, COMMITTED, UNKNOWN, EMPTY = "alive", "dead", "committing", "committed", "unknown", "empty"
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,9 @@ def job_status(store: S3Store, dest: S3Uri, job_id: str, kind: str, layout: JobL
     try:
         body, info, now = store.objects.read_object(dest.bucket, owner_key(layout))
     except NotFoundError:
+        if _exists(store, dest.bucket, layout.journal_key) and committed_here(store, dest, job_id) is not None:
+            return JobStatus(job_id, kind, layout, COMMITTED, note="committed (the commit lease records it); its "
+                                                                   "journal was left after its clean-up")
         return JobStatus(job_id, kind, layout, UNKNOWN, note="no liveness record (an S3A job, or an s3commit job "
                                                              "from before liveness): never swept without an age")
     try:
@@ -236,6 +244,11 @@ def sweep_dead_jobs(store: S3Store, dest: S3Uri, *, liveness: float, sweeper: st
                 except S3CommitError as err:
                     log.info("could not remove the emptied directory %s: %s", status.directory, err)
             continue
+        if status.state == COMMITTED:  # (nothing left to do but delete its journal)
+            swept = _sweep_committed(store, dest, status, dry_run=dry_run)
+            if swept is not None:
+                result.swept.append(swept)
+            continue
         # (a dead job holding the lease is settled by the lease's next taker)
         if status.state == COMMITTING and conditional and not dry_run and lease_holder() != status.job_id:
             try:
@@ -300,6 +313,19 @@ def _sweep_unstarted(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper:
         return None
     log.warning("swept dead %s: it died before its commit changed anything; %s", status.describe(), report.message)
     return SweptJob(status, report.aborted, objects)
+
+
+def _sweep_committed(store: S3Store, dest: S3Uri, status: JobStatus, *, dry_run: bool) -> SweptJob | None:
+    """A committed job's directory, which holds only its journal: deleted (None: the deletion failed, logged)."""
+    if dry_run:
+        return SweptJob(status, 0, sum(1 for _ in store.objects.list_objects(dest.bucket, status.directory)))
+    try:
+        deleted = delete_prefix(store, dest.bucket, status.directory)
+    except S3CommitError as err:
+        log.warning("could not delete the journal left by committed job %s under %s: %s", status.job_id, dest, err)
+        return None
+    log.info("deleted the journal committed %s left (its clean-up had deleted the rest)", status.describe())
+    return SweptJob(status, 0, deleted)
 
 
 def _sweep_one(store: S3Store, dest: S3Uri, status: JobStatus, *, sweeper: str, conditional: bool,

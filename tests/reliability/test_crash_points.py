@@ -39,7 +39,7 @@ from s3commit.commit.recovery import recover
 from s3commit.commit.recovery_result import AlreadyCommittedError, RecoveryAction, RecoveryError
 from s3commit.commit.snapshot_admin import enable_snapshots
 from s3commit.commit.snapshots import SnapshotLog
-from s3commit.commit.sweep import sweep_dead_jobs
+from s3commit.commit.sweep import job_statuses, sweep_dead_jobs
 from s3commit.committers.base import Committer
 from s3commit.committers.sink_batches import SINK_LOG_DIR, BatchCommit, batch_job_id, recover_sink
 from s3commit.config.options import CommitterOptions
@@ -401,13 +401,50 @@ def test_a_journal_left_after_its_commit_never_rewrites_a_later_jobs_success():
     driver.commit_job(messages)  # (its clean-up's failure is a warning: the job committed)
     die(driver)
     assert any(k.endswith(JOURNAL_FILE) for k in s3.objects(BUCKET)) and success_job(s3) == driver.job_id
-    later = Job("magic", files("later", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]})
+    # (its sweep off: a sweep deletes such a journal, below)
+    later = Job("magic", files("later", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]},
+                options={"sweep_dead_jobs": False})
     after, messages = later.run_tasks(s3, str(uuid.uuid4()))
     after.commit_job(messages, **later.commit_args)
     report = recover(s3.store(), DEST, driver.job_id, options=OPTIONS)
     assert report.action is RecoveryAction.CLEANED_UP, report
     assert success_job(s3) == after.job_id and visible(s3) == later.final(after)
     assert_clean(s3, "after recover of the first job")
+
+
+@pytest.mark.parametrize("lease_remembers", [True, False], ids=["lease-remembers-it", "lease-forgot-it"])
+def test_a_journal_left_after_its_commit_is_deleted_by_the_next_jobs_sweep(lease_remembers):
+    """The journal a committed job left (its DELETE lost once everything else was done, the liveness record with the
+    rest) is its directory's only object. Where the commit lease records the job as committed it is listed as
+    committed and the next job's sweep deletes it at once: no window, since nothing of the job is left to do.
+    Where the lease does not (its record gone), it stays a job of unknown liveness, never swept without an age."""
+    s3 = MemoryS3()
+    s3.create_bucket(BUCKET)
+    old_data(s3)
+    first = Job("magic", files("first", big=False))
+    driver, messages = first.run_tasks(s3, str(uuid.uuid4()))
+    client_of(driver.store).fail = lambda request: s3_error("InternalError", 500) if (
+        request.operation == "delete_object" and request.key.endswith(JOURNAL_FILE)) else None
+    driver.commit_job(messages)
+    die(driver)
+    [journal] = [k for k in s3.objects(BUCKET) if is_scratch_key(k) and not k.endswith(LEASE_NAME)]
+    assert journal.endswith(JOURNAL_FILE)
+    if not lease_remembers:
+        lease = next(k for k in s3.objects(BUCKET) if k.endswith(LEASE_NAME))
+        s3.store().objects.delete_object(BUCKET, lease)
+    dest = S3Uri.parse(DEST)
+    [status] = job_statuses(s3.store(), dest, liveness=60)
+    assert (status.job_id, status.state) == (driver.job_id, "committed" if lease_remembers else "unknown"), status
+    later = Job("magic", files("later", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]})
+    after, messages = later.run_tasks(s3, str(uuid.uuid4()))
+    success = after.commit_job(messages, **later.commit_args)
+    assert success_job(s3) == after.job_id and visible(s3) == later.final(after)
+    if lease_remembers:
+        assert success.metrics.get("committer_dead_jobs_swept") == 1, success.metrics
+        assert_clean(s3, "after the next job's commit")
+        assert job_statuses(s3.store(), dest, liveness=60) == []
+    else:
+        assert journal in s3.objects(BUCKET), "a journal the lease does not vouch for was deleted"
 
 
 def in_no_snapshot(crash: Crash) -> list[str]:
