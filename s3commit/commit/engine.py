@@ -1411,13 +1411,13 @@ class CommitEngine:
             # done: the commit is done. A snapshot commit deletes them beside its _SUCCESS PUT, and so does a job's
             # commit under the lease (its journal says so): where _SUCCESS does not name the job, that PUT is done
             # here (under the lease, no other commit passed this journal: one taking the lease over settles it).
-            if self.committed_success() is None:
+            # The lease records a job committed once its _SUCCESS (and a snapshot's manifests) were written: where
+            # it does, a _SUCCESS naming another job is a later commit's, and stays (a later append's snapshot still
+            # lists this job's files).
+            if self.committed_success() is None and committed_here(self.store, self.dest, self.job_id) is None:
                 if (published := self.published_snapshot()) is not None:
                     self._mark_published(published)
-                elif (self._journalled.success_beside_cleanup and self._journalled.success_marker
-                      and committed_here(self.store, self.dest, self.job_id) is None):
-                    # (the lease records a job committed once its _SUCCESS was written: a _SUCCESS naming another
-                    # job then is a later commit's, and stays)
+                elif self._journalled.success_beside_cleanup and self._journalled.success_marker:
                     self.mark(self._journalled_success())
             return self._cleaned_up(f"had committed and was cleaning up ({len(missing)} of {len(keys)} "
                                     "pendingsets already deleted)")

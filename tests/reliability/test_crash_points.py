@@ -386,14 +386,17 @@ def test_the_sweep_never_rolls_back_a_dead_commit_that_completed_a_file():
     assert_clean(s3, "after recover")
 
 
-def test_a_journal_left_after_its_commit_never_rewrites_a_later_jobs_success():
+@pytest.mark.parametrize("later_commit", ["overwrite", "snapshot-append"])
+def test_a_journal_left_after_its_commit_never_rewrites_a_later_jobs_success(later_commit):
     """A commit whose journal's DELETE never landed (its lease released, every other step done) leaves a journal
-    naming pendingsets already deleted. A later job commits over the table; ``recover`` of the first then only
-    finishes its clean-up: the ``_SUCCESS`` naming the later job stays (the lease recorded the first as committed,
-    so its own ``_SUCCESS`` had been written)."""
+    naming pendingsets already deleted. A later job commits over the table (on a snapshot destination, appending:
+    its snapshot still lists the first job's files); ``recover`` of the first then only finishes its clean-up: the
+    ``_SUCCESS`` naming the later job stays (the lease recorded the first as committed, so its own ``_SUCCESS`` had
+    been written)."""
     s3 = MemoryS3()
     s3.create_bucket(BUCKET)
-    old_data(s3)
+    snapshots = later_commit.startswith("snapshot")
+    old_data(s3, snapshots=snapshots)
     first = Job("magic", files("first", big=False))
     driver, messages = first.run_tasks(s3, str(uuid.uuid4()))
     client_of(driver.store).fail = lambda request: s3_error("InternalError", 500) if (
@@ -402,13 +405,16 @@ def test_a_journal_left_after_its_commit_never_rewrites_a_later_jobs_success():
     die(driver)
     assert any(k.endswith(JOURNAL_FILE) for k in s3.objects(BUCKET)) and success_job(s3) == driver.job_id
     # (its sweep off: a sweep deletes such a journal, below)
-    later = Job("magic", files("later", ("p=1", "p=3"), big=False), commit_args={"delete_paths": [""]},
-                options={"sweep_dead_jobs": False})
+    later = Job("magic", files("later", ("p=1", "p=3"), big=False),
+                commit_args={} if snapshots else {"delete_paths": [""]}, options={"sweep_dead_jobs": False})
     after, messages = later.run_tasks(s3, str(uuid.uuid4()))
     after.commit_job(messages, **later.commit_args)
+    seen = visible(s3)
+    if snapshots:
+        assert set(first.final(driver)) <= set(seen)  # (the later snapshot lists the first job's files)
     report = recover(s3.store(), DEST, driver.job_id, options=OPTIONS)
     assert report.action is RecoveryAction.CLEANED_UP, report
-    assert success_job(s3) == after.job_id and visible(s3) == later.final(after)
+    assert success_job(s3) == after.job_id and visible(s3) == seen
     assert_clean(s3, "after recover of the first job")
 
 
