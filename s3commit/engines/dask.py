@@ -11,20 +11,29 @@ lock; a task commits its attempt only holding that lock, after checking the mark
 when the job failed (or re-run after a worker loss) aborts its own uploads instead of committing them. With a
 ``dask.distributed`` client the fence is a distributed ``Event`` and ``Lock``; with the threaded scheduler,
 in-process ones. (Dask's multiprocessing scheduler is not supported: its processes share neither.)
+
+With Dask's local schedulers the client tells the job of each partition's commit as the task finishes (a
+``dask.callbacks.Callback``), so that its pendingset is read while the other partitions run, as Spark's driver
+does (:meth:`~s3commit.committers.base.Committer.task_committed`): the job commit then starts with them read. A
+``dask.distributed`` client hands every message over at the end, and the job commit reads them then.
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
 import threading
 from collections.abc import Sequence
 from typing import Any
 
+from s3commit.committers.base import Committer
 from s3commit.engines import common
-from s3commit.errors import CommitStateError, ConfigError
+from s3commit.errors import CommitStateError, ConfigError, S3CommitError
 from s3commit.model.task_message import TaskCommitMessage
 from s3commit.store import moto_inprocess
 from s3commit.store.s3store import S3Store
+
+log = logging.getLogger(__name__)
 
 
 class _LocalFence:
@@ -122,6 +131,23 @@ def _write_partition(payload: bytes, index: int, frame: Any, partition_on: Seque
         raise
 
 
+def _read_ahead(job: Committer, tasks: Sequence[Any]) -> Any:
+    """A callback of Dask's local schedulers (which call it in the client as each task finishes; a distributed
+    scheduler does not) telling ``job`` of each partition's commit: its pendingset read from then on."""
+    from dask.callbacks import Callback
+
+    keys = {task.key for task in tasks}
+
+    def finished(key: Any, result: Any, *_: Any) -> None:
+        if key in keys and isinstance(result, TaskCommitMessage):
+            try:
+                job.task_committed(result)
+            except S3CommitError as err:  # (optional: the job commit reads what it was not told of)
+                log.debug("job %s: partition commit not read ahead: %s", job.job_id, err)
+
+    return Callback(posttask=finished)
+
+
 def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None, mode: str = "append",
                committer: str = "magic", store: S3Store | None = None, job_id: str | None = None,
                compute_kwargs: dict[str, Any] | None = None, **options: Any) -> dict[str, Any]:
@@ -164,7 +190,8 @@ def to_parquet(ddf: Any, dest: str, *, partition_on: Sequence[str] | None = None
                                                          fence)
              for i, part in enumerate(ddf.to_delayed())]
     try:
-        messages = dask.compute(*tasks, **(compute_kwargs or {}))
+        with _read_ahead(job, tasks):
+            messages = dask.compute(*tasks, **(compute_kwargs or {}))
     except BaseException:
         fence.abort()
         with fence.lock():  # no task is committing now, and none will: every commit is aborted by the job

@@ -38,6 +38,8 @@ def test_each_partition_is_a_task_and_the_job_commits_once(store, s3_client, s3_
     assert sorted(success["filenames"]) == [f"/{k}" for k in keys] and success["committer"] == committer
     assert parquet_column(s3_client, s3_bucket, "t/") == list(range(200))
     assert_no_pending_uploads(s3_client, s3_bucket)
+    # each partition's commit told to the job as its task finished: every pendingset read before the job commit
+    assert success["metrics"]["committer_pendingsets_preloaded"] == success["metrics"]["committer_pendingsets"] == 4
 
 
 def explode_on_partition_two(part):
