@@ -74,16 +74,20 @@ func isoDate(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.00
 
 var xmlEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
-// tag is <name>value</name>, the value escaped as xml.sax.saxutils.escape does (&, <, >).
+// escaped is text escaped as xml.sax.saxutils.escape does (&, <, >).
+func escaped(text string) string {
+	if strings.ContainsAny(text, "&<>") {
+		return xmlEscaper.Replace(text)
+	}
+	return text
+}
+
+// tag is <name>value</name>, the value escaped.
 func tag(b *strings.Builder, name, value string) {
 	b.WriteByte('<')
 	b.WriteString(name)
 	b.WriteByte('>')
-	if strings.ContainsAny(value, "&<>") {
-		b.WriteString(xmlEscaper.Replace(value))
-	} else {
-		b.WriteString(value)
-	}
+	b.WriteString(escaped(value))
 	b.WriteString("</")
 	b.WriteString(name)
 	b.WriteByte('>')
@@ -139,13 +143,8 @@ func quoteSafe(c byte) bool {
 		c == '-' || c == '~' || c == '/'
 }
 
-// appendEscaped appends text escaped as tag escapes it (&, <, >).
-func appendEscaped(b []byte, text string) []byte {
-	if strings.ContainsAny(text, "&<>") {
-		return append(b, xmlEscaper.Replace(text)...)
-	}
-	return append(b, text...)
-}
+// appendEscaped appends text escaped to b.
+func appendEscaped(b []byte, text string) []byte { return append(b, escaped(text)...) }
 
 // errorDocument is wire.error_xml: S3's <Error> document.
 func errorDocument(code, message, resource, uploadID, id string) []byte {
